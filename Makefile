@@ -1,0 +1,45 @@
+# Airlock: `make run` for a first look, `make test` for the suite.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test install migrate seed lint bench worker beat clean
+
+$(VENV)/.installed: pyproject.toml sdk/pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit("Airlock needs Python 3.11 or newer") if sys.version_info < (3, 11) else None'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]' -e ./sdk
+	@touch $@
+
+install: $(VENV)/.installed
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+seed: migrate
+	$(PY) manage.py seed_demo
+
+run: seed
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	$(PY) manage.py serve --host $(HOST) --port $(PORT)
+
+test: install
+	$(PY) -m pytest
+
+lint: install
+	$(PY) -m ruff check .
+
+bench: install
+	$(PY) -m bench
+
+worker: install
+	$(VENV)/bin/celery -A console worker --loglevel INFO
+
+beat: install
+	$(VENV)/bin/celery -A console beat --loglevel INFO
+
+clean:
+	rm -rf $(VENV) staticfiles airlock.sqlite3 var

@@ -1,0 +1,33 @@
+from django.contrib import admin
+
+from console.models import Agent, Membership, PersonalAccessToken, Team, Tenant
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "created_at"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "user", "role"]
+    list_filter = ["tenant", "role"]
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "email"]
+    filter_horizontal = ["members"]
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["name", "tenant", "role", "key_lookup", "last_used_at", "revoked_at"]
+    list_filter = ["tenant", "role"]
+    readonly_fields = ["key_lookup", "key_hash", "last_used_at"]
+
+
+@admin.register(PersonalAccessToken)
+class PersonalAccessTokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "key_lookup", "created_at", "revoked_at"]
+    readonly_fields = ["key_lookup", "key_hash", "last_used_at"]

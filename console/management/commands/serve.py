@@ -1,0 +1,72 @@
+"""Serve Airlock: the ASGI server, and with REDIS_URL a Celery worker and beat beside it.
+
+In the embedded default (no REDIS_URL) everything runs in this one process: the in-memory
+channel layer and eager Celery need nothing else.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from console.demo import DEMO_PASSWORD, PEOPLE
+
+
+class Command(BaseCommand):
+    help = "Start Airlock's ASGI server (plus a Celery worker and beat when REDIS_URL is set)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-simulate", action="store_true", help="Do not start the simulated agents.")
+
+    def handle(self, *args, host: str, port: int, no_simulate: bool, **options):
+        children: list[subprocess.Popen] = []
+        if settings.REDIS_URL:
+            celery = [sys.executable, "-m", "celery", "-A", "console"]
+            children.append(subprocess.Popen([*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"]))
+            children.append(subprocess.Popen([*celery, "beat", "--loglevel", "INFO",
+                                              "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")]))
+        simulate = self._simulation_command(host, port)
+        if simulate and not no_simulate:
+            children.append(subprocess.Popen(simulate))
+        self._banner(host, port)
+        server = subprocess.Popen([sys.executable, "-m", "uvicorn", "console.asgi:application",
+                                   "--host", host, "--port", str(port), "--lifespan", "off"])
+        try:
+            server.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for process in [server, *children]:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            for process in [server, *children]:
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+    def _simulation_command(self, host: str, port: int) -> list[str] | None:
+        from django.core.management import get_commands
+
+        if "simulate_agents" not in get_commands():
+            return None
+        return [sys.executable, "manage.py", "simulate_agents", "--base-url", f"http://{host}:{port}", "--gentle"]
+
+    def _banner(self, host: str, port: int) -> None:
+        mode = "Redis-backed (Celery worker and beat started)" if settings.REDIS_URL else "embedded"
+        database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+        self.stdout.write("")
+        self.stdout.write(f"Airlock is starting at http://{host}:{port}/  ({mode}, {database})")
+        self.stdout.write(f"Log in with any demo user below; the password is {DEMO_PASSWORD!r}:")
+        for username, memberships, teams, superuser in PEOPLE:
+            roles = "; ".join(f"{slug}: {', '.join(roles)}" for slug, roles in memberships.items())
+            self.stdout.write(f"  {username:<8} {roles or 'platform superuser' if superuser else roles}"
+                              f"{' · owns ' + ', '.join(teams) if teams else ''}")
+        self.stdout.write(f"API docs: http://{host}:{port}/api/docs/   health: http://{host}:{port}/healthz")
+        self.stdout.write("")
+        os.environ.setdefault("AIRLOCK_BASE_URL", f"http://{host}:{port}")

@@ -1,0 +1,127 @@
+"""The one place that decides which tenants and teams a person or an agent may see and act for.
+
+Every view, API endpoint and websocket consumer scopes tenant data through these helpers.
+Objects of a tenant the caller cannot see are reported as missing (404), never as forbidden,
+so that identifiers do not leak across tenants; a member lacking a role gets 403.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.http import Http404, HttpRequest
+
+from console.models import Agent, Membership, Role, Team, Tenant
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+    AnyUser = AbstractBaseUser | AnonymousUser
+
+SESSION_TENANT_KEY = "airlock_tenant"
+
+
+def is_platform_admin(user: AnyUser) -> bool:
+    return bool(user.is_authenticated and user.is_superuser)
+
+
+def tenants_for(user: AnyUser, role: str | None = None) -> models.QuerySet[Tenant]:
+    """Tenants the user may see (any role), or act for with `role`. Admins of a tenant may also view it."""
+    if not user.is_authenticated:
+        return Tenant.objects.none()
+    if user.is_superuser:
+        return Tenant.objects.all()
+    memberships = Membership.objects.filter(user=user)
+    if role is not None:
+        memberships = memberships.filter(role=role)
+    return Tenant.objects.filter(pk__in=memberships.values("tenant_id"))
+
+
+def tenant_ids_for(user: AnyUser, role: str | None = None) -> set[int]:
+    return set(tenants_for(user, role).values_list("pk", flat=True))
+
+
+def roles_in(user: AnyUser, tenant: Tenant) -> set[str]:
+    if not user.is_authenticated:
+        return set()
+    if user.is_superuser:
+        return {choice.value for choice in Role}
+    return set(Membership.objects.filter(user=user, tenant=tenant).values_list("role", flat=True))
+
+
+def has_role(user: AnyUser, tenant: Tenant, role: str) -> bool:
+    return role in roles_in(user, tenant)
+
+
+def require_role(user: AnyUser, tenant: Tenant, role: str) -> None:
+    """403 for a member without the role; callers have already 404ed non-members."""
+    if not has_role(user, tenant, role):
+        raise PermissionDenied(f"You need the {role} role in {tenant.slug} for this.")
+
+
+def teams_for(user: AnyUser) -> models.QuerySet[Team]:
+    if not user.is_authenticated:
+        return Team.objects.none()
+    if user.is_superuser:
+        return Team.objects.all()
+    return Team.objects.filter(members=user)
+
+
+class TenantScopedQuerySet(models.QuerySet):
+    """Base queryset for tenant-owned rows. Subclasses name the path to the tenant in `tenant_field`."""
+
+    tenant_field = "tenant"
+
+    def in_tenants(self, tenant_ids: Any) -> TenantScopedQuerySet:
+        return self.filter(**{f"{self.tenant_field}__in": tenant_ids})
+
+    def visible_to(self, user: AnyUser, role: str | None = None) -> TenantScopedQuerySet:
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_superuser and role is None:
+            return self.all()
+        return self.in_tenants(tenants_for(user, role).values("pk"))
+
+    def for_agent(self, agent: Agent) -> TenantScopedQuerySet:
+        return self.filter(**{self.tenant_field: agent.tenant_id})
+
+
+def get_visible_or_404(queryset: models.QuerySet, user: AnyUser, **lookup: Any) -> Any:
+    """Fetch one object of a tenant the user can see; anything else is a 404."""
+    try:
+        return queryset.visible_to(user).get(**lookup)
+    except (queryset.model.DoesNotExist, ValueError, TypeError):
+        raise Http404(f"No {queryset.model._meta.verbose_name} matches the given query.") from None
+
+
+def tenant_for_user_or_404(user: AnyUser, slug: str, role: str | None = None) -> Tenant:
+    """A tenant the user belongs to; with `role`, a non-member gets 404 and a member without it 403."""
+    try:
+        tenant = tenants_for(user).get(slug=slug)
+    except Tenant.DoesNotExist:
+        raise Http404("No such tenant.") from None
+    if role is not None:
+        require_role(user, tenant, role)
+    return tenant
+
+
+class CurrentTenantMiddleware:
+    """Attach the tenant chosen in the tenant switcher (`request.tenant`) and the user's roles in it."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> Any:
+        request.tenant = None
+        request.tenant_roles = set()
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated and not request.path.startswith(("/api/", "/v1/")):
+            visible = tenants_for(user)
+            slug = request.session.get(SESSION_TENANT_KEY)
+            tenant = visible.filter(slug=slug).first() if slug else None
+            request.tenant = tenant or visible.first()
+            if request.tenant is not None:
+                request.tenant_roles = roles_in(user, request.tenant)
+        return self.get_response(request)

@@ -1,0 +1,148 @@
+from django.contrib import messages
+from django.contrib.auth import get_user_model, logout
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from console import dashboard, health, services
+from console.forms import AgentForm, MemberAddForm, MemberRolesForm, TokenForm
+from console.models import Membership, Role
+from console.tenancy import SESSION_TENANT_KEY, tenant_for_user_or_404
+
+
+class AirlockLoginView(LoginView):
+    template_name = "registration/login.html"
+    redirect_authenticated_user = True
+
+
+@require_POST
+def logout_view(request: HttpRequest) -> HttpResponse:
+    logout(request)
+    return redirect("console:login")
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    return render(request, "console/home.html", {"cards": dashboard.cards_for(request.user)})
+
+
+@login_required
+@require_POST
+def switch_tenant(request: HttpRequest) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, request.POST.get("tenant", ""))
+    request.session[SESSION_TENANT_KEY] = tenant.slug
+    next_url = request.POST.get("next") or reverse("console:home")
+    if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
+        next_url = reverse("console:home")
+    return redirect(next_url)
+
+
+@login_required
+@require_GET
+def member_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    return render(request, "console/members.html", {
+        "tenant": tenant, "rows": _member_rows(tenant), "form": MemberAddForm(),
+    })
+
+
+def _member_rows(tenant) -> list[dict]:
+    rows: dict[int, dict] = {}
+    for membership in Membership.objects.filter(tenant=tenant).select_related("user"):
+        row = rows.setdefault(membership.user_id, {"user": membership.user, "roles": []})
+        row["roles"].append(membership.role)
+    return list(rows.values())
+
+
+@login_required
+@require_POST
+def member_add(request: HttpRequest, tenant_slug: str) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    form = MemberAddForm(request.POST)
+    if form.is_valid():
+        user = form.cleaned_data["username"]
+        services.set_member_roles(tenant=tenant, user=user, roles=set(form.cleaned_data["roles"]))
+        messages.success(request, f"{user.username} now has roles: {', '.join(form.cleaned_data['roles']) or 'none'}.")
+        return redirect("console:member_list", tenant_slug=tenant.slug)
+    return render(request, "console/members.html", {
+        "tenant": tenant, "rows": _member_rows(tenant), "form": form,
+    }, status=400)
+
+
+@login_required
+def member_edit(request: HttpRequest, tenant_slug: str, user_id: int) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    user = get_object_or_404(get_user_model(), pk=user_id, memberships__tenant=tenant)
+    current = set(Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True))
+    form = MemberRolesForm(request.POST or None, initial={"roles": sorted(current)})
+    if request.method == "POST" and form.is_valid():
+        roles = set(form.cleaned_data["roles"])
+        if user == request.user and Role.ADMIN in current and Role.ADMIN not in roles:
+            messages.error(request, "You cannot remove your own admin role; ask another admin.")
+        else:
+            services.set_member_roles(tenant=tenant, user=user, roles=roles)
+            messages.success(request, f"Roles of {user.username} updated.")
+            return redirect("console:member_list", tenant_slug=tenant.slug)
+    return render(request, "console/member_edit.html", {"tenant": tenant, "member": user, "form": form})
+
+
+@login_required
+@require_GET
+def agent_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    return render(request, "console/agents.html", {
+        "tenant": tenant, "agents": tenant.agents.all(), "form": AgentForm(tenant=tenant),
+    })
+
+
+@login_required
+@require_POST
+def agent_create(request: HttpRequest, tenant_slug: str) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    form = AgentForm(request.POST, tenant=tenant)
+    if not form.is_valid():
+        return render(request, "console/agents.html", {
+            "tenant": tenant, "agents": tenant.agents.all(), "form": form,
+        }, status=400)
+    agent, key = services.create_agent(tenant=tenant, created_by=request.user, **form.cleaned_data)
+    return render(request, "console/agent_key.html", {"tenant": tenant, "agent": agent, "key": key})
+
+
+@login_required
+@require_POST
+def agent_revoke(request: HttpRequest, tenant_slug: str, agent_id: int) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    agent = get_object_or_404(tenant.agents, pk=agent_id)
+    services.revoke_agent(agent=agent)
+    messages.success(request, f"Agent {agent.name} revoked; its key no longer works.")
+    return redirect("console:agent_list", tenant_slug=tenant.slug)
+
+
+@login_required
+def token_list(request: HttpRequest) -> HttpResponse:
+    form = TokenForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        token, key = services.create_personal_token(user=request.user, name=form.cleaned_data["name"])
+        return render(request, "console/token_key.html", {"token": token, "key": key})
+    return render(request, "console/tokens.html", {"tokens": request.user.access_tokens.all(), "form": form})
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    token = get_object_or_404(request.user.access_tokens, pk=token_id)
+    services.revoke_personal_token(token=token)
+    messages.success(request, f"Token {token.name} revoked.")
+    return redirect("console:token_list")
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    report = health.check_all()
+    return JsonResponse(report, status=200 if report["status"] == "ok" else 503)
+
+

@@ -1,0 +1,147 @@
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+from console.models import Agent, Tenant
+from console.tenancy import TenantScopedQuerySet
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class RunQuerySet(TenantScopedQuerySet):
+    pass
+
+
+class Run(models.Model):
+    """One agent run: an end user, a task, and the registry snapshot pinned at its start."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="runs")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="runs")
+    end_user = models.CharField(max_length=200, help_text="Who the agent acts for; policies can test it.")
+    end_user_roles = models.JSONField(default=list, blank=True)
+    task = models.TextField(blank=True)
+    callback_url = models.URLField(max_length=500, blank=True)
+    snapshot = models.ForeignKey("registry.Snapshot", on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    status_reason = models.CharField(max_length=300, blank=True)
+    tainted = models.BooleanField(default=False)
+    taint_source = models.CharField(max_length=300, blank=True, help_text="Which call made the run tainted.")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["tenant", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"run {self.id}"
+
+
+class CallStatus(models.TextChoices):
+    PROPOSED = "proposed"
+    DENIED = "denied"
+    INVALID = "invalid"
+    AWAITING_APPROVAL = "awaiting_approval"
+    EXECUTING = "executing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DECLINED = "declined"
+    EXPIRED = "expired"
+    TIMEOUT_UNKNOWN = "timeout_unknown"
+    RECONCILED = "reconciled"
+
+
+class Verdict(models.TextChoices):
+    ALLOW = "allow"
+    CONFIRM = "confirm"
+    DENY = "deny"
+
+
+class ToolCallQuerySet(TenantScopedQuerySet):
+    tenant_field = "run__tenant"
+
+
+class ToolCall(models.Model):
+    """A call an agent proposed in a run, with the gate's verdict and the outcome."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="calls")
+    call_id = models.CharField(max_length=200, help_text="The agent's id for the call, unique in the run.")
+    position = models.PositiveIntegerField(default=0, help_text="Order within its batch.")
+    name = models.CharField(max_length=200)
+    requested_version = models.CharField(max_length=64, blank=True)
+    skill_version = models.ForeignKey("registry.SkillVersion", null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="calls")
+    effect = models.CharField(max_length=16, blank=True)
+    arguments = models.JSONField(default=dict, help_text="As stored after redaction.")
+    sealed_arguments = models.TextField(blank=True, help_text="The raw arguments, encrypted (lib.sealing), kept "
+                                        "only until the call reaches a final outcome.")
+    arguments_sha256 = models.CharField(max_length=64, blank=True)
+    idempotency_key = models.CharField(max_length=300, blank=True)
+    status = models.CharField(max_length=20, choices=CallStatus.choices, default=CallStatus.PROPOSED)
+    verdict = models.CharField(max_length=10, choices=Verdict.choices, blank=True)
+    decision = models.JSONField(default=dict, blank=True,
+                                help_text="rule id, scope, policy version, reason, shadow verdicts.")
+    error_class = models.CharField(max_length=32, blank=True)
+    result = models.JSONField(null=True, blank=True, help_text="The shaped result the agent received.")
+    result_sha256 = models.CharField(max_length=64, blank=True)
+    result_bytes = models.PositiveIntegerField(default=0)
+    truncated = models.BooleanField(default=False)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    warnings = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ToolCallQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "position"]
+        constraints = [models.UniqueConstraint(fields=["run", "call_id"], name="unique_call_id_per_run")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.call_id})"
+
+
+class IdempotencyRecord(models.Model):
+    """The first outcome for an idempotency key in a tenant, returned again for a repeat."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=300)
+    arguments_sha256 = models.CharField(max_length=64)
+    skill_name = models.CharField(max_length=200)
+    call = models.ForeignKey(ToolCall, null=True, on_delete=models.SET_NULL, related_name="+")
+    outcome = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "key"], name="unique_idempotency_key")]
+
+
+class RunEventQuerySet(TenantScopedQuerySet):
+    tenant_field = "run__tenant"
+
+
+class RunEvent(models.Model):
+    """An append-only event an agent can follow: `GET /api/v1/runs/{id}/events?after=<id>`."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=40, help_text="approval.decided, call.completed, run.status, ...")
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = RunEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["run", "id"])]

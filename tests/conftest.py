@@ -1,0 +1,159 @@
+"""Shared fixtures: named personas in two tenants, agents with keys, and service markers.
+
+Tests marked `postgres` or `redis` need the real service (DATABASE_URL / REDIS_URL). Without
+it they are skipped with a summary line, unless AIRLOCK_REQUIRE_SERVICES=1, where a missing
+service fails the run instead.
+"""
+
+import os
+
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from console.celery import app as celery_app
+from console.models import Membership, Role, Team, Tenant
+from console.services import create_agent
+
+REQUIRE_SERVICES = os.environ.get("AIRLOCK_REQUIRE_SERVICES") == "1"
+
+
+def _using_postgres() -> bool:
+    return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+
+
+def pytest_collection_modifyitems(config, items):
+    missing = {
+        "postgres": None if _using_postgres() else "needs PostgreSQL: set DATABASE_URL=postgres://...",
+        "redis": None if settings.REDIS_URL else "needs Redis: set REDIS_URL=redis://...",
+    }
+    for item in items:
+        for marker, reason in missing.items():
+            if reason and marker in item.keywords:
+                if REQUIRE_SERVICES:
+                    item.add_marker(pytest.mark.usefixtures("_fail_missing_service"))
+                else:
+                    item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def _fail_missing_service():
+    pytest.fail("A required service is missing (AIRLOCK_REQUIRE_SERVICES=1).")
+
+
+def pytest_terminal_summary(terminalreporter):
+    skipped = terminalreporter.stats.get("skipped", [])
+    service_skips = [r for r in skipped if "needs PostgreSQL" in str(r.longrepr) or "needs Redis" in str(r.longrepr)]
+    if service_skips:
+        terminalreporter.write_line(
+            f"{len(service_skips)} tests skipped for want of PostgreSQL/Redis; "
+            "set DATABASE_URL and REDIS_URL (or run .ci/run) to include them.",
+            yellow=True,
+        )
+
+
+@pytest.fixture(autouse=True)
+def _isolated_services(settings, tmp_path):
+    """Every test starts with an empty cache and eager Celery unless it asks for a real worker."""
+    cache.clear()
+    celery_app.conf.task_always_eager = True
+    celery_app.conf.task_eager_propagates = True
+    settings.AIRLOCK_SIGNING_KEY_FILE = settings.VAR_DIR / "test_signing_key.pem"
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def acme(db) -> Tenant:
+    return Tenant.objects.create(slug="acme", name="Acme Corp")
+
+
+@pytest.fixture
+def globex(db) -> Tenant:
+    return Tenant.objects.create(slug="globex", name="Globex")
+
+
+def make_user(username: str, *, tenant: Tenant | None = None, roles=(), superuser: bool = False):
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user(
+        username=username, email=f"{username}@example.com", password="pw", is_superuser=superuser,
+        is_staff=superuser,
+    )
+    for role in roles:
+        Membership.objects.create(tenant=tenant, user=user, role=role)
+    return user
+
+
+@pytest.fixture
+def approver(acme):
+    return make_user("approver", tenant=acme, roles=[Role.APPROVER, Role.VIEWER])
+
+
+@pytest.fixture
+def second_approver(acme):
+    return make_user("approver2", tenant=acme, roles=[Role.APPROVER, Role.VIEWER])
+
+
+@pytest.fixture
+def viewer(acme):
+    return make_user("viewer", tenant=acme, roles=[Role.VIEWER])
+
+
+@pytest.fixture
+def tenant_admin(acme):
+    return make_user("admin", tenant=acme, roles=[Role.ADMIN, Role.VIEWER])
+
+
+@pytest.fixture
+def owner_team(db) -> Team:
+    return Team.objects.create(slug="support-tools", name="Support tools")
+
+
+@pytest.fixture
+def owner(acme, owner_team):
+    user = make_user("owner", tenant=acme, roles=[Role.VIEWER])
+    owner_team.members.add(user)
+    return user
+
+
+@pytest.fixture
+def outsider(globex):
+    """A user of another tenant with every role there: must see nothing of acme."""
+    return make_user("outsider", tenant=globex, roles=[Role.ADMIN, Role.APPROVER, Role.VIEWER])
+
+
+@pytest.fixture
+def platform_admin(db):
+    return make_user("root", superuser=True)
+
+
+@pytest.fixture
+def agent_and_key(acme):
+    return create_agent(tenant=acme, name="support-bot", role="support")
+
+
+@pytest.fixture
+def agent(agent_and_key):
+    return agent_and_key[0]
+
+
+@pytest.fixture
+def agent_client(agent_and_key) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {agent_and_key[1]}")
+    return client
+
+
+@pytest.fixture
+def outsider_agent_client(globex) -> APIClient:
+    _, key = create_agent(tenant=globex, name="globex-bot", role="support")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
+
+
+def login(client, user):
+    client.force_login(user)
+    return client

@@ -1,0 +1,80 @@
+from django.db import models
+from django.utils import timezone
+
+from console.models import Tenant
+from console.tenancy import TenantScopedQuerySet
+
+
+class TraceQuerySet(TenantScopedQuerySet):
+    pass
+
+
+class Trace(models.Model):
+    """One trace per agent run (or per trace id an agent sends through ingest)."""
+
+    trace_id = models.CharField(max_length=32, help_text="32 hex characters, as in W3C trace context.")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="traces")
+    run = models.OneToOneField("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="trace")
+    agent = models.ForeignKey("console.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    end_user = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=300, blank=True)
+    started_at = models.DateTimeField(default=timezone.now, db_index=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    span_count = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)
+
+    objects = TraceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "trace_id"], name="unique_trace_per_tenant")]
+        indexes = [models.Index(fields=["tenant", "-started_at"])]
+
+    def __str__(self) -> str:
+        return self.trace_id
+
+
+class SpanKind(models.TextChoices):
+    RUN = "run"
+    MODEL_TURN = "model_turn"
+    TOOL_CALL = "tool_call"
+    POLICY = "policy"
+    APPROVAL_REQUEST = "approval_request"
+    APPROVAL_DECISION = "approval_decision"
+    EXECUTION_ATTEMPT = "execution_attempt"
+    OTHER = "other"
+
+
+class SpanQuerySet(TenantScopedQuerySet):
+    tenant_field = "trace__tenant"
+
+
+class Span(models.Model):
+    """One step on a trace's timeline. Payloads are redacted before they are stored."""
+
+    trace = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="spans")
+    span_id = models.CharField(max_length=16, help_text="16 hex characters.")
+    parent_span_id = models.CharField(max_length=16, blank=True)
+    kind = models.CharField(max_length=24, choices=SpanKind.choices)
+    name = models.CharField(max_length=300)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    skill_name = models.CharField(max_length=200, blank=True, db_index=True)
+    skill_version = models.CharField(max_length=64, blank=True)
+    call = models.ForeignKey("runs.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="spans")
+    verdict = models.CharField(max_length=10, blank=True)
+    outcome = models.CharField(max_length=32, blank=True)
+    error_class = models.CharField(max_length=32, blank=True)
+    attributes = models.JSONField(default=dict, blank=True)
+    source = models.CharField(max_length=16, default="airlock", help_text="airlock, batch or otlp.")
+
+    objects = SpanQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["trace", "span_id"], name="unique_span_per_trace")]
+        indexes = [models.Index(fields=["skill_name", "started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
