@@ -1,0 +1,59 @@
+"""Shared helpers for the benchmark scripts: Django setup, percentiles and one table format.
+
+Every script exposes `run() -> list[Figure]` and can be run alone (`python -m bench.gate`);
+`python -m bench` (make bench) runs them all and prints one table.
+"""
+
+import os
+import statistics
+from dataclasses import dataclass
+
+
+def setup_django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    import django
+
+    django.setup()
+
+
+@dataclass
+class Figure:
+    name: str
+    value: float
+    unit: str
+    reference: float | None = None  # the side-by-side figure, when the script has one
+    reference_name: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.reference in (None, 0):
+            return None
+        return self.value / self.reference
+
+
+def percentile(samples: list[float], pct: float) -> float:
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary(samples: list[float]) -> dict[str, float]:
+    return {
+        "p50": percentile(samples, 50), "p95": percentile(samples, 95), "p99": percentile(samples, 99),
+        "max": max(samples) if samples else float("nan"),
+        "mean": statistics.fmean(samples) if samples else float("nan"),
+    }
+
+
+def print_table(figures: list[Figure], title: str = "") -> None:
+    if title:
+        print(f"\n== {title}")
+    print(f"{'figure':<58} {'value':>12} {'unit':<10} {'reference':>12} {'ratio':>8}")
+    for figure in figures:
+        reference = f"{figure.reference:12.2f}" if figure.reference is not None else f"{'':>12}"
+        ratio = f"{figure.ratio:8.2f}" if figure.ratio is not None else f"{'':>8}"
+        print(f"{figure.name:<58} {figure.value:12.2f} {figure.unit:<10} {reference} {ratio}")
+        if figure.reference_name:
+            print(f"{'':<4}reference: {figure.reference_name}")
