@@ -29,6 +29,8 @@ class Run(models.Model):
     end_user_roles = models.JSONField(default=list, blank=True)
     task = models.TextField(blank=True)
     callback_url = models.URLField(max_length=500, blank=True)
+    webhook_secret = models.CharField(max_length=64, blank=True, help_text="HMAC key for callback deliveries, "
+                                      "returned once when the run starts.")
     snapshot = models.ForeignKey("registry.Snapshot", on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
     status_reason = models.CharField(max_length=300, blank=True)
