@@ -66,6 +66,8 @@ class Span(models.Model):
     verdict = models.CharField(max_length=10, blank=True)
     outcome = models.CharField(max_length=32, blank=True)
     error_class = models.CharField(max_length=32, blank=True)
+    arguments_sha256 = models.CharField(max_length=64, blank=True, help_text="Finds repeated identical calls.")
+    result_bytes = models.PositiveIntegerField(default=0)
     attributes = models.JSONField(default=dict, blank=True)
     source = models.CharField(max_length=16, default="airlock", help_text="airlock, batch or otlp.")
 

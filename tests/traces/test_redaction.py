@@ -1,0 +1,97 @@
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from traces.redaction import looks_secret, mask_secrets, redact
+
+SECRETS = [
+    "sk-proj-abcdefghijklmnop1234567890",
+    "sk-ant-api03-abcdefghijklmnopqrstu",
+    "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+    "AKIAIOSFODNN7EXAMPLE",
+    "xoxb-123456789012-abcdefghijkl",
+    "sk_live_abcdefghijklmnop",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "ak_live_4f9c2e7a1b3d5f6e",
+    "pat_0123456789abcdefghij",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----",
+    "AIzaSyA-abcdefghijklmnopqrstuvwxyz01234",
+]
+
+
+@pytest.mark.parametrize("secret", SECRETS)
+def test_secrets_are_masked_anywhere_in_a_payload(secret):
+    payload = {"note": f"use {secret} please", "list": [secret], "nested": {"deep": [{"x": secret}]}}
+    out = json.dumps(redact(payload))
+    assert secret not in out
+    assert "redacted:" in out
+
+
+def test_bearer_tokens_and_passwords_in_urls_are_masked():
+    text = "Authorization: Bearer abc.def-ghi_jkl012345 and postgres://app:hunter2secret@db/x"
+    out = mask_secrets(text)
+    assert "abc.def-ghi_jkl012345" not in out and "hunter2secret" not in out
+    assert out.startswith("Authorization: Bear")
+
+
+def test_ordinary_text_is_untouched():
+    payload = {"order_id": "ord_123", "amount": 42.5, "ok": True, "note": "Refund for the skis, ask Sam", "n": None}
+    assert redact(payload) == payload
+    assert not looks_secret("the task was skipped")
+
+
+def test_schema_marked_fields_become_hash_and_preview():
+    schema = {"type": "object", "properties": {
+        "password": {"type": "string", "format": "password"},
+        "token": {"type": "string", "writeOnly": True},
+        "card": {"type": "object", "x-airlock-sensitive": True},
+        "items": {"type": "array", "items": {"type": "object", "properties": {"ssn": {"x-airlock-sensitive": True}}}},
+        "name": {"type": "string"},
+    }}
+    out = redact({"password": "hunter2", "token": "t0k3n", "card": {"pan": "4111111111111111"},
+                  "items": [{"ssn": "123-45-6789"}], "name": "Ann"}, schema=schema)
+    assert out["name"] == "Ann"
+    assert out["password"]["redacted"] is True and out["password"]["preview"] == "hu…"
+    assert len(out["password"]["sha256"]) == 64
+    assert "4111111111111111" not in json.dumps(out) and "123-45-6789" not in json.dumps(out)
+    assert out["items"][0]["ssn"]["redacted"] is True
+
+
+@pytest.mark.parametrize("classification", ["confidential", "restricted"])
+def test_confidential_payloads_are_stored_only_as_hash_and_preview(classification):
+    out = redact({"diagnosis": "flu", "patient": "Ann"}, data_classification=classification)
+    assert set(out) == {"redacted", "reason", "sha256", "preview"}
+    assert "flu" not in json.dumps(out) and out["reason"] == classification
+
+
+def test_redaction_is_deterministic():
+    payload = {"a": SECRETS[0], "b": {"password": "x"}}
+    schema = {"properties": {"b": {"properties": {"password": {"writeOnly": True}}}}}
+    assert redact(payload, schema=schema) == redact(payload, schema=schema)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=json_values, secret=st.sampled_from(SECRETS), prefix=st.text(max_size=5))
+def test_property_no_secret_survives_and_output_is_json(value, secret, prefix):
+    payload = {"data": value, "hidden": [prefix + " " + secret]}
+    out = redact(payload)
+    text = json.dumps(out, allow_nan=False)
+    assert secret not in text
+    assert redact(payload) == out
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=json_values)
+def test_property_idempotent(value):
+    once = redact(value)
+    assert redact(once) == once

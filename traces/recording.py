@@ -1,0 +1,186 @@
+"""The one recording API every app uses to put steps of a run on its trace.
+
+`record_span` is on the gate's hot path: one insert and one counter update, nothing read back.
+A run's trace id is the run's UUID in hex, so an agent that knows its run id also knows the trace
+id to use in its own OpenTelemetry spans (they then land on the same timeline).
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Case, F, Q, Value, When
+from django.utils import timezone
+
+from traces.models import Span, Trace
+from traces.redaction import redact
+
+if TYPE_CHECKING:
+    from runs.models import Run, ToolCall
+
+_TRACE_CACHE_ATTR = "_airlock_trace"
+# gen_ai.operation.name per span kind (OpenTelemetry GenAI semantic conventions).
+GEN_AI_OPERATION = {"tool_call": "execute_tool", "model_turn": "chat", "run": "invoke_agent"}
+
+
+def new_span_id() -> str:
+    return secrets.token_hex(8)
+
+
+def new_trace_id() -> str:
+    return secrets.token_hex(16)
+
+
+def trace_id_for_run(run: Run) -> str:
+    return run.id.hex
+
+
+def ensure_trace(run: Run) -> Trace:
+    """The run's trace, created on first use. A trace the agent opened through ingest with the
+    same trace id is adopted, so spans sent before the run's first call are not orphaned."""
+    cached = getattr(run, _TRACE_CACHE_ATTR, None)
+    if cached is not None:
+        return cached
+    trace = Trace.objects.filter(run_id=run.pk).first()
+    if trace is None:
+        trace = _create_or_adopt(run)
+    setattr(run, _TRACE_CACHE_ATTR, trace)
+    return trace
+
+
+def _create_or_adopt(run: Run) -> Trace:
+    trace_id = trace_id_for_run(run)
+    fields = {"run_id": run.pk, "agent_id": run.agent_id, "end_user": run.end_user,
+              "name": (run.task or "run")[:300], "started_at": run.created_at}
+    try:
+        with transaction.atomic():
+            trace, created = Trace.objects.get_or_create(tenant_id=run.tenant_id, trace_id=trace_id, defaults=fields)
+    except IntegrityError:  # a concurrent first span of the same run won the race
+        trace = Trace.objects.get(tenant_id=run.tenant_id, trace_id=trace_id)
+        created = True
+    if not created and trace.run_id is None:
+        Trace.objects.filter(pk=trace.pk).update(**fields)
+        for key, value in fields.items():
+            setattr(trace, key, value)
+    return trace
+
+
+def _call_attributes(call: ToolCall) -> dict[str, Any]:
+    decision = call.decision or {}
+    attrs: dict[str, Any] = {
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.call_id,
+        "airlock.call.status": call.status,
+        "airlock.arguments.sha256": call.arguments_sha256,
+        "airlock.effect": call.effect,
+    }
+    if call.result_sha256:
+        attrs["airlock.result.sha256"] = call.result_sha256
+        attrs["airlock.result.bytes"] = call.result_bytes
+        attrs["airlock.result.truncated"] = call.truncated
+    if call.attempts:
+        attrs["airlock.attempts"] = call.attempts
+    if decision.get("rule_id") or decision.get("rule"):
+        attrs["airlock.decision.rule"] = decision.get("rule_id") or decision.get("rule")
+    if decision.get("policy_version") is not None:
+        attrs["airlock.decision.policy_version"] = decision.get("policy_version")
+    return {key: value for key, value in attrs.items() if value not in ("", None)}
+
+
+def verdict_attributes(verdict: str, *, rule: str = "", reason: str = "") -> dict[str, Any]:
+    """A verdict in the GenAI guardrail vocabulary (gen_ai.security.decision.*), beside Airlock's own."""
+    decision_type = {"allow": "allow", "confirm": "warn", "deny": "deny"}.get(verdict, verdict)
+    attrs = {"airlock.verdict": verdict, "gen_ai.security.decision.type": decision_type}
+    if rule:
+        attrs["gen_ai.security.decision.reason"] = reason or f"rule {rule}"
+        attrs["airlock.decision.rule"] = rule
+    elif reason:
+        attrs["gen_ai.security.decision.reason"] = reason
+    return attrs
+
+
+def record_span(
+    *,
+    run: Run,
+    kind: str,
+    name: str,
+    started_at: datetime,
+    ended_at: datetime | None = None,
+    parent_span_id: str = "",
+    call: ToolCall | None = None,
+    skill_name: str = "",
+    skill_version: str = "",
+    verdict: str = "",
+    outcome: str = "",
+    error_class: str = "",
+    attributes: dict[str, Any] | None = None,
+) -> Span:
+    """Append one span to the run's trace. Attribute payloads are redacted before storage."""
+    trace = ensure_trace(run)
+    attrs: dict[str, Any] = {}
+    if kind in GEN_AI_OPERATION:
+        attrs["gen_ai.operation.name"] = GEN_AI_OPERATION[kind]
+    if call is not None:
+        attrs.update(_call_attributes(call))
+        skill_name = skill_name or call.name
+    if verdict:
+        attrs.update(verdict_attributes(verdict, rule=str(attrs.get("airlock.decision.rule", ""))))
+    if attributes:
+        attrs.update(attributes)
+    attrs = redact(attrs)
+    duration_ms = (ended_at - started_at).total_seconds() * 1000 if ended_at else None
+    span = Span.objects.create(
+        trace=trace, span_id=new_span_id(), parent_span_id=parent_span_id or "", kind=kind, name=name[:300],
+        started_at=started_at, ended_at=ended_at, duration_ms=duration_ms, skill_name=skill_name,
+        skill_version=skill_version, call=call, verdict=verdict, outcome=outcome, error_class=error_class,
+        attributes=attrs, arguments_sha256=str(attrs.get("airlock.arguments.sha256", ""))[:64],
+        result_bytes=_int_or_zero(attrs.get("airlock.result.bytes")),
+    )
+    _bump_counters(trace, spans=1, errors=1 if error_class else 0, ended_at=ended_at or started_at)
+    return span
+
+
+def _int_or_zero(value: Any) -> int:
+    try:
+        return max(int(value), 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _bump_counters(trace: Trace, *, spans: int, errors: int, ended_at: datetime | None) -> None:
+    updates: dict[str, Any] = {"span_count": F("span_count") + spans}
+    if errors:
+        updates["error_count"] = F("error_count") + errors
+    if ended_at is not None:
+        # Only move ended_at forward (Greatest treats NULL differently on SQLite and PostgreSQL).
+        updates["ended_at"] = Case(When(Q(ended_at__isnull=True) | Q(ended_at__lt=ended_at), then=Value(ended_at)),
+                                   default=F("ended_at"))
+    Trace.objects.filter(pk=trace.pk).update(**updates)
+
+
+def finish_span(span: Span, *, ended_at: datetime | None = None, outcome: str = "", error_class: str = "",
+                attributes: dict[str, Any] | None = None) -> Span:
+    """Close a span opened without an end (an approval wait, an execution attempt)."""
+    ended_at = ended_at or timezone.now()
+    span.ended_at = ended_at
+    span.duration_ms = (ended_at - span.started_at).total_seconds() * 1000
+    fields = ["ended_at", "duration_ms"]
+    if outcome:
+        span.outcome = outcome
+        fields.append("outcome")
+    if error_class:
+        span.error_class = error_class
+        fields.append("error_class")
+    if attributes:
+        span.attributes = {**span.attributes, **redact(attributes)}
+        fields.append("attributes")
+    span.save(update_fields=fields)
+    _bump_counters(span.trace, spans=0, errors=1 if error_class else 0, ended_at=ended_at)
+    return span
+
+
+__all__ = ["ensure_trace", "record_span", "finish_span", "new_span_id", "new_trace_id", "trace_id_for_run",
+           "verdict_attributes"]

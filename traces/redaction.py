@@ -1,0 +1,142 @@
+"""Redaction applied to every payload before it is stored (spans, calls, approvals).
+
+Three layers, each deterministic:
+1. fields the skill's JSON Schema marks sensitive (`writeOnly`, `format: password`,
+   `x-airlock-sensitive`) are replaced by a hash and a two-character preview;
+2. strings that look like secrets (provider API keys, bearer tokens, JWTs, PEM private keys,
+   Airlock's own `ak_`/`pat_` keys) are masked wherever they appear, inside longer text too;
+3. for `confidential` and `restricted` skills the whole payload becomes a hash and a masked preview.
+"""
+
+import hashlib
+import re
+from typing import Any
+
+from lib.canonical import canonical_json
+
+WHOLE_PAYLOAD_CLASSIFICATIONS = frozenset({"confidential", "restricted"})
+PREVIEW_CHARS = 2
+MAX_DEPTH = 64
+
+# Each pattern matches a whole secret; the match is replaced by a masked form that keeps only a
+# recognisable prefix, so a reader can tell what kind of secret was there.
+_SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("pem", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+                       re.DOTALL)),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")),
+    ("bearer", re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}")),
+    ("openai", re.compile(r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}")),
+    ("stripe", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}")),
+    ("github", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}")),
+    ("aws", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
+    ("slack", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
+    ("google", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("airlock", re.compile(r"\b(?:ak|pat)_[A-Za-z0-9_-]{12,}")),
+    ("password_in_url", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
+]
+# Cheap pre-check: most strings contain none of these fragments and skip the regexes entirely.
+_HINTS = ("-----BEGIN", "eyJ", "earer", "asic", "oken", "sk-", "_live_", "_test_", "gh", "github_pat_",
+          "AKIA", "ASIA", "xox", "AIza", "ak_", "pat_", "://")
+
+
+def sha256_hex(value: Any) -> str:
+    if isinstance(value, str):
+        return hashlib.sha256(value.encode()).hexdigest()
+    try:
+        return hashlib.sha256(canonical_json(value)).hexdigest()
+    except Exception:  # non-JSON values (floats like NaN, custom objects): hash their repr
+        return hashlib.sha256(repr(value).encode()).hexdigest()
+
+
+def _preview(value: Any) -> str:
+    text = value if isinstance(value, str) else str(value)
+    return (text[:PREVIEW_CHARS] + "…") if text else ""
+
+
+def redacted_marker(value: Any, *, reason: str = "sensitive") -> dict[str, Any]:
+    """What a sensitive value becomes: enough to compare and recognise, nothing to reuse."""
+    return {"redacted": True, "reason": reason, "sha256": sha256_hex(value), "preview": _preview(value)}
+
+
+def _mask_secret(match: re.Match[str]) -> str:
+    text = match.group(0)
+    return f"{text[:4]}…[redacted:{hashlib.sha256(text.encode()).hexdigest()[:12]}]"
+
+
+def mask_secrets(text: str) -> str:
+    """Mask every substring that looks like a credential; other text is kept as is."""
+    if not any(hint in text for hint in _HINTS):
+        return text
+    for _kind, pattern in _SECRET_PATTERNS:
+        text = pattern.sub(_mask_secret, text)
+    return text
+
+
+def looks_secret(text: str) -> bool:
+    return mask_secrets(text) != text
+
+
+def is_sensitive_schema(schema: Any) -> bool:
+    return isinstance(schema, dict) and (
+        schema.get("writeOnly") is True
+        or schema.get("format") == "password"
+        or bool(schema.get("x-airlock-sensitive"))
+    )
+
+
+def _child_schema(schema: Any, key: str) -> Any:
+    if not isinstance(schema, dict):
+        return None
+    props = schema.get("properties")
+    if isinstance(props, dict) and key in props:
+        return props[key]
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, dict) else None
+
+
+def _item_schema(schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        return None
+    items = schema.get("items")
+    return items if isinstance(items, dict) else None
+
+
+def _walk(value: Any, schema: Any, depth: int) -> Any:
+    if schema is not None and is_sensitive_schema(schema):
+        return redacted_marker(value)
+    if depth > MAX_DEPTH:
+        return redacted_marker(value, reason="too_deep")
+    if isinstance(value, str):
+        return mask_secrets(value)
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            safe_key = mask_secrets(str(key))
+            out[safe_key] = _walk(item, _child_schema(schema, str(key)), depth + 1)
+        return out
+    if isinstance(value, (list, tuple)):
+        item_schema = _item_schema(schema)
+        return [_walk(item, item_schema, depth + 1) for item in value]
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+    return mask_secrets(str(value))
+
+
+def redact(value: Any, *, schema: dict | None = None, data_classification: str = "internal") -> Any:
+    """Return a JSON value safe to store. Never raises on odd input; never returns a raw secret."""
+    if data_classification in WHOLE_PAYLOAD_CLASSIFICATIONS:
+        if value is None:
+            return None
+        marker = redacted_marker(value, reason=data_classification)
+        marker["preview"] = _preview(mask_secrets(value if isinstance(value, str) else _compact(value)))
+        return marker
+    return _walk(value, schema, 0)
+
+
+def _compact(value: Any) -> str:
+    try:
+        return canonical_json(value).decode()
+    except Exception:
+        return repr(value)
