@@ -90,15 +90,29 @@ def _call_attributes(call: ToolCall) -> dict[str, Any]:
     return {key: value for key, value in attrs.items() if value not in ("", None)}
 
 
-def verdict_attributes(verdict: str, *, rule: str = "", reason: str = "") -> dict[str, Any]:
-    """A verdict in the GenAI guardrail vocabulary (gen_ai.security.decision.*), beside Airlock's own."""
+def verdict_attributes(verdict: str, *, rule: str = "", reason: str = "", policy_version: Any = None,
+                       call_id: str = "") -> dict[str, Any]:
+    """A verdict in the GenAI security-guardian vocabulary (`apply_guardrail`, gen_ai.security.*),
+    beside Airlock's own attributes. The conventions have no "ask a human": confirm is a `warn`
+    with decision code `approval_required`."""
     decision_type = {"allow": "allow", "confirm": "warn", "deny": "deny"}.get(verdict, verdict)
-    attrs = {"airlock.verdict": verdict, "gen_ai.security.decision.type": decision_type}
+    attrs: dict[str, Any] = {
+        "airlock.verdict": verdict,
+        "gen_ai.guardian.name": "airlock.policy",
+        "gen_ai.security.target.type": "tool_call",
+        "gen_ai.security.decision.type": decision_type,
+    }
+    if verdict == "confirm":
+        attrs["gen_ai.security.decision.code"] = "approval_required"
+    if call_id:
+        attrs["gen_ai.security.target.id"] = call_id
     if rule:
-        attrs["gen_ai.security.decision.reason"] = reason or f"rule {rule}"
         attrs["airlock.decision.rule"] = rule
-    elif reason:
-        attrs["gen_ai.security.decision.reason"] = reason
+        attrs["gen_ai.security.policy.id"] = rule
+    if policy_version not in (None, ""):
+        attrs["gen_ai.security.policy.version"] = str(policy_version)
+    if reason or rule:
+        attrs["gen_ai.security.decision.reason"] = reason or f"rule {rule}"
     return attrs
 
 
@@ -127,7 +141,9 @@ def record_span(
         attrs.update(_call_attributes(call))
         skill_name = skill_name or call.name
     if verdict:
-        attrs.update(verdict_attributes(verdict, rule=str(attrs.get("airlock.decision.rule", ""))))
+        attrs.update(verdict_attributes(
+            verdict, rule=str(attrs.get("airlock.decision.rule", "")), call_id=call.call_id if call else "",
+            policy_version=attrs.get("airlock.decision.policy_version")))
     if attributes:
         attrs.update(attributes)
     attrs = redact(attrs)
