@@ -17,6 +17,17 @@ MUTATING_EFFECTS = {Effect.WRITE, Effect.EXTERNAL, Effect.DESTRUCTIVE}
 EFFECT_RANK = {Effect.READ: 0, Effect.DRAFT: 1, Effect.WRITE: 2, Effect.EXTERNAL: 3, Effect.DESTRUCTIVE: 4}
 
 
+class DataClassification(models.TextChoices):
+    PUBLIC = "public"
+    INTERNAL = "internal"
+    CONFIDENTIAL = "confidential"
+    RESTRICTED = "restricted"
+
+
+class ImmutableVersionError(Exception):
+    """Raised when code tries to change the manifest of a published skill version."""
+
+
 class VersionStatus(models.TextChoices):
     DRAFT = "draft"
     IN_REVIEW = "in_review"
@@ -39,6 +50,26 @@ class Skill(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def is_owned_by(self, user) -> bool:
+        """Owning-team members and platform admins may publish, deprecate and retire."""
+        if not user.is_authenticated:
+            return False
+        return user.is_superuser or self.owner_team.members.filter(pk=user.pk).exists()
+
+
+LIFECYCLE_MANIFEST_KEYS = ("status", "compatibility")
+PUBLISHED_STATUSES = {VersionStatus.ACTIVE, VersionStatus.DEPRECATED, VersionStatus.RETIRED}
+
+
+class SkillVersionQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        if "manifest" in kwargs and self.exclude(status__in=[VersionStatus.DRAFT, VersionStatus.IN_REVIEW]).exists():
+            raise ImmutableVersionError("Published skill versions are immutable; create a new draft version.")
+        return super().update(**kwargs)
+
+    def published(self) -> "SkillVersionQuerySet":
+        return self.filter(status__in=PUBLISHED_STATUSES)
 
 
 class SkillVersion(models.Model):
@@ -63,6 +94,13 @@ class SkillVersion(models.Model):
     sunset_at = models.DateTimeField(null=True, blank=True)
     retired_at = models.DateTimeField(null=True, blank=True)
     replacement = models.ForeignKey(Skill, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    data_classification = models.CharField(max_length=16, choices=DataClassification.choices,
+                                           default=DataClassification.INTERNAL)
+    review_reasons = models.JSONField(default=list, blank=True,
+                                      help_text="Why this version needs a second person's review, if it does.")
+    search_text = models.TextField(blank=True, help_text="Name, namespace and description, for discovery.")
+
+    objects = SkillVersionQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["skill", "version"], name="unique_skill_version")]
@@ -70,6 +108,68 @@ class SkillVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.skill.name}@{self.version}"
+
+    def save(self, *args, **kwargs) -> None:
+        loaded_status = getattr(self, "_loaded_status", None)
+        if loaded_status in PUBLISHED_STATUSES and (
+            (self._loaded_manifest is not None and self.manifest != self._loaded_manifest)
+            or self.version != self._loaded_version
+        ):
+            raise ImmutableVersionError(
+                f"{self} is published and immutable; create a new draft version instead."
+            )
+        self.search_text = " ".join(
+            [self.skill.name, self.skill.name.replace(".", " ").replace("_", " "), self.description]
+        )
+        super().save(*args, **kwargs)
+        self._loaded_status = self.status
+        self._loaded_manifest = self.manifest
+        self._loaded_version = self.version
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        instance = super().from_db(db, field_names, values)
+        loaded = dict(zip(field_names, values, strict=False))
+        instance._loaded_status = loaded.get("status")
+        instance._loaded_manifest = instance.manifest if "manifest" in loaded else None
+        instance._loaded_version = loaded.get("version")
+        return instance
+
+    @property
+    def is_published(self) -> bool:
+        return self.status in PUBLISHED_STATUSES
+
+    @property
+    def semver(self) -> tuple[int, int, int]:
+        return (self.major, self.minor, self.patch)
+
+    def effective_manifest(self) -> dict:
+        """The stored (immutable) manifest with its lifecycle fields filled from this row."""
+        manifest = dict(self.manifest)
+        manifest["status"] = self.status
+        manifest["compatibility"] = {
+            "deprecated_at": self.deprecated_at.isoformat() if self.deprecated_at else None,
+            "replacement_skill_id": self.replacement.skill_id if self.replacement_id else None,
+            "sunset_at": self.sunset_at.isoformat() if self.sunset_at else None,
+        }
+        return manifest
+
+
+class DiscoveryQuery(models.Model):
+    """A discovery search that found nothing or little: the retrieval misses that hide the right tool."""
+
+    query = models.CharField(max_length=300)
+    namespace = models.CharField(max_length=100, blank=True)
+    result_count = models.PositiveIntegerField()
+    fell_back_to_namespace = models.BooleanField(default=False)
+    agent = models.ForeignKey("console.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.query!r} -> {self.result_count}"
 
 
 class Snapshot(models.Model):
