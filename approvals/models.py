@@ -1,8 +1,10 @@
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from console.models import Tenant
+from console.models import Agent, Tenant
 from console.tenancy import TenantScopedQuerySet
 
 
@@ -17,9 +19,27 @@ class ApprovalStatus(models.TextChoices):
     FAILED = "failed"
 
 
+# The only moves a request can make; every one is recorded as an ApprovalEvent.
+TRANSITIONS: dict[str, set[str]] = {
+    ApprovalStatus.PENDING: {ApprovalStatus.APPROVED, ApprovalStatus.DECLINED, ApprovalStatus.EXPIRED,
+                             ApprovalStatus.CANCELLED},
+    ApprovalStatus.APPROVED: {ApprovalStatus.EXECUTING},
+    ApprovalStatus.EXECUTING: {ApprovalStatus.EXECUTED, ApprovalStatus.FAILED},
+}
+NEGATIVE_STATUSES = {ApprovalStatus.DECLINED, ApprovalStatus.EXPIRED, ApprovalStatus.CANCELLED}
+
+
+class ApprovalMode(models.TextChoices):
+    REQUIRED = "required"
+    TWO_PERSON = "two_person"
+
+
 class ApprovalRequestQuerySet(TenantScopedQuerySet):
     def pending(self) -> "ApprovalRequestQuerySet":
         return self.filter(status=ApprovalStatus.PENDING)
+
+    def decided(self) -> "ApprovalRequestQuerySet":
+        return self.exclude(status=ApprovalStatus.PENDING)
 
 
 class ApprovalRequest(models.Model):
@@ -27,8 +47,12 @@ class ApprovalRequest(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approval_requests")
     call = models.OneToOneField("runs.ToolCall", on_delete=models.CASCADE, related_name="approval")
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING,
                               db_index=True)
+    skill_name = models.CharField(max_length=200, blank=True, db_index=True)
+    skill_version = models.CharField(max_length=64, blank=True)
+    effect = models.CharField(max_length=16, blank=True)
     action = models.JSONField(help_text="skill, version, effect, data class and the exact arguments.")
     arguments_sha256 = models.CharField(max_length=64)
     policy_version = models.CharField(max_length=64, blank=True)
@@ -36,25 +60,71 @@ class ApprovalRequest(models.Model):
     reason = models.TextField(blank=True)
     taint_source = models.CharField(max_length=300, blank=True)
     context = models.JSONField(default=dict, help_text="agent, end user, task, recent steps.")
+    approval_mode = models.CharField(max_length=16, choices=ApprovalMode.choices, default=ApprovalMode.REQUIRED)
     required_approvals = models.PositiveSmallIntegerField(default=1)
-    edited_arguments = models.JSONField(null=True, blank=True)
+    edited_arguments = models.JSONField(null=True, blank=True, help_text="The edited arguments, masked for display.")
+    sealed_edited_arguments = models.TextField(blank=True, help_text="The edited raw arguments (lib.sealing).")
+    edited_arguments_sha256 = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     expires_at = models.DateTimeField()
     decided_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
+    decided_by_label = models.CharField(max_length=200, blank=True)
+    decided_via = models.CharField(max_length=16, blank=True, help_text="console, api or system.")
     decline_reason = models.TextField(blank=True)
     escalated_at = models.DateTimeField(null=True, blank=True)
-    outcome = models.JSONField(null=True, blank=True)
+    outcome = models.JSONField(null=True, blank=True, help_text="The result the agent received.")
+    completed_at = models.DateTimeField(null=True, blank=True, help_text="When the outcome was recorded.")
+    resume_attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
 
     objects = ApprovalRequestQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["tenant", "status", "-created_at"])]
+        indexes = [
+            models.Index(fields=["tenant", "status", "-created_at"]),
+            models.Index(fields=["status", "expires_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"approval {self.pk} ({self.status})"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == ApprovalStatus.PENDING
+
+    @property
+    def is_expired_now(self) -> bool:
+        return self.is_pending and self.expires_at <= timezone.now()
+
+    @property
+    def run(self):
+        return self.call.run
+
+    def acts_for(self, user) -> bool:
+        """True when the run acts on behalf of this user: they may not approve it themselves."""
+        end_user = (self.context.get("end_user") or "").strip().lower()
+        if not end_user:
+            return False
+        return end_user in {user.get_username().lower(), (user.email or "").lower()} - {""}
+
+    def decided_summary(self) -> str:
+        when = self.decided_at.strftime("%Y-%m-%d %H:%M:%S UTC") if self.decided_at else "an unknown time"
+        return f"already {self.status} by {self.decided_by_label or 'someone'} at {when}"
+
+
+class ApprovalVote(models.Model):
+    """One approver's approval of a two-person request; a person can vote once."""
+
+    request = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="votes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["request", "user"], name="one_vote_per_approver")]
+        ordering = ["created_at"]
 
 
 class ApprovalEventQuerySet(TenantScopedQuerySet):
@@ -78,3 +148,47 @@ class ApprovalEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise ValueError("The approval audit log is append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("The approval audit log is append-only.")
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+class WebhookDeliveryQuerySet(TenantScopedQuerySet):
+    tenant_field = "run__tenant"
+
+
+class WebhookDelivery(models.Model):
+    """One run event POSTed to the run's callback URL; the id is the receiver's de-duplication key."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="webhook_deliveries")
+    event = models.ForeignKey("runs.RunEvent", on_delete=models.CASCADE, related_name="deliveries")
+    url = models.URLField(max_length=500)
+    body = models.TextField(help_text="The exact bytes sent on every attempt.")
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    objects = WebhookDeliveryQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"delivery {self.id} ({self.status})"

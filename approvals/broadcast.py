@@ -1,0 +1,38 @@
+"""Every websocket notification about approvals goes through here, sent after the transaction commits.
+
+Channel layers deliver at most once, so a notification only says *which* request changed; the
+browser re-reads the card, the list and the count from ordinary permission-checked views.
+"""
+
+from dataclasses import asdict, dataclass
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+
+def tenant_group(tenant_id: int) -> str:
+    return f"approvals.tenant.{tenant_id}"
+
+
+@dataclass(frozen=True)
+class ApprovalChanged:
+    """"request 42 of tenant acme changed (now: approved)"."""
+
+    approval_id: int
+    tenant: str
+    status: str
+    type: str = "approval.changed"
+
+
+def send_now(tenant_id: int, message: ApprovalChanged) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(tenant_group(tenant_id), asdict(message))
+
+
+def approval_changed(request) -> None:
+    """Queue a notification about `request` for its tenant's approvers, once the caller commits."""
+    message = ApprovalChanged(approval_id=request.pk, tenant=request.tenant.slug, status=request.status)
+    tenant_id = request.tenant_id
+    transaction.on_commit(lambda: send_now(tenant_id, message))
