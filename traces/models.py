@@ -1,3 +1,6 @@
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -76,7 +79,70 @@ class Span(models.Model):
     class Meta:
         ordering = ["started_at", "id"]
         constraints = [models.UniqueConstraint(fields=["trace", "span_id"], name="unique_span_per_trace")]
-        indexes = [models.Index(fields=["skill_name", "started_at"])]
+        indexes = [models.Index(fields=["skill_name", "started_at"]), models.Index(fields=["trace", "started_at", "id"])]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name}"
+
+
+class TraceSettings(models.Model):
+    """A tenant's trace options: forwarding a copy of its spans to an external OTLP endpoint."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="trace_settings")
+    forward_endpoint = models.URLField(max_length=500, blank=True,
+                                       help_text="OTLP/HTTP traces URL, for example https://collector:4318/v1/traces.")
+    forward_headers_sealed = models.TextField(blank=True, help_text="Extra headers (credentials), sealed.")
+    forward_enabled = models.BooleanField(default=False)
+    forwarded_up_to = models.BigIntegerField(default=0, help_text="Highest span row id already forwarded.")
+    last_forward_at = models.DateTimeField(null=True, blank=True)
+    last_forward_error = models.CharField(max_length=500, blank=True)
+
+    def __str__(self) -> str:
+        return f"trace settings of {self.tenant}"
+
+
+class AlertKind(models.TextChoices):
+    ERROR_RATE = "error_rate", "Error rate over threshold"
+    REPEATED_CALLS = "repeated_calls", "Identical calls repeated in one run"
+    CONTRACT_VIOLATIONS = "contract_violations", "Results violating the output contract"
+
+
+class AlertRule(models.Model):
+    """A rule a skill's owners set on their skill; evaluated by Celery beat over every tenant."""
+
+    skill_name = models.CharField(max_length=200, db_index=True)
+    kind = models.CharField(max_length=24, choices=AlertKind.choices)
+    threshold = models.FloatField(help_text="Error rate (0-1), repeat count, or violation count.")
+    window = models.DurationField(default=timedelta(hours=1))
+    min_calls = models.PositiveIntegerField(default=10, help_text="Error rate rules ignore windows with fewer calls.")
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    last_evaluated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["skill_name", "kind"]
+
+    def __str__(self) -> str:
+        return f"{self.skill_name}: {self.get_kind_display()} > {self.threshold}"
+
+
+class Alert(models.Model):
+    """One firing of a rule for one window; the dedupe key makes a second evaluation a no-op."""
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="alerts")
+    skill_name = models.CharField(max_length=200, db_index=True)
+    dedupe_key = models.CharField(max_length=200, unique=True)
+    value = models.FloatField()
+    message = models.CharField(max_length=500)
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    fired_at = models.DateTimeField(default=timezone.now, db_index=True)
+    emailed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-fired_at"]
+
+    def __str__(self) -> str:
+        return self.message
