@@ -1,0 +1,85 @@
+"""Typed results of tool calls, one per proposed call, in the order the calls were given."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Ok:
+    """The skill ran; `content` is its shaped result (maybe truncated, with a note saying so)."""
+
+    call_id: str
+    content: Any
+    skill: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
+    warnings: list[Any] = field(default_factory=list)
+    executed_locally: bool = False
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    ok = True
+    status = "ok"
+
+
+@dataclass(frozen=True)
+class Error:
+    """The call did not produce a result. `error_class` is one of the contract's classes:
+    validation, authorization, approval_required, not_found, rate_limited, transient,
+    timeout_unknown, unavailable, declined, expired, internal."""
+
+    call_id: str
+    error_class: str
+    code: str = ""
+    message: str = ""
+    retry_after: float | None = None
+    fields: Any = None
+    details: dict[str, Any] = field(default_factory=dict)
+    local: bool = False  # refused by the SDK before the network hop (arguments invalid)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    ok = False
+    status = "error"
+
+    @property
+    def retryable(self) -> bool:
+        """Whether trying the same call again later can help (never for timeout_unknown)."""
+        return self.error_class in {"rate_limited", "transient", "unavailable"}
+
+
+@dataclass(frozen=True)
+class ApprovalRequired:
+    """A person must decide first; follow it with `run.wait(result.approval_id)`."""
+
+    call_id: str
+    approval_id: int
+    proposed_action: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    expires_at: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    ok = False
+    status = "approval_required"
+
+
+Result = Ok | Error | ApprovalRequired
+
+
+def result_from_dict(data: dict[str, Any]) -> Result | dict[str, Any]:
+    """Turn one result of the API into its typed form (an execute_locally dict is returned as is)."""
+    status = data.get("status")
+    call_id = str(data.get("call_id", ""))
+    if status == "ok":
+        return Ok(call_id=call_id, content=data.get("content"), skill=data.get("skill") or {},
+                  truncated=bool(data.get("truncated")), warnings=list(data.get("warnings") or []), raw=data)
+    if status == "approval_required":
+        return ApprovalRequired(call_id=call_id, approval_id=int(data["approval_id"]),
+                                proposed_action=data.get("proposed_action") or {}, reason=data.get("reason", ""),
+                                expires_at=data.get("expires_at"), raw=data)
+    if status == "execute_locally":
+        return data
+    error = data.get("error") or {}
+    known = {"class", "code", "message", "retry_after", "fields"}
+    return Error(call_id=call_id, error_class=error.get("class", "internal"), code=error.get("code", ""),
+                 message=error.get("message", ""), retry_after=error.get("retry_after"),
+                 fields=error.get("fields"), details={k: v for k, v in error.items() if k not in known}, raw=data)

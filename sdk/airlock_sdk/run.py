@@ -1,0 +1,235 @@
+"""A run: the batch call, local execution of client skills, and waiting on approvals."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from airlock_sdk.errors import ApprovalTimeout, OutcomeUnknown, TransportError
+from airlock_sdk.results import ApprovalRequired, Error, Ok, Result, result_from_dict
+from airlock_sdk.webhooks import WebhookVerifier
+
+if TYPE_CHECKING:
+    from airlock_sdk.client import Airlock
+
+logger = logging.getLogger("airlock_sdk")
+
+MAX_LONG_POLL = 30
+FINAL_DECISIONS = {"declined", "expired", "cancelled"}
+
+
+class Run:
+    """One agent run. Create it with `Airlock.start_run(...)`; `call`, `wait`, `status`."""
+
+    def __init__(self, airlock: Airlock, data: Mapping[str, Any]) -> None:
+        self.airlock = airlock
+        self.data = dict(data)
+        self.run_id: str = str(data["run_id"])
+        self.snapshot: int | None = data.get("snapshot")
+        self.trace_id: str = data.get("trace_id", "")
+        self.webhook_secret: str | None = data.get("webhook_secret")
+        self.run_status: str = data.get("status", "running")
+        self.tainted: bool = bool(data.get("tainted", False))
+        self.cursor: int | None = None
+        self._prefix = uuid.uuid4().hex[:6]
+        self._counter = itertools.count(1)
+        self._approvals: dict[int, str] = {}  # approval id -> call id
+        self._decisions: dict[int, dict] = {}
+        self._completed: dict[str, dict] = {}  # call id -> result dict from call.completed
+        self._seen: set[Any] = set()
+        self._condition = threading.Condition()
+
+    def __repr__(self) -> str:
+        return f"<Run {self.run_id} {self.run_status}{' tainted' if self.tainted else ''}>"
+
+    @property
+    def path(self) -> str:
+        return f"/api/v1/runs/{self.run_id}"
+
+    # calls -------------------------------------------------------------------------------------
+    def _normalise(self, call: Mapping[str, Any]) -> dict:
+        body = {"call_id": str(call.get("call_id") or f"{self._prefix}-{next(self._counter)}"),
+                "name": call["name"], "arguments": dict(call.get("arguments") or {})}
+        for key in ("version", "idempotency_key", "taint"):
+            if call.get(key) not in (None, ""):
+                body[key] = call[key]
+        return body
+
+    def _local_errors(self, call: dict) -> list[dict] | None:
+        cache = self.airlock.cache
+        if cache is None or cache.snapshot is None:
+            return None
+        # Only a schema we know to be the one the gate will use: the run's pinned snapshot, or an exact version.
+        if "version" not in call and cache.snapshot.number != self.snapshot:
+            return None
+        return cache.validate(call["name"], call["arguments"], call.get("version"))
+
+    def call(self, calls: Iterable[Mapping[str, Any]]) -> list[Result]:
+        """Send a batch through the gate; one typed result per call, in the order given.
+
+        Arguments that fail the cached schema come back as `Error(error_class="validation",
+        local=True)` without a network hop. Client-executed skills the gate allows are run
+        here, and their shaped results returned. A batch sent without an answer raises
+        OutcomeUnknown (it is never resent blindly).
+        """
+        prepared = [self._normalise(call) for call in calls]
+        results: dict[str, Result] = {}
+        to_send = []
+        for call in prepared:
+            errors = self._local_errors(call)
+            if errors:
+                results[call["call_id"]] = Error(
+                    call_id=call["call_id"], error_class="validation", code="invalid_arguments", local=True,
+                    message=f"The arguments do not match {call['name']}'s input schema (checked locally).",
+                    fields=errors)
+            else:
+                to_send.append(call)
+        if to_send:
+            try:
+                response = self.airlock.transport.json("POST", f"{self.path}/calls", safe=False,
+                                                       json={"calls": to_send})
+            except TransportError as exc:
+                if not exc.sent:
+                    raise
+                raise OutcomeUnknown(f"{exc} Check run.status() before resending; calls with an idempotency key "
+                                     "can be resent safely.", call_ids=[c["call_id"] for c in to_send]) from exc
+            self.run_status = response.get("run_status", self.run_status)
+            self.tainted = bool(response.get("tainted", self.tainted))
+            by_id = {c["call_id"]: c for c in to_send}
+            for raw in response.get("results", []):
+                results[str(raw.get("call_id"))] = self._finish(raw, by_id.get(str(raw.get("call_id"))))
+        return [results[call["call_id"]] for call in prepared]
+
+    def _finish(self, raw: dict, call: dict | None) -> Result:
+        typed = result_from_dict(raw)
+        if isinstance(typed, dict):  # execute_locally
+            return self.execute_locally(raw, call)
+        if isinstance(typed, ApprovalRequired):
+            self._approvals[typed.approval_id] = typed.call_id
+        return typed
+
+    def execute_locally(self, raw: dict, call: dict | None) -> Result:
+        """Run a client-executed skill the gate allowed and report its result with the gate's token."""
+        skill = raw.get("skill") or {}
+        name = skill.get("name") or (call or {}).get("name", "")
+        arguments = raw.get("arguments") if raw.get("arguments") is not None else (call or {}).get("arguments", {})
+        function = self.airlock.client_skills.get(name)
+        report: dict[str, Any] = {"token": raw["token"]}
+        if function is None:
+            report["error"] = {"message": f"No local function is registered for client skill {name!r}."}
+        else:
+            try:
+                report["content"] = function(**arguments)
+            except Exception as exc:  # the skill's own failure is its result, reported to the gate
+                logger.exception("Client skill %s failed", name)
+                report["error"] = {"message": f"{type(exc).__name__}: {exc}"}
+        shaped = self.airlock.transport.json("POST", f"{self.path}/calls/{raw['call_id']}/result", safe=True,
+                                             json=report)
+        typed = result_from_dict(shaped)
+        if isinstance(typed, Ok):
+            typed = Ok(call_id=typed.call_id, content=typed.content, skill=typed.skill, truncated=typed.truncated,
+                       warnings=typed.warnings, executed_locally=True, raw=typed.raw)
+        return typed  # type: ignore[return-value]
+
+    # status and events --------------------------------------------------------------------------
+    def status(self) -> dict:
+        """What the gate recorded for this run and each call (use it to reconcile after OutcomeUnknown)."""
+        data = self.airlock.transport.json("GET", self.path, safe=True)
+        self.run_status = data.get("status", self.run_status)
+        self.tainted = bool(data.get("tainted", self.tainted))
+        return data
+
+    def events(self, *, wait: float = 0) -> list[dict]:
+        """New events since the last ones seen; with `wait`, long-polls up to that many seconds (max 30)."""
+        wait = max(0, min(math.ceil(wait), MAX_LONG_POLL))
+        params: dict[str, Any] = {"wait": wait}
+        if self.cursor is not None:
+            params["after"] = self.cursor
+        data = self.airlock.transport.json("GET", f"{self.path}/events", safe=True, params=params,
+                                           timeout=wait + 15)
+        self.run_status = data.get("run_status", self.run_status)
+        events = data.get("events", [])
+        for event in events:
+            self.handle_event(event)
+        if data.get("next_cursor") is not None:
+            self.cursor = data["next_cursor"]
+        return events
+
+    def handle_event(self, event: Mapping[str, Any]) -> None:
+        """Feed one event (from the long poll or a verified webhook) into the run's state."""
+        key = event.get("id") if event.get("id") is not None else (event.get("kind"), str(event.get("payload")))
+        kind, payload = event.get("kind"), event.get("payload") or {}
+        with self._condition:
+            if key in self._seen:
+                return
+            self._seen.add(key)
+            if kind == "approval.requested" and payload.get("approval_id") is not None:
+                self._approvals[int(payload["approval_id"])] = str(payload.get("call_id"))
+            elif kind == "approval.decided" and payload.get("approval_id") is not None:
+                self._decisions[int(payload["approval_id"])] = dict(payload)
+                if payload.get("call_id"):
+                    self._approvals[int(payload["approval_id"])] = str(payload["call_id"])
+            elif kind == "call.completed" and payload.get("result"):
+                self._completed[str(payload.get("call_id") or payload["result"].get("call_id"))] = payload["result"]
+                if payload.get("approval_id") is not None and payload.get("call_id"):
+                    self._approvals[int(payload["approval_id"])] = str(payload["call_id"])
+            elif kind == "run.status":
+                self.run_status = payload.get("status", self.run_status)
+            self._condition.notify_all()
+
+    def webhook_verifier(self, **kwargs: Any) -> WebhookVerifier:
+        if not self.webhook_secret:
+            raise ValueError("This run has no callback URL, so no webhook secret.")
+        return WebhookVerifier(self.webhook_secret, **kwargs)
+
+    # waiting on approvals -------------------------------------------------------------------------
+    def _outcome(self, approval_id: int, decided_grace_until: float | None) -> Result | None:
+        call_id = self._approvals.get(approval_id)
+        if call_id and call_id in self._completed:
+            return self._finish(self._completed.pop(call_id), None)
+        decision = self._decisions.get(approval_id)
+        if decision and decision.get("decision") in FINAL_DECISIONS and decided_grace_until is not None \
+                and time.monotonic() > decided_grace_until:
+            return Error(call_id=call_id or "", error_class="declined" if decision["decision"] != "expired"
+                         else "expired", code=decision["decision"],
+                         message=f"The approval was {decision['decision']}"
+                                 f"{' by ' + str(decision['decided_by']) if decision.get('decided_by') else ''}; "
+                                 "do not retry.", details=decision)
+        return None
+
+    def wait(self, approval_id: int | ApprovalRequired, timeout: float = 300, *, poll: bool = True) -> Result:
+        """Block until the approval is decided and its outcome delivered; return the call's final result.
+
+        Follows the long-poll events endpoint (and any events fed in by `handle_event`, for
+        example from a verified webhook; pass `poll=False` to rely on webhooks alone). An
+        approved client-executed skill runs here before `wait` returns.
+        """
+        if isinstance(approval_id, ApprovalRequired):
+            approval_id = approval_id.approval_id
+        deadline = time.monotonic() + timeout
+        grace: float | None = None
+        while True:
+            with self._condition:
+                if grace is None and approval_id in self._decisions:
+                    grace = time.monotonic() + 3  # the outcome follows the decision closely
+                outcome = self._outcome(approval_id, grace)
+            if outcome is not None:
+                return outcome
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ApprovalTimeout(approval_id, timeout)
+            if poll:
+                try:
+                    self.events(wait=min(remaining, MAX_LONG_POLL, (grace - time.monotonic()) if grace else 99))
+                except TransportError as exc:
+                    logger.warning("Long poll failed (%s); retrying", exc)
+                    time.sleep(min(1.0, max(remaining, 0)))
+            else:
+                with self._condition:
+                    self._condition.wait(timeout=min(remaining, 1.0))
