@@ -1,0 +1,34 @@
+"""`POST /api/v1/runs/{run_id}/calls/{call_id}/result`: an agent reports a client-executed call's result."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from rest_framework import status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from console.api_auth import IsAgent
+from console.api_errors import error_body
+from runs.client_exec import accept_client_result
+from runs.errors import CallError
+from runs.models import Run, ToolCall
+
+STATUS_BY_CLASS = {"validation": 400, "authorization": 403, "expired": 410, "conflict": 409}
+
+
+@api_view(["POST"])
+@permission_classes([IsAgent])
+def report_client_result(request: Request, run_id, call_id: str) -> Response:
+    run = get_object_or_404(Run.objects.filter(agent=request.auth), pk=run_id)
+    call = get_object_or_404(ToolCall.objects.select_related("run", "skill_version"), run=run, call_id=call_id)
+    body = request.data if isinstance(request.data, dict) else {}
+    if not body.get("token") or ("content" not in body and "error" not in body):
+        return Response(error_body("validation", "invalid_body", "Send {\"token\", \"content\"} or "
+                                   "{\"token\", \"error\": {\"message\"}}."), status=status.HTTP_400_BAD_REQUEST)
+    try:
+        result = accept_client_result(call=call, token=body["token"], content=body.get("content"),
+                                      error=body.get("error"))
+    except CallError as exc:
+        return Response({"error": exc.as_error()}, status=STATUS_BY_CLASS.get(exc.error_class, 400))
+    return Response(result)

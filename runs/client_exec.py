@@ -1,0 +1,184 @@
+"""The gate side of client-executed skills (adapter `client:`).
+
+When the gate allows such a call it does not execute anything: it answers `execute_locally`
+with a short-lived token bound to the run, the call and the hash of the exact arguments. The
+agent's SDK runs its own function and posts the result with the token
+(`POST /api/v1/runs/{run_id}/calls/{call_id}/result`); here the token is checked, the result
+shaped and recorded like any other, and a `call.completed` event appended.
+
+Tokens are stateless: `<base64url claims>.<hex HMAC-SHA256(SECRET_KEY, claims)>`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from lib.canonical import sha256_of
+from runs.errors import CallError, NotPermitted, ValidationFailed
+from runs.events import append_event
+from runs.models import CallStatus, Run, ToolCall
+from runs.shaping import shape
+
+logger = logging.getLogger(__name__)
+
+SCHEME = "client:"
+TOKEN_TTL_SECONDS = 300
+RESULT_HASH_KEY = "client_result_sha256"
+
+
+class TokenExpired(CallError):
+    error_class, code = "expired", "token_expired"
+
+
+class AlreadyReported(CallError):
+    error_class, code = "conflict", "already_reported"
+
+
+def is_client_skill(manifest: dict) -> bool:
+    return str((manifest.get("execution") or {}).get("adapter", "")).startswith(SCHEME)
+
+
+def _key() -> bytes:
+    return hashlib.sha256(f"airlock-client-token:{settings.SECRET_KEY}".encode()).digest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def make_token(*, run_id: str, call_id: str, arguments_sha256: str, expires_at: int) -> str:
+    claims = _b64(json.dumps({"r": run_id, "c": call_id, "h": arguments_sha256, "e": expires_at},
+                             separators=(",", ":")).encode())
+    return f"{claims}.{hmac.new(_key(), claims.encode(), hashlib.sha256).hexdigest()}"
+
+
+def read_token(token: str, *, call: ToolCall, now: float | None = None) -> dict:
+    """The token's claims, if it is genuine, unexpired and issued for exactly this run and call."""
+    claims_b64, _, mac = str(token).partition(".")
+    expected = hmac.new(_key(), claims_b64.encode(), hashlib.sha256).hexdigest()
+    if not mac or not hmac.compare_digest(mac, expected):
+        raise NotPermitted("The result token is not valid for this deployment.", code="invalid_token")
+    claims = json.loads(base64.urlsafe_b64decode(claims_b64 + "=" * (-len(claims_b64) % 4)))
+    if claims.get("r") != str(call.run_id) or claims.get("c") != call.call_id:
+        raise NotPermitted("The result token was issued for another call.", code="token_mismatch")
+    if claims.get("e", 0) < (now or time.time()):
+        raise TokenExpired("The result token has expired; the call was not recorded. Propose the call again.")
+    return claims
+
+
+def _skill_of(call: ToolCall) -> dict:
+    version = call.skill_version.version if call.skill_version_id else call.requested_version
+    return {"name": call.name, "version": version}
+
+
+def issue_client_token(*, call: ToolCall, arguments: Any = None) -> dict:
+    """Mark an allowed `client:` call as executing and return its `execute_locally` result.
+
+    `arguments` are the ones to run when they differ from the proposal (an approver edited them);
+    they are then included in the result, since the agent cannot know them otherwise.
+    """
+    arguments_sha256 = sha256_of(arguments) if arguments is not None else call.arguments_sha256
+    expires_at = int(time.time()) + TOKEN_TTL_SECONDS
+    token = make_token(run_id=str(call.run_id), call_id=call.call_id, arguments_sha256=arguments_sha256,
+                       expires_at=expires_at)
+    ToolCall.objects.filter(pk=call.pk).update(status=CallStatus.EXECUTING, started_at=timezone.now())
+    call.status = CallStatus.EXECUTING
+    result: dict[str, Any] = {
+        "call_id": call.call_id, "status": "execute_locally", "is_error": False, "token": token,
+        "expires_at": datetime.fromtimestamp(expires_at, UTC).isoformat(), "skill": _skill_of(call),
+        "arguments_sha256": arguments_sha256,
+    }
+    if arguments is not None and arguments_sha256 != call.arguments_sha256:
+        result["arguments"] = arguments
+    return result
+
+
+def _manifest(call: ToolCall) -> dict:
+    return (call.skill_version.manifest if call.skill_version_id else None) or {}
+
+
+def _record_span(*, call: ToolCall, result: dict, started_at: datetime, finished_at: datetime) -> None:
+    try:
+        from traces.recording import record_span
+    except ImportError:
+        return
+    try:
+        record_span(run=call.run, kind="tool_call", name=f"{call.name} (run by the agent)", started_at=started_at,
+                    ended_at=finished_at, call=call, skill_name=call.name, skill_version=_skill_of(call)["version"],
+                    outcome="error" if result["is_error"] else "ok",
+                    error_class=(result.get("error") or {}).get("class", ""),
+                    attributes={"airlock.execution": "client", "airlock.result.bytes": call.result_bytes,
+                                "airlock.result.truncated": call.truncated})
+    except Exception:  # a trace is evidence, not a precondition
+        logger.exception("could not record the client-executed call's span")
+
+
+def accept_client_result(*, call: ToolCall, token: str, content: Any = None, error: dict | None = None) -> dict:
+    """Check the token, shape and record what the agent's function returned, and return the shaped result.
+
+    Reporting the same outcome again returns the recorded result (so the SDK may retry); a
+    different outcome for a call already reported is refused.
+    """
+    read_token(token, call=call)
+    if error is not None and not isinstance(error, dict):
+        raise ValidationFailed("`error` must be an object with a `message`.", code="invalid_error")
+    reported_hash = sha256_of({"content": content, "error": error})
+    with transaction.atomic():
+        locked = ToolCall.objects.select_for_update().select_related("run", "skill_version").get(pk=call.pk)
+        if locked.status != CallStatus.EXECUTING:
+            if locked.result is not None and (locked.decision or {}).get(RESULT_HASH_KEY) == reported_hash:
+                return locked.result
+            raise AlreadyReported(f"This call already has a result ({locked.status}).")
+        finished_at = timezone.now()
+        manifest = _manifest(locked)
+        if error is not None:
+            message = str(error.get("message") or "The client-executed skill failed.")[:2000]
+            result = {"call_id": locked.call_id, "status": "error", "is_error": True,
+                      "error": {"class": "unavailable", "code": "client_skill_failed", "message": message}}
+            locked.status, locked.error_class = CallStatus.FAILED, "unavailable"
+        else:
+            limit = (manifest.get("execution") or {}).get("result_limit_bytes")
+            shaped = shape(content, limit)
+            result = {"call_id": locked.call_id, "status": "ok", "is_error": False, "content": shaped.content,
+                      "skill": _skill_of(locked), "truncated": shaped.truncated, "warnings": []}
+            if shaped.truncated:
+                result["truncation"] = shaped.truncation
+            locked.status, locked.truncated, locked.result_bytes = CallStatus.SUCCEEDED, shaped.truncated, shaped.size
+            locked.result_sha256 = sha256_of(shaped.content)
+            if (manifest.get("risk") or {}).get("untrusted_output"):
+                _taint(locked.run, f"{locked.name} ({locked.call_id}) returned untrusted content")
+        locked.result, locked.finished_at = result, finished_at
+        locked.decision = {**(locked.decision or {}), RESULT_HASH_KEY: reported_hash}
+        locked.save(update_fields=["status", "error_class", "truncated", "result_bytes", "result_sha256", "result",
+                                   "finished_at", "decision"])
+        payload: dict[str, Any] = {"call_id": locked.call_id, "result": result}
+        approval_id = _approval_id(locked)
+        if approval_id is not None:
+            payload["approval_id"] = approval_id
+        append_event(run=locked.run, kind="call.completed", payload=payload)
+        _record_span(call=locked, result=result, started_at=locked.started_at or finished_at, finished_at=finished_at)
+    return result
+
+
+def _approval_id(call: ToolCall) -> int | None:
+    try:
+        return call.approval.pk  # approvals.ApprovalRequest, one-to-one with the call
+    except Exception:
+        return None
+
+
+def _taint(run: Run, source: str) -> None:
+    if not run.tainted:
+        Run.objects.filter(pk=run.pk, tainted=False).update(tainted=True, taint_source=source[:300])
+        run.tainted, run.taint_source = True, source[:300]
