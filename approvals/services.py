@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import jsonschema
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.core.mail import send_mail
 from django.db import transaction
+from django.db.models import F
+from django.urls import reverse
 from django.utils import timezone
 
 from approvals import broadcast
-from approvals.masking import mask
-from approvals.models import ApprovalEvent, ApprovalMode, ApprovalRequest, ApprovalStatus
+from approvals.masking import diff, mask, unmask
+from approvals.models import (
+    NEGATIVE_STATUSES,
+    ApprovalEvent,
+    ApprovalMode,
+    ApprovalRequest,
+    ApprovalStatus,
+    ApprovalVote,
+)
+from console.models import Role
+from console.tenancy import require_role
 from lib.canonical import sha256_of
-from lib.sealing import unseal
+from lib.sealing import seal, unseal
 from runs.events import append_event
+from runs.models import CallStatus, Run, RunStatus, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -132,3 +150,370 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
                  skill_name=call.name, skill_version=skill_version or "", verdict="confirm",
                  attributes={"approval_id": request.pk, "rule_id": request.rule_id, "reason": request.reason})
     return request
+
+
+# --- deciding ---------------------------------------------------------------------------------
+
+
+class AlreadyDecided(Exception):
+    """The request left `pending` before this decision: the first decision won."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        self.request = request
+        super().__init__(request.decided_summary())
+
+
+class DecisionRefused(PermissionDenied):
+    """This person may not make this decision (their own run, or a second vote of theirs)."""
+
+
+class InvalidDecision(ValueError):
+    def __init__(self, message: str, fields: list[dict] | None = None) -> None:
+        self.fields = fields or []
+        super().__init__(message)
+
+
+@dataclass
+class _Edit:
+    raw: Any
+    masked: Any
+    sha256: str
+    changes: list[dict]
+
+
+def _input_schema(approval: ApprovalRequest) -> dict | None:
+    schema = _manifest_of(approval.call).get("input_schema")
+    return schema if isinstance(schema, dict) else None
+
+
+def _validated_edit(approval: ApprovalRequest, arguments: Any) -> _Edit | None:
+    """Edited arguments, re-validated against the exact schema version the call was resolved to."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise InvalidDecision(f"The edited arguments are not valid JSON: {exc.msg} (line {exc.lineno}).") from exc
+    if not isinstance(arguments, dict):
+        raise InvalidDecision("The edited arguments must be a JSON object.")
+    original = raw_arguments(approval.call)
+    edited = unmask(arguments, original)
+    if edited == original:
+        return None
+    schema = _input_schema(approval)
+    if schema is not None:
+        validator_class = jsonschema.validators.validator_for(schema)
+        validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
+        errors = sorted(validator.iter_errors(edited), key=lambda e: list(e.absolute_path))
+        if errors:
+            fields = [{"path": "/" + "/".join(str(p) for p in error.absolute_path), "message": error.message}
+                      for error in errors]
+            raise InvalidDecision(
+                f"The edited arguments do not match the schema of {approval.skill_name} {approval.skill_version}.",
+                fields)
+    return _Edit(raw=edited, masked=mask(edited, schema), sha256=sha256_of(edited),
+                 changes=diff(mask(original, schema), mask(edited, schema)))
+
+
+def _label(user) -> str:
+    return user.get_username()
+
+
+def decide_approval(*, approval: ApprovalRequest, user, decision: str, reason: str = "",
+                    arguments: Any = None, via: str = "console") -> ApprovalRequest:
+    """Approve or decline a pending request; the first decision wins, later ones get AlreadyDecided."""
+    require_role(user, approval.tenant, Role.APPROVER)
+    reason = (reason or "").strip()
+    if decision == "decline":
+        if not reason:
+            raise InvalidDecision("Say why you decline: the reason is shown to the agent and kept in the audit log.")
+        return _finish_decision(approval, user=user, to_status=ApprovalStatus.DECLINED, reason=reason, via=via)
+    if decision != "approve":
+        raise InvalidDecision("The decision must be 'approve' or 'decline'.")
+    if approval.acts_for(user):
+        raise DecisionRefused("You cannot approve a run that acts on your own behalf; another approver must.")
+    edit = _validated_edit(approval, arguments) if arguments not in (None, "") else None
+    if approval.required_approvals > 1:
+        if edit is not None:
+            raise InvalidDecision("Two-person requests are approved as proposed; decline if the arguments are wrong.")
+        return _vote(approval, user=user, reason=reason, via=via)
+    return _finish_decision(approval, user=user, to_status=ApprovalStatus.APPROVED, reason=reason, via=via, edit=edit)
+
+
+def _refuse_if_not_pending(approval: ApprovalRequest) -> None:
+    approval.refresh_from_db()
+    if approval.is_expired_now:
+        expire_approval(approval=approval)
+        approval.refresh_from_db()
+    raise AlreadyDecided(approval)
+
+
+def _finish_decision(approval: ApprovalRequest, *, user, to_status: str, reason: str, via: str,
+                     edit: _Edit | None = None, extra: dict | None = None) -> ApprovalRequest:
+    now = timezone.now()
+    updates: dict[str, Any] = {"status": to_status, "decided_at": now, "decided_by": user,
+                               "decided_by_label": _label(user), "decided_via": via}
+    if to_status == ApprovalStatus.DECLINED:
+        updates["decline_reason"] = reason
+    if edit is not None:
+        updates.update(sealed_edited_arguments=seal(edit.raw), edited_arguments=edit.masked,
+                       edited_arguments_sha256=edit.sha256)
+    with transaction.atomic():
+        won = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING,
+                                             expires_at__gt=now).update(**updates)
+        if won:
+            _record_decision(approval, user=user, to_status=to_status, reason=reason, via=via, edit=edit,
+                             extra=extra)
+    if not won:
+        _refuse_if_not_pending(approval)
+    _record_span(run=approval.call.run, kind="approval", name=f"approval.{to_status}", started_at=approval.created_at,
+                 ended_at=now, call=approval.call, skill_name=approval.skill_name,
+                 skill_version=approval.skill_version, verdict="confirm", outcome=to_status,
+                 attributes={"approval_id": approval.pk, "decided_by": approval.decided_by_label,
+                             "edited": edit is not None})
+    return approval
+
+
+def _record_decision(approval: ApprovalRequest, *, user, to_status: str, reason: str, via: str,
+                     edit: _Edit | None, extra: dict | None) -> None:
+    approval.refresh_from_db()
+    detail: dict[str, Any] = {"via": via, **(extra or {})}
+    if reason:
+        detail["reason"] = reason
+    if edit is not None:
+        detail.update(edited=True, changes=edit.changes, arguments_sha256=edit.sha256)
+    _record(approval, actor=Actor.of(user), action=to_status, from_status=ApprovalStatus.PENDING,
+            to_status=to_status, detail=detail)
+    _after_decision(approval)
+
+
+def _after_decision(approval: ApprovalRequest) -> None:
+    """Inside the deciding transaction: tell the agent, the approvers, and enqueue the resume task."""
+    from approvals.tasks import resume_call
+
+    append_event(run=approval.call.run, kind="approval.decided",
+                 payload={"approval_id": approval.pk, "call_id": approval.call.call_id,
+                          "decision": approval.status, "decided_by": approval.decided_by_label})
+    broadcast.approval_changed(approval)
+    resume_call.delay_on_commit(approval.pk)
+
+
+def _vote(approval: ApprovalRequest, *, user, reason: str, via: str) -> ApprovalRequest:
+    """A two-person request: record this approver's vote; the last needed vote approves it."""
+    with transaction.atomic():
+        locked = ApprovalRequest.objects.select_for_update().get(pk=approval.pk)
+        if locked.is_pending and not locked.is_expired_now:
+            return _vote_locked(locked, user=user, reason=reason, via=via)
+    _refuse_if_not_pending(approval)
+    return approval  # unreachable: _refuse_if_not_pending always raises
+
+
+def _vote_locked(locked: ApprovalRequest, *, user, reason: str, via: str) -> ApprovalRequest:
+    earlier = locked.votes.filter(user=user).first()
+    if earlier is not None:
+        raise DecisionRefused(f"You already approved this at {earlier.created_at:%Y-%m-%d %H:%M:%S} UTC; "
+                              "a second, different approver must approve it too.")
+    ApprovalVote.objects.create(request=locked, user=user)
+    votes = locked.votes.count()
+    voters = list(locked.votes.values_list("user__username", flat=True))
+    if votes < locked.required_approvals:
+        _record(locked, actor=Actor.of(user), action="vote", from_status=ApprovalStatus.PENDING,
+                to_status=ApprovalStatus.PENDING,
+                detail={"via": via, "votes": votes, "required": locked.required_approvals, **(
+                    {"reason": reason} if reason else {})})
+        broadcast.approval_changed(locked)
+        return locked
+    return _finish_decision(locked, user=user, to_status=ApprovalStatus.APPROVED, reason=reason, via=via,
+                            extra={"votes": votes, "approvers": voters})
+
+
+def _close_by_system(approval: ApprovalRequest, *, to_status: str, label: str, reason: str) -> bool:
+    now = timezone.now()
+    with transaction.atomic():
+        won = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING).update(
+            status=to_status, decided_at=now, decided_by=None, decided_by_label=label, decided_via="system",
+            decline_reason=reason)
+        if not won:
+            return False
+        approval.refresh_from_db()
+        _record(approval, actor=SYSTEM, action=to_status, from_status=ApprovalStatus.PENDING, to_status=to_status,
+                detail={"reason": reason})
+        _after_decision(approval)
+    return True
+
+
+def expire_approval(*, approval: ApprovalRequest) -> bool:
+    """Expiry counts as a decline, never as consent."""
+    return _close_by_system(approval, to_status=ApprovalStatus.EXPIRED, label="system (expired)",
+                            reason=f"No approver decided before {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC.")
+
+
+def expire_due_approvals(*, now=None) -> int:
+    now = now or timezone.now()
+    due = ApprovalRequest.objects.pending().filter(expires_at__lte=now).select_related("tenant", "call__run")
+    return sum(1 for approval in due if expire_approval(approval=approval))
+
+
+def cancel_approvals_for_run(*, run, reason: str) -> int:
+    """For the gate: the run was cancelled, so its pending requests are too."""
+    pending = ApprovalRequest.objects.pending().filter(call__run=run).select_related("tenant", "call__run")
+    return sum(1 for approval in pending
+               if _close_by_system(approval, to_status=ApprovalStatus.CANCELLED, label="system (cancelled)",
+                                   reason=reason))
+
+
+def escalation_threshold(approval: ApprovalRequest) -> timedelta:
+    """Escalate after AIRLOCK_APPROVAL_ESCALATE_AFTER (default 15 min) or half the TTL, whichever is first."""
+    configured = getattr(settings, "AIRLOCK_APPROVAL_ESCALATE_AFTER", timedelta(minutes=15))
+    return min(configured, (approval.expires_at - approval.created_at) / 2)
+
+
+def escalate_overdue_approvals(*, now=None) -> int:
+    """Email the tenant's admins once about each request pending past the threshold."""
+    now = now or timezone.now()
+    escalated = 0
+    for approval in ApprovalRequest.objects.pending().filter(escalated_at__isnull=True).select_related("tenant"):
+        if now - approval.created_at < escalation_threshold(approval):
+            continue
+        with transaction.atomic():
+            if not ApprovalRequest.objects.filter(pk=approval.pk, escalated_at__isnull=True,
+                                                  status=ApprovalStatus.PENDING).update(escalated_at=now):
+                continue
+            admins = list(get_user_model().objects.filter(
+                memberships__tenant=approval.tenant, memberships__role=Role.ADMIN, is_active=True
+            ).exclude(email="").values_list("email", flat=True).distinct())
+            _record(approval, actor=SYSTEM, action="escalated", detail={"notified": admins})
+            broadcast.approval_changed(approval)
+            url = reverse("approvals:detail", args=[approval.pk])
+            transaction.on_commit(lambda a=approval, to=admins, u=url: send_mail(
+                subject=f"[Airlock] {a.tenant.slug}: approval {a.pk} ({a.skill_name}) waiting since "
+                        f"{a.created_at:%H:%M} UTC",
+                message=(f"Approval request {a.pk} for {a.skill_name} by agent {a.context.get('agent')} has been "
+                         f"pending since {a.created_at:%Y-%m-%d %H:%M} UTC and expires at "
+                         f"{a.expires_at:%Y-%m-%d %H:%M} UTC.\nReason: {a.reason}\nOpen it: {u}\n"),
+                from_email=None, recipient_list=to, fail_silently=True) if to else None)
+        escalated += 1
+    return escalated
+
+
+# --- resuming the paused call -------------------------------------------------------------------
+
+
+def negative_result(approval: ApprovalRequest) -> dict:
+    """The result an agent receives for a declined, expired or cancelled request: do not retry."""
+    call_id = approval.call.call_id
+    if approval.status == ApprovalStatus.DECLINED:
+        error = {"class": "declined", "code": "approval_declined",
+                 "message": f"{approval.decided_by_label} declined this call: {approval.decline_reason} "
+                            "Do not retry it; ask the user or propose something different."}
+    elif approval.status == ApprovalStatus.EXPIRED:
+        error = {"class": "expired", "code": "approval_expired",
+                 "message": f"{approval.decline_reason} The call was not executed. Do not retry it automatically."}
+    else:
+        error = {"class": "declined", "code": "approval_cancelled",
+                 "message": f"The approval request was cancelled: {approval.decline_reason} Do not retry it."}
+    return {"call_id": call_id, "status": "error", "is_error": True, "approval_id": approval.pk, "error": error}
+
+
+def _arguments_for_execution(approval: ApprovalRequest) -> Any:
+    if approval.sealed_edited_arguments:
+        arguments = unseal(approval.sealed_edited_arguments)
+        expected = approval.edited_arguments_sha256
+    else:
+        arguments = raw_arguments(approval.call)
+        expected = approval.arguments_sha256
+    if sha256_of(arguments) != expected:
+        raise RuntimeError(f"The arguments of approval {approval.pk} no longer match the approved hash.")
+    return arguments
+
+
+def _record_negative_call_outcome(approval: ApprovalRequest, result: dict) -> None:
+    call_status = CallStatus.EXPIRED if approval.status == ApprovalStatus.EXPIRED else CallStatus.DECLINED
+    ToolCall.objects.filter(pk=approval.call_id, status=CallStatus.AWAITING_APPROVAL).update(
+        status=call_status, error_class=result["error"]["class"], result=result, sealed_arguments="",
+        finished_at=timezone.now())
+
+
+def _resume_run_if_unblocked(run) -> None:
+    """The run waits on approvals while any of its calls does; once none does, it runs again."""
+    if ToolCall.objects.filter(run=run, status=CallStatus.AWAITING_APPROVAL).exists():
+        return
+    if Run.objects.filter(pk=run.pk, status=RunStatus.PAUSED).update(status=RunStatus.RUNNING, status_reason=""):
+        append_event(run=run, kind="run.status", payload={"status": RunStatus.RUNNING, "reason": "approvals settled"})
+
+
+def _complete(approval: ApprovalRequest, *, from_status: str, to_status: str, result: dict) -> bool:
+    """Record the outcome exactly once; the loser of a race (a re-delivered task) does nothing."""
+    now = timezone.now()
+    with transaction.atomic():
+        won = ApprovalRequest.objects.filter(pk=approval.pk, status=from_status, completed_at__isnull=True).update(
+            status=to_status, outcome=result, completed_at=now, last_error="")
+        if not won:
+            return False
+        approval.refresh_from_db()
+        if from_status != to_status:
+            _record(approval, actor=SYSTEM, action=to_status, from_status=from_status, to_status=to_status,
+                    detail={"is_error": bool(result.get("is_error"))})
+        else:
+            _record(approval, actor=SYSTEM, action="outcome_recorded", detail={"is_error": True})
+        append_event(run=approval.call.run, kind="call.completed",
+                     payload={"call_id": approval.call.call_id, "approval_id": approval.pk, "result": result})
+        _resume_run_if_unblocked(approval.call.run)
+        broadcast.approval_changed(approval)
+    _record_span(run=approval.call.run, kind="approval", name="approval.resumed", started_at=approval.decided_at or now,
+                 ended_at=now, call=approval.call, skill_name=approval.skill_name,
+                 skill_version=approval.skill_version, outcome=to_status,
+                 error_class=(result.get("error") or {}).get("class", "") if result.get("is_error") else "",
+                 attributes={"approval_id": approval.pk})
+    return True
+
+
+def resume_approval(*, approval_id: int) -> ApprovalRequest:
+    """The resume task's work. Claims with a conditional update, so a re-delivered task never acts twice.
+
+    A worker killed after the claim leaves the request `executing`; the re-run then calls the gate
+    again with the same call, whose idempotency key makes it return the first outcome instead of
+    executing again, and records that outcome.
+    """
+    from runs.services import execute_approved_call
+
+    approval = ApprovalRequest.objects.select_related("call__run", "tenant", "call__skill_version").get(pk=approval_id)
+    if approval.completed_at is not None or approval.status == ApprovalStatus.PENDING:
+        return approval
+    if approval.status in NEGATIVE_STATUSES:
+        result = negative_result(approval)
+        with transaction.atomic():
+            _record_negative_call_outcome(approval, result)
+            _complete(approval, from_status=approval.status, to_status=approval.status, result=result)
+        return approval
+    if approval.status == ApprovalStatus.APPROVED:
+        claimed = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.APPROVED).update(
+            status=ApprovalStatus.EXECUTING, resume_attempts=F("resume_attempts") + 1)
+        approval.refresh_from_db()
+        if claimed:
+            _record(approval, actor=SYSTEM, action="executing", from_status=ApprovalStatus.APPROVED,
+                    to_status=ApprovalStatus.EXECUTING)
+            broadcast.approval_changed(approval)
+        else:
+            ApprovalRequest.objects.filter(pk=approval.pk).update(resume_attempts=F("resume_attempts") + 1)
+    if approval.status != ApprovalStatus.EXECUTING or approval.completed_at is not None:
+        return approval
+    result = execute_approved_call(call=approval.call, arguments=_arguments_for_execution(approval))
+    final = ApprovalStatus.FAILED if result.get("is_error") else ApprovalStatus.EXECUTED
+    _complete(approval, from_status=ApprovalStatus.EXECUTING, to_status=final, result={**result,
+                                                                                        "approval_id": approval.pk})
+    approval.refresh_from_db()
+    return approval
+
+
+def record_resume_failure(*, approval_id: int, error: str, final: bool) -> None:
+    """The resume task failed unexpectedly; after the last retry the call is recorded as failed."""
+    ApprovalRequest.objects.filter(pk=approval_id).update(last_error=error[:2000])
+    if not final:
+        return
+    approval = ApprovalRequest.objects.select_related("call__run", "tenant").get(pk=approval_id)
+    if approval.status != ApprovalStatus.EXECUTING:
+        return
+    result = {"call_id": approval.call.call_id, "status": "error", "is_error": True, "approval_id": approval.pk,
+              "error": {"class": "internal", "code": "resume_failed",
+                        "message": "Airlock could not complete this approved call; an operator has the details."}}
+    _complete(approval, from_status=ApprovalStatus.EXECUTING, to_status=ApprovalStatus.FAILED, result=result)

@@ -1,14 +1,32 @@
-"""Celery tasks of approvals: resume a decided call, deliver webhooks, expire and escalate (beat)."""
+"""Celery tasks of approvals: resume a decided call, deliver webhooks, expire and escalate (beat).
+
+Tasks take ids, claim their row with a conditional update and then act, so late acknowledgement
+and reject-on-worker-lost (a re-delivered task after a crash) are safe.
+"""
+
+import random
 
 from celery import shared_task
 
+from console.celery import app
 
-@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def resume_call(approval_id: int) -> None:
-    """Resume the paused call of a decided request; claims first, so running twice acts once."""
-    from approvals.services import resume_approval
+RESUME_MAX_RETRIES = 5
 
-    resume_approval(approval_id=approval_id)
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
+             max_retries=RESUME_MAX_RETRIES)
+def resume_call(self, approval_id: int) -> None:
+    """Resume the paused call of a decided request; running it twice acts once."""
+    from approvals.services import record_resume_failure, resume_approval
+
+    try:
+        resume_approval(approval_id=approval_id)
+    except Exception as exc:
+        final = self.request.retries >= RESUME_MAX_RETRIES
+        record_resume_failure(approval_id=approval_id, error=f"{type(exc).__name__}: {exc}", final=final)
+        if final:
+            raise
+        raise self.retry(exc=exc, countdown=min(300, 2 ** self.request.retries) + random.random()) from exc
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -16,3 +34,23 @@ def deliver_webhook(delivery_id: str) -> None:
     from approvals.delivery import attempt_delivery
 
     attempt_delivery(delivery_id=delivery_id)
+
+
+@shared_task(ignore_result=True)
+def expire_approvals() -> int:
+    from approvals.services import expire_due_approvals
+
+    return expire_due_approvals()
+
+
+@shared_task(ignore_result=True)
+def escalate_approvals() -> int:
+    from approvals.services import escalate_overdue_approvals
+
+    return escalate_overdue_approvals()
+
+
+@app.on_after_finalize.connect
+def add_periodic_tasks(sender, **kwargs) -> None:
+    sender.add_periodic_task(15.0, expire_approvals.s(), name="approvals: expire stale requests")
+    sender.add_periodic_task(60.0, escalate_approvals.s(), name="approvals: escalate overdue requests")

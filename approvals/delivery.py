@@ -1,0 +1,83 @@
+"""One webhook delivery attempt: SSRF check, HMAC signature, exponential backoff with jitter."""
+
+import logging
+import random
+import time
+from datetime import timedelta
+
+import httpx
+from django.conf import settings
+from django.db.models import F
+from django.utils import timezone
+
+from approvals.models import DeliveryStatus, WebhookDelivery
+from approvals.webhooks import UnsafeCallbackURL, check_callback_url, sign
+
+logger = logging.getLogger(__name__)
+
+
+def _setting(name: str, default):
+    return getattr(settings, name, default)
+
+
+def backoff_seconds(attempt: int, *, jitter: bool = True) -> float:
+    """Delay before retry number `attempt` (1-based): base * 2^(attempt-1), capped, with up to 50% jitter.
+
+    The cap stays below the Redis visibility timeout, so a retry scheduled with a countdown is never
+    re-delivered early by the broker.
+    """
+    base = float(_setting("AIRLOCK_WEBHOOK_RETRY_BASE", 2.0))
+    cap = float(_setting("AIRLOCK_WEBHOOK_RETRY_CAP", 600.0))
+    delay = min(cap, base * (2 ** (attempt - 1)))
+    return delay * (0.5 + random.random() / 2) if jitter else delay
+
+
+def attempt_delivery(*, delivery_id: str) -> WebhookDelivery | None:
+    delivery = WebhookDelivery.objects.select_related("run").filter(pk=delivery_id).first()
+    if delivery is None or delivery.status != DeliveryStatus.PENDING:
+        return delivery
+    try:
+        check_callback_url(delivery.url)
+    except UnsafeCallbackURL as exc:
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.BLOCKED, last_error=str(exc))
+        logger.warning("webhook %s blocked: %s", delivery.pk, exc)
+        return delivery
+    # Claim this attempt, so two copies of the task do not post the same attempt twice.
+    if not WebhookDelivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.PENDING,
+                                          attempts=delivery.attempts).update(attempts=F("attempts") + 1):
+        return delivery
+    attempt = delivery.attempts + 1
+    body = delivery.body.encode()
+    timestamp = int(time.time())
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "Airlock-Webhooks/1",
+        "X-Airlock-Delivery": str(delivery.pk),
+        "X-Airlock-Timestamp": str(timestamp),
+        "X-Airlock-Signature": sign(secret=delivery.run.webhook_secret, timestamp=timestamp, body=body),
+    }
+    status_code, error = None, ""
+    try:
+        response = httpx.post(delivery.url, content=body, headers=headers, follow_redirects=False,
+                              timeout=float(_setting("AIRLOCK_WEBHOOK_TIMEOUT", 5.0)))
+        status_code = response.status_code
+        if 200 <= status_code < 300:
+            WebhookDelivery.objects.filter(pk=delivery.pk).update(
+                status=DeliveryStatus.DELIVERED, delivered_at=timezone.now(), last_status_code=status_code,
+                last_error="", next_attempt_at=None)
+            return delivery
+        error = f"HTTP {status_code}"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    max_attempts = int(_setting("AIRLOCK_WEBHOOK_MAX_ATTEMPTS", 8))
+    if attempt >= max_attempts:
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.FAILED, last_error=error,
+                                                              last_status_code=status_code, next_attempt_at=None)
+        return delivery
+    delay = backoff_seconds(attempt)
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(
+        last_error=error, last_status_code=status_code, next_attempt_at=timezone.now() + timedelta(seconds=delay))
+    from approvals.tasks import deliver_webhook
+
+    deliver_webhook.apply_async((str(delivery.pk),), countdown=delay)
+    return delivery
