@@ -51,7 +51,7 @@ class AgentKeyAuthentication(authentication.BaseAuthentication):
             return None
         scheme, _, token = header.partition(" ")
         token = token.strip()
-        if scheme != self.keyword or not token or " " in token:
+        if scheme.lower() != self.keyword.lower() or not token or " " in token:
             raise KeyError401("malformed_key", "Use the header 'Authorization: Bearer <key>'.")
         if token.startswith("pat_"):
             return self._authenticate_personal_token(token)
@@ -73,6 +73,7 @@ class AgentKeyAuthentication(authentication.BaseAuthentication):
             raise KeyError401("revoked_key", "This access token was revoked.")
         if not pat.user.is_active:
             raise KeyError401("revoked_key", "The user of this access token is inactive.")
+        pat.touch()
         return pat.user, pat
 
     def authenticate_header(self, request: Request) -> str:

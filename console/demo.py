@@ -18,7 +18,7 @@ DEMO_SEEDERS: list[str] = ["console.demo:seed"]
 
 PEOPLE = [
     # username, tenant memberships {slug: roles}, teams, superuser
-    ("alice", {"acme": [Role.APPROVER, Role.VIEWER]}, [], False),
+    ("alice", {"acme": [Role.APPROVER, Role.VIEWER], "globex": [Role.VIEWER]}, [], False),
     ("bob", {"acme": [Role.APPROVER, Role.VIEWER]}, [], False),
     ("olivia", {"acme": [Role.VIEWER], "globex": [Role.VIEWER]}, ["support-tools", "billing-platform"], False),
     ("adam", {"acme": [Role.ADMIN, Role.VIEWER]}, [], False),

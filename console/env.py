@@ -2,6 +2,9 @@
 
 Each refuses a malformed value with a message that names the variable, so a
 misconfigured deployment fails at start-up instead of misbehaving later.
+`tests/test_deploy.py` finds every variable the settings read by scanning
+`console/settings.py` for calls of these helpers, so read the environment only
+through them (never `os.environ` directly) and name the variable as a literal.
 """
 
 import os
@@ -10,7 +13,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from django.core.exceptions import ImproperlyConfigured
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
-FALSE_WORDS = {"0", "false", "no", "off", ""}
+FALSE_WORDS = {"0", "false", "no", "off"}
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -19,7 +22,7 @@ def env_str(name: str, default: str = "") -> str:
 
 def env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
-    if raw is None:
+    if raw is None or raw.strip() == "":
         return default
     word = raw.strip().lower()
     if word in TRUE_WORDS:
@@ -43,34 +46,58 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list; an unset variable gives `default`, an empty one an empty list."""
     raw = os.environ.get(name)
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-def database_from_url(url: str) -> dict:
-    """Turn `sqlite:///path` or `postgres://user:pass@host:port/name` into a DATABASES entry."""
+def env_choice(name: str, default: str, choices: list[str]) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not one of {', '.join(choices)}.")
+    return value
+
+
+def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:
+    """Turn `sqlite:///path` or `postgres://user:pass@host:port/name` into a DATABASES entry.
+
+    PostgreSQL connections close after each request (CONN_MAX_AGE 0): Django advises against
+    persistent connections under ASGI. `?conn_max_age=N` overrides it, e.g. for Celery workers.
+    """
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
         path = unquote(parsed.path)[1:]  # sqlite:///relative or sqlite:////absolute
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": path or ":memory:"}
     if parsed.scheme in {"postgres", "postgresql", "pgsql"}:
-        name = unquote(parsed.path.lstrip("/"))
-        if not name:
-            raise ImproperlyConfigured(f"DATABASE_URL={url!r} names no database.")
+        database = unquote(parsed.path.lstrip("/"))
+        if not database:
+            raise ImproperlyConfigured(f"{name} names no database (postgres://user@host:port/<database>).")
+        try:
+            port = parsed.port
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} has a port that is not a number.") from None
         options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+        raw_age = options.pop("conn_max_age", "0")
+        try:
+            conn_max_age = int(raw_age)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} has conn_max_age={raw_age!r}, which is not a whole number.") from None
         return {
             "ENGINE": "django.db.backends.postgresql",
-            "NAME": name,
+            "NAME": database,
             "USER": unquote(parsed.username or ""),
             "PASSWORD": unquote(parsed.password or ""),
             "HOST": parsed.hostname or "",
-            "PORT": str(parsed.port or ""),
-            "CONN_MAX_AGE": int(options.pop("conn_max_age", 60)),
-            "CONN_HEALTH_CHECKS": True,
+            "PORT": str(port or ""),
+            "CONN_MAX_AGE": conn_max_age,
+            "CONN_HEALTH_CHECKS": conn_max_age > 0,
             "OPTIONS": options,
         }
     raise ImproperlyConfigured(
-        f"DATABASE_URL scheme {parsed.scheme!r} is not supported; use sqlite:///path or postgres://..."
+        f"{name} scheme {parsed.scheme!r} is not supported; use sqlite:///path or postgres://user@host/name."
     )

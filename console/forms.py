@@ -13,6 +13,7 @@ class MemberRolesForm(forms.Form):
 
 class MemberAddForm(MemberRolesForm):
     username = forms.CharField(max_length=150)
+    roles = forms.MultipleChoiceField(choices=Role.choices, widget=forms.CheckboxSelectMultiple)
 
     def clean_username(self):
         username = self.cleaned_data["username"]

@@ -70,6 +70,17 @@ def hash_key(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _touch(instance: models.Model) -> None:
+    """Record use at most once a minute, so authentication does not write on every request."""
+    now = timezone.now()
+    if instance.last_used_at is None or now - instance.last_used_at > LAST_USED_RESOLUTION:
+        type(instance).objects.filter(pk=instance.pk).update(last_used_at=now)
+        instance.last_used_at = now
+
+
 class AgentQuerySet(models.QuerySet):
     def active(self) -> "AgentQuerySet":
         return self.filter(revoked_at__isnull=True)
@@ -118,11 +129,7 @@ class Agent(models.Model):
         return secrets.compare_digest(self.key_hash, hash_key(full_key))
 
     def touch(self) -> None:
-        """Record use, at most once a minute, so authentication does not write on every request."""
-        now = timezone.now()
-        if self.last_used_at is None or now - self.last_used_at > timedelta(minutes=1):
-            Agent.objects.filter(pk=self.pk).update(last_used_at=now)
-            self.last_used_at = now
+        _touch(self)
 
 
 class PersonalAccessToken(models.Model):
@@ -150,3 +157,6 @@ class PersonalAccessToken(models.Model):
 
     def key_matches(self, full_key: str) -> bool:
         return secrets.compare_digest(self.key_hash, hash_key(full_key))
+
+    def touch(self) -> None:
+        _touch(self)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import database_from_url, env_bool, env_int, env_list, env_str
+from console.env import database_from_url, env_bool, env_choice, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AIRLOCK_VAR_DIR", str(BASE_DIR / "var")))
@@ -18,11 +18,19 @@ DEBUG = env_bool("DEBUG", True)
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DEBUG is off: a long random string, for example the output of "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'."
+        )
     SECRET_KEY = "airlock-development-only-secret-key-do-not-use-in-production"
 
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"] if DEBUG else [])
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"] if DEBUG else [])
+if not ALLOWED_HOSTS and not DEBUG:
+    raise ImproperlyConfigured("ALLOWED_HOSTS must be set when DEBUG is off: the host names Airlock answers to.")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if not _origin.startswith(("http://", "https://")):
+        raise ImproperlyConfigured(f"CSRF_TRUSTED_ORIGINS entry {_origin!r} must start with https:// or http://.")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -46,6 +54,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: probes reach /healthz by IP over plain HTTP, before host checks and the HTTPS redirect.
+    "console.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -84,6 +94,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured("REDIS_URL must start with redis://, rediss:// or unix://.")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -127,6 +139,17 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Hashed, compressed names in production (run collectstatic); a missing entry falls back to
+    # the plain name instead of failing the page.
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+WHITENOISE_MANIFEST_STRICT = False
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -151,10 +174,13 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Ed25519 key that signs registry snapshots: PEM text or a path to a PEM file. In development an
-# unset key is generated once under VAR_DIR (see console/signing.py).
+# unset key is generated once under VAR_DIR (see lib/signing.py).
 AIRLOCK_SIGNING_KEY = env_str("AIRLOCK_SIGNING_KEY")
 if not AIRLOCK_SIGNING_KEY and not DEBUG:
-    raise ImproperlyConfigured("AIRLOCK_SIGNING_KEY must be set when DEBUG is off (an Ed25519 private key, PEM).")
+    raise ImproperlyConfigured(
+        "AIRLOCK_SIGNING_KEY must be set when DEBUG is off: an Ed25519 private key as PEM text or the path of a "
+        "PEM file (see docs/operations.md)."
+    )
 AIRLOCK_SIGNING_KEY_FILE = VAR_DIR / "signing_key.pem"
 # Encrypts values kept but never stored readable (raw arguments awaiting approval, tenant secrets).
 AIRLOCK_SEALING_KEY = env_str("AIRLOCK_SEALING_KEY")
@@ -177,15 +203,17 @@ if not DEBUG:
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-    SECURE_HSTS_PRELOAD = True
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)
+    # Airlock runs behind a TLS-terminating proxy that sets X-Forwarded-Proto (docs/operations.md).
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", LOG_LEVELS)},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

@@ -2,15 +2,16 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from console import dashboard, health, services
 from console.forms import AgentForm, MemberAddForm, MemberRolesForm, TokenForm
-from console.models import Membership, Role
+from console.models import Membership, Role, Tenant
 from console.tenancy import SESSION_TENANT_KEY, tenant_for_user_or_404
 
 
@@ -26,6 +27,7 @@ def logout_view(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def home(request: HttpRequest) -> HttpResponse:
     return render(request, "console/home.html", {"cards": dashboard.cards_for(request.user)})
 
@@ -73,12 +75,18 @@ def member_add(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     }, status=400)
 
 
+def _get_member_or_404(tenant: Tenant, user_id: int):
+    members = get_user_model().objects.filter(pk__in=Membership.objects.filter(tenant=tenant).values("user_id"))
+    return get_object_or_404(members, pk=user_id)
+
+
 @login_required
+@require_http_methods(["GET", "POST"])
 def member_edit(request: HttpRequest, tenant_slug: str, user_id: int) -> HttpResponse:
     tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
-    user = get_object_or_404(get_user_model(), pk=user_id, memberships__tenant=tenant)
+    user = _get_member_or_404(tenant, user_id)
     current = set(Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True))
-    form = MemberRolesForm(request.POST or None, initial={"roles": sorted(current)})
+    form = MemberRolesForm(request.POST if request.method == "POST" else None, initial={"roles": sorted(current)})
     if request.method == "POST" and form.is_valid():
         roles = set(form.cleaned_data["roles"])
         if user == request.user and Role.ADMIN in current and Role.ADMIN not in roles:
@@ -99,6 +107,7 @@ def agent_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     })
 
 
+@never_cache
 @login_required
 @require_POST
 def agent_create(request: HttpRequest, tenant_slug: str) -> HttpResponse:
@@ -122,9 +131,11 @@ def agent_revoke(request: HttpRequest, tenant_slug: str, agent_id: int) -> HttpR
     return redirect("console:agent_list", tenant_slug=tenant.slug)
 
 
+@never_cache
 @login_required
+@require_http_methods(["GET", "POST"])
 def token_list(request: HttpRequest) -> HttpResponse:
-    form = TokenForm(request.POST or None)
+    form = TokenForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         token, key = services.create_personal_token(user=request.user, name=form.cleaned_data["name"])
         return render(request, "console/token_key.html", {"token": token, "key": key})
@@ -141,8 +152,6 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
 
 
 @require_GET
-def healthz(request: HttpRequest) -> JsonResponse:
-    report = health.check_all()
-    return JsonResponse(report, status=200 if report["status"] == "ok" else 503)
-
-
+def healthz(request: HttpRequest) -> HttpResponse:
+    """Normally answered by console.health.HealthCheckMiddleware; kept so reverse("healthz") works."""
+    return health.health_response()

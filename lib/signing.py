@@ -2,6 +2,7 @@
 
 The private key comes from AIRLOCK_SIGNING_KEY (PEM text or a path to a PEM file). In
 development, when it is unset, one is generated once under VAR_DIR and its path is logged.
+Rotation is described in docs/operations.md; `key_id()` names the key in each snapshot.
 """
 
 import base64
@@ -45,7 +46,8 @@ def _generate_development_key(path: Path) -> Ed25519PrivateKey:
 def signing_key() -> Ed25519PrivateKey:
     configured = settings.AIRLOCK_SIGNING_KEY.strip()
     if configured.startswith("-----BEGIN"):
-        return _load_pem(configured.encode())
+        # Platforms that cannot hold multi-line variables pass the PEM with literal "\n".
+        return _load_pem(configured.replace("\\n", "\n").encode())
     if configured:
         path = Path(configured)
         if not path.is_file():
@@ -64,8 +66,6 @@ def public_key_pem() -> str:
 
 def key_id() -> str:
     """A short, stable name for the current key, so verifiers can tell rotations apart."""
-
-
     raw = signing_key().public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return hashlib.sha256(raw).hexdigest()[:16]
 

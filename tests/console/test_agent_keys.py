@@ -67,4 +67,4 @@ def test_key_is_stored_only_as_a_hash(acme):
     agent, key = create_agent(tenant=acme, name="bot", role="support")
     agent.refresh_from_db()
     assert key not in (agent.key_hash, agent.key_lookup)
-    assert key.split("_")[2] not in agent.key_hash
+    assert key.split("_", 2)[2] not in agent.key_hash

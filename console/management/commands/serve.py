@@ -4,7 +4,6 @@ In the embedded default (no REDIS_URL) everything runs in this one process: the 
 channel layer and eager Celery need nothing else.
 """
 
-import os
 import signal
 import subprocess
 import sys
@@ -13,6 +12,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from console.demo import DEMO_PASSWORD, PEOPLE
+
+
+def _exit_on_signal(signum, frame) -> None:
+    raise SystemExit(0)
 
 
 class Command(BaseCommand):
@@ -25,6 +28,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, no_simulate: bool, **options):
         children: list[subprocess.Popen] = []
+        # A plain SIGTERM (docker stop, kill) must still stop the children in `finally`.
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         if settings.REDIS_URL:
             celery = [sys.executable, "-m", "celery", "-A", "console"]
             children.append(subprocess.Popen([*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"]))
@@ -58,15 +64,19 @@ class Command(BaseCommand):
         return [sys.executable, "manage.py", "simulate_agents", "--base-url", f"http://{host}:{port}", "--gentle"]
 
     def _banner(self, host: str, port: int) -> None:
+        from lib.signing import key_id
+
         mode = "Redis-backed (Celery worker and beat started)" if settings.REDIS_URL else "embedded"
         database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+        base = f"http://{host}:{port}"
         self.stdout.write("")
-        self.stdout.write(f"Airlock is starting at http://{host}:{port}/  ({mode}, {database})")
+        self.stdout.write(self.style.SUCCESS(f"Airlock is starting at {base}/  ({mode}, {database})"))
         self.stdout.write(f"Log in with any demo user below; the password is {DEMO_PASSWORD!r}:")
         for username, memberships, teams, superuser in PEOPLE:
             roles = "; ".join(f"{slug}: {', '.join(roles)}" for slug, roles in memberships.items())
-            self.stdout.write(f"  {username:<8} {roles or 'platform superuser' if superuser else roles}"
-                              f"{' · owns ' + ', '.join(teams) if teams else ''}")
-        self.stdout.write(f"API docs: http://{host}:{port}/api/docs/   health: http://{host}:{port}/healthz")
+            extras = [f"owns {', '.join(teams)}" if teams else "", "platform superuser" if superuser else ""]
+            self.stdout.write(f"  {username:<8} {' · '.join(part for part in [roles, *extras] if part)}")
+        signing = settings.AIRLOCK_SIGNING_KEY and "AIRLOCK_SIGNING_KEY" or settings.AIRLOCK_SIGNING_KEY_FILE
+        self.stdout.write(f"Snapshot signing key {key_id()}: {signing}")
+        self.stdout.write(f"API docs: {base}/api/docs/   health: {base}/healthz")
         self.stdout.write("")
-        os.environ.setdefault("AIRLOCK_BASE_URL", f"http://{host}:{port}")
