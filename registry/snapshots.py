@@ -97,8 +97,13 @@ def publish_snapshot(*, reason: str) -> Snapshot:
                 body = build_document(number=number, reason=reason[:200], created_at=created_at)
                 payload = canonical_json(body)
                 return Snapshot.objects.create(
-                    number=number, body=body, canonical_sha256=sha256_of(body), signature=signing.sign(payload),
-                    key_id=signing.key_id(), reason=reason[:200], created_at=created_at,
+                    number=number,
+                    body=body,
+                    canonical_sha256=sha256_of(body),
+                    signature=signing.sign(payload),
+                    key_id=signing.key_id(),
+                    reason=reason[:200],
+                    created_at=created_at,
                 )
         except IntegrityError:
             if attempt == 4:
@@ -151,12 +156,20 @@ class ResolvedSkill:
     @classmethod
     def from_entry(cls, entry: dict) -> ResolvedSkill:
         return cls(
-            skill_version_id=entry["skill_version_id"], skill_id=entry["skill_id"], name=entry["name"],
-            namespace=entry["namespace"], version=entry["version"], status=entry["status"],
-            effect=entry["effect"], data_classification=entry["data_classification"],
-            manifest=entry["manifest"], replacement_name=entry.get("replacement_name"),
-            deprecated=entry["status"] == VersionStatus.DEPRECATED, skill_pk=entry.get("skill_pk"),
-            owner_team=entry.get("owner_team", ""), deprecated_at=entry.get("deprecated_at"),
+            skill_version_id=entry["skill_version_id"],
+            skill_id=entry["skill_id"],
+            name=entry["name"],
+            namespace=entry["namespace"],
+            version=entry["version"],
+            status=entry["status"],
+            effect=entry["effect"],
+            data_classification=entry["data_classification"],
+            manifest=entry["manifest"],
+            replacement_name=entry.get("replacement_name"),
+            deprecated=entry["status"] == VersionStatus.DEPRECATED,
+            skill_pk=entry.get("skill_pk"),
+            owner_team=entry.get("owner_team", ""),
+            deprecated_at=entry.get("deprecated_at"),
             sunset_at=entry.get("sunset_at"),
         )
 
@@ -206,9 +219,7 @@ class SnapshotIndex:
         if entry["status"] == VersionStatus.ACTIVE:
             return True
         sunset = entry.get("sunset_at")
-        return entry["status"] == VersionStatus.DEPRECATED and (
-            sunset is None or datetime.fromisoformat(sunset) > now
-        )
+        return entry["status"] == VersionStatus.DEPRECATED and (sunset is None or datetime.fromisoformat(sunset) > now)
 
     def resolve(self, name: str, version: str | None = None, *, now: datetime | None = None) -> ResolvedSkill | None:
         """The exact version when given (deprecated ones until sunset); else the newest active one.
@@ -287,6 +298,13 @@ def clear_snapshot_cache() -> None:
 
 
 __all__ = [
-    "SNAPSHOT_SECTIONS", "ResolvedSkill", "SnapshotIndex", "clear_snapshot_cache", "index_for",
-    "latest_snapshot", "load_snapshot", "publish_snapshot", "verify_snapshot",
+    "SNAPSHOT_SECTIONS",
+    "ResolvedSkill",
+    "SnapshotIndex",
+    "clear_snapshot_cache",
+    "index_for",
+    "latest_snapshot",
+    "load_snapshot",
+    "publish_snapshot",
+    "verify_snapshot",
 ]

@@ -27,19 +27,33 @@ def manifest(name: str = "docs.search_documentation", **overrides) -> dict:
         "output_schema": {
             "type": "object",
             "properties": {
-                "results": {"type": "array", "description": "Ranked pages; empty when nothing matched.",
-                            "items": {"type": "object", "properties": {"title": {"type": "string"}}}},
+                "results": {
+                    "type": "array",
+                    "description": "Ranked pages; empty when nothing matched.",
+                    "items": {"type": "object", "properties": {"title": {"type": "string"}}},
+                },
                 "next_cursor": {"type": ["string", "null"], "description": "Pass back for the next page."},
             },
         },
-        "risk": {"effect": "read", "data_classification": "public", "approval": "not_required",
-                 "untrusted_output": False},
-        "permissions": {"allowed_agent_roles": ["support", "developer"], "allowed_tenants": ["*"],
-                        "oauth_scopes": ["docs.read"]},
-        "execution": {"adapter": "python:demo.search_documentation", "timeout_ms": 5000, "max_attempts": 2,
-                      "result_limit_bytes": 8192, "idempotent": True},
-        "ownership": {"team": "support-tools", "runbook": "https://runbooks.example/search-docs",
-                      "support_tier": "P2"},
+        "risk": {
+            "effect": "read",
+            "data_classification": "public",
+            "approval": "not_required",
+            "untrusted_output": False,
+        },
+        "permissions": {
+            "allowed_agent_roles": ["support", "developer"],
+            "allowed_tenants": ["*"],
+            "oauth_scopes": ["docs.read"],
+        },
+        "execution": {
+            "adapter": "python:demo.search_documentation",
+            "timeout_ms": 5000,
+            "max_attempts": 2,
+            "result_limit_bytes": 8192,
+            "idempotent": True,
+        },
+        "ownership": {"team": "support-tools", "runbook": "https://runbooks.example/search-docs", "support_tier": "P2"},
     }
     result = copy.deepcopy(base)
     for dotted, value in overrides.items():
@@ -51,15 +65,23 @@ def manifest(name: str = "docs.search_documentation", **overrides) -> dict:
     return result
 
 
-def make_version(*, team: Team, name: str = "docs.search_documentation", version: str = "1.0.0",
-                 status: str = "active", **overrides) -> SkillVersion:
+def make_version(
+    *, team: Team, name: str = "docs.search_documentation", version: str = "1.0.0", status: str = "active", **overrides
+) -> SkillVersion:
     body = manifest(name, version=version, **overrides)
     skill, _ = Skill.objects.get_or_create(
         name=name, defaults={"skill_id": body["skill_id"], "namespace": name.rsplit(".", 1)[0], "owner_team": team}
     )
     major, minor, patch = (int(p) for p in version.split("."))
     return SkillVersion.objects.create(
-        skill=skill, version=version, major=major, minor=minor, patch=patch, status=status, manifest=body,
-        effect=body["risk"]["effect"], data_classification=body["risk"]["data_classification"],
+        skill=skill,
+        version=version,
+        major=major,
+        minor=minor,
+        patch=patch,
+        status=status,
+        manifest=body,
+        effect=body["risk"]["effect"],
+        data_classification=body["risk"]["data_classification"],
         description=body["description"],
     )

@@ -1,0 +1,222 @@
+"""Registry use cases: drafts, publication (with second-person review), deprecation, retirement.
+
+Every change runtimes must see publishes a signed snapshot in the same transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+
+from console.models import Team
+from registry.models import EFFECT_RANK, LIFECYCLE_MANIFEST_KEYS, PUBLISHED_STATUSES, Skill, SkillVersion, VersionStatus
+from registry.snapshots import publish_snapshot
+from registry.validation import parse_semver, problem, validate_manifest
+
+
+class ManifestInvalid(Exception):
+    """The manifest cannot be stored or published; `errors` lists each problem with its JSON path."""
+
+    def __init__(self, errors: list[dict]) -> None:
+        super().__init__("; ".join(f"{e['path']}: {e['message']}" for e in errors))
+        self.errors = errors
+
+
+def latest_published(skill: Skill | None) -> SkillVersion | None:
+    if skill is None:
+        return None
+    return skill.versions.filter(status__in=PUBLISHED_STATUSES).order_by("-major", "-minor", "-patch").first()
+
+
+def _require_owner(skill: Skill, user) -> None:
+    if not skill.is_owned_by(user):
+        raise PermissionDenied(f"Only the {skill.owner_team.slug} team or a platform admin may change {skill.name}.")
+
+
+def check_manifest(*, manifest: dict, skill: Skill | None = None) -> list[dict]:
+    """Validation errors for a manifest submitted as a new version of `skill` (or a new skill)."""
+    errors = validate_manifest(manifest, skill=skill, previous=latest_published(skill))
+    if skill is not None and isinstance(manifest.get("ownership"), dict):
+        team = manifest["ownership"].get("team")
+        if team not in (None, skill.owner_team.slug):
+            errors.append(
+                problem(
+                    "$.ownership.team",
+                    "team_mismatch",
+                    f"{skill.name} is owned by {skill.owner_team.slug}; transfer is not a version change.",
+                )
+            )
+    return errors
+
+
+@transaction.atomic
+def create_draft_version(*, manifest: dict, author, skill: Skill | None = None) -> SkillVersion:
+    """Store a validated manifest as a draft: of `skill`, or of a new skill named in the manifest.
+
+    Re-submitting the version number of an existing draft replaces that draft; published
+    versions are never touched (immutability), a new version number is needed instead.
+    """
+    errors = check_manifest(manifest=manifest, skill=skill)
+    existing = skill.versions.filter(version=manifest.get("version")).first() if skill else None
+    if existing is not None and existing.status != VersionStatus.DRAFT:
+        errors.append(
+            problem(
+                "$.version",
+                "version_exists",
+                f"{skill.name}@{existing.version} is {existing.status} and immutable; use a new version number.",
+            )
+        )
+    if errors:
+        raise ManifestInvalid(errors)
+    if skill is None:
+        team = Team.objects.get(slug=manifest["ownership"]["team"])
+        if not (author.is_superuser or team.members.filter(pk=author.pk).exists()):
+            raise PermissionDenied(f"Only members of {team.slug} (or a platform admin) may create its skills.")
+        skill = Skill.objects.create(
+            skill_id=manifest["skill_id"],
+            name=manifest["name"],
+            namespace=manifest["name"].rsplit(".", 1)[0],
+            owner_team=team,
+        )
+    else:
+        _require_owner(skill, author)
+    stored = {key: value for key, value in manifest.items() if key not in LIFECYCLE_MANIFEST_KEYS}
+    stored["skill_id"] = skill.skill_id
+    major, minor, patch = parse_semver(manifest["version"])
+    version = existing or SkillVersion(skill=skill, version=manifest["version"])
+    version.major, version.minor, version.patch = major, minor, patch
+    version.manifest = stored
+    version.effect = manifest["risk"]["effect"]
+    version.data_classification = manifest["risk"]["data_classification"]
+    version.description = manifest["description"]
+    version.author = author
+    version.save()
+    return version
+
+
+def review_reasons(version: SkillVersion) -> list[str]:
+    """Why a second person must review this version: a raised effect class or widened permissions."""
+    previous = latest_published(version.skill)
+    if previous is None:
+        return []
+    reasons = []
+    if EFFECT_RANK[version.effect] > EFFECT_RANK[previous.effect]:
+        reasons.append(f"effect raised from {previous.effect} to {version.effect}")
+    old_permissions, new_permissions = previous.manifest["permissions"], version.manifest["permissions"]
+    for key in ("allowed_tenants", "allowed_agent_roles", "oauth_scopes"):
+        old, new = set(old_permissions.get(key, [])), set(new_permissions.get(key, []))
+        added = new - old
+        if "*" in old:
+            added = set()
+        if added:
+            reasons.append(f"{key} widened: {', '.join(sorted(added))}")
+    return reasons
+
+
+def _activate(version: SkillVersion, *, reviewer=None) -> SkillVersion:
+    version.status = VersionStatus.ACTIVE
+    version.published_at = timezone.now()
+    version.reviewer = reviewer
+    version.save(update_fields=["status", "published_at", "reviewer"])
+    publish_snapshot(reason=f"published {version.skill.name}@{version.version}")
+    return version
+
+
+@transaction.atomic
+def publish_version(*, version: SkillVersion, user) -> SkillVersion:
+    """Make a draft active, or put it in review when it raises the effect class or widens permissions."""
+    version = SkillVersion.objects.select_for_update().select_related("skill__owner_team").get(pk=version.pk)
+    _require_owner(version.skill, user)
+    if version.status != VersionStatus.DRAFT:
+        raise ManifestInvalid(
+            [problem("$.status", "not_a_draft", f"Only drafts can be published; this is {version.status}.")]
+        )
+    errors = check_manifest(manifest=version.manifest, skill=version.skill)
+    if errors:
+        raise ManifestInvalid(errors)
+    reasons = review_reasons(version)
+    if reasons:
+        version.status = VersionStatus.IN_REVIEW
+        version.review_reasons = reasons
+        version.save(update_fields=["status", "review_reasons"])
+        return version
+    return _activate(version)
+
+
+def can_review(version: SkillVersion, user) -> bool:
+    return (
+        version.status == VersionStatus.IN_REVIEW
+        and user.is_authenticated
+        and user.pk != version.author_id
+        and version.skill.is_owned_by(user)
+    )
+
+
+@transaction.atomic
+def approve_version(*, version: SkillVersion, user) -> SkillVersion:
+    """A second person (owning-team member or platform admin, never the author) activates a version in review."""
+    version = SkillVersion.objects.select_for_update().select_related("skill__owner_team").get(pk=version.pk)
+    if version.status != VersionStatus.IN_REVIEW:
+        raise ManifestInvalid([problem("$.status", "not_in_review", "This version is not waiting for review.")])
+    if user.pk == version.author_id:
+        raise PermissionDenied("The author cannot review their own version; ask another team member.")
+    _require_owner(version.skill, user)
+    return _activate(version, reviewer=user)
+
+
+def _resolve_replacement(skill: Skill, replacement: Skill | None) -> Skill | None:
+    if replacement is None:
+        return None
+    if replacement.pk == skill.pk:
+        raise ManifestInvalid(
+            [problem("$.compatibility.replacement_skill_id", "replacement_is_self", "A skill cannot replace itself.")]
+        )
+    if not replacement.versions.filter(status=VersionStatus.ACTIVE).exists():
+        raise ManifestInvalid(
+            [
+                problem(
+                    "$.compatibility.replacement_skill_id",
+                    "replacement_not_active",
+                    f"The replacement {replacement.name} has no active version.",
+                )
+            ]
+        )
+    return replacement
+
+
+@transaction.atomic
+def deprecate_skill(
+    *, skill: Skill, user, replacement: Skill | None = None, sunset_at: datetime | None = None
+) -> Skill:
+    """Hide the skill from discovery; its versions stay callable by exact version until `sunset_at`."""
+    _require_owner(skill, user)
+    replacement = _resolve_replacement(skill, replacement)
+    if sunset_at is not None and sunset_at <= timezone.now():
+        raise ManifestInvalid(
+            [problem("$.compatibility.sunset_at", "sunset_in_past", "The sunset must be in the future.")]
+        )
+    changed = skill.versions.filter(status__in=[VersionStatus.ACTIVE, VersionStatus.DEPRECATED]).update(
+        status=VersionStatus.DEPRECATED,
+        deprecated_at=timezone.now(),
+        replacement=replacement,
+        sunset_at=sunset_at,
+    )
+    if not changed:
+        raise ManifestInvalid([problem("$.status", "nothing_to_deprecate", f"{skill.name} has no published version.")])
+    publish_snapshot(reason=f"deprecated {skill.name}")
+    return skill
+
+
+@transaction.atomic
+def retire_skill(*, skill: Skill, user) -> Skill:
+    """Make the skill unknown to runtimes: every published version is retired."""
+    _require_owner(skill, user)
+    skill.versions.filter(status__in=[VersionStatus.ACTIVE, VersionStatus.DEPRECATED, VersionStatus.IN_REVIEW]).update(
+        status=VersionStatus.RETIRED,
+        retired_at=timezone.now(),
+    )
+    publish_snapshot(reason=f"retired {skill.name}")
+    return skill
