@@ -79,7 +79,10 @@ class Span(models.Model):
     class Meta:
         ordering = ["started_at", "id"]
         constraints = [models.UniqueConstraint(fields=["trace", "span_id"], name="unique_span_per_trace")]
-        indexes = [models.Index(fields=["skill_name", "started_at"]), models.Index(fields=["trace", "started_at", "id"])]
+        indexes = [
+            models.Index(fields=["skill_name", "started_at"]),
+            models.Index(fields=["trace", "started_at", "id"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name}"

@@ -1,5 +1,9 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from traces.api import views
 
 app_name = "traces_api"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("traces/spans", views.SpanBatchView.as_view(), name="span_batch"),
+]
