@@ -264,7 +264,9 @@ SIDE_EFFECT_WORDS = re.compile(
     r"removes?|charges?|refunds?|changes?|irreversibl\w*|cannot be undone)\b",
     re.I,
 )
-WHEN_WORDS = re.compile(r"\b(use (it |this )?(for|when|to)|when you|do not use|only for)\b", re.I)
+WHEN_WORDS = re.compile(
+    r"\b(use (it |this )?(for|when|to|before|after|only|instead)|when you|do not use|only for)\b", re.I
+)
 ENUM_LIKE_NAMES = {
     "status",
     "state",
