@@ -1,0 +1,138 @@
+"""Cross-tenant isolation: every route that takes an id or a tenant slug answers 404 to outsiders.
+
+One table for the whole project. Each row is a `Route`:
+
+    Route(url_name, build, method="get", client="user")
+
+- `url_name`: the name to `reverse()`, with its namespace ("console:agent_revoke").
+- `build(world) -> dict`: creates whatever object the route names **in tenant acme** and
+  returns the URL kwargs. `world` has `acme` (Tenant), `acme_user` (a user holding every role
+  in acme), `acme_agent` (an agent of acme) and `globex`. Keep builders to a line or two; put
+  helpers in your app's tests if they grow.
+- `method`: "get", "post", "put", "patch" or "delete". Writes are sent with an empty JSON body.
+- `client`: "user" (a session of a globex user who holds every role in globex) or
+  "agent" (the API key of a globex agent).
+
+Two tests run over the table: the outsider gets 404, and the insider (acme_user, or acme_agent
+for "agent" rows) does not, so a typo in a row cannot pass by 404ing for everyone.
+
+To add your app's routes: append rows to ROUTES below, in a block with a comment naming your
+app. Nothing else to change.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from console.models import Agent, Membership, Role, Tenant
+from console.services import create_agent, create_personal_token
+
+pytestmark = pytest.mark.django_db
+
+
+@dataclass
+class World:
+    acme: Tenant
+    globex: Tenant
+    acme_user: Any
+    acme_agent: Agent
+    acme_agent_key: str
+
+
+class Route(NamedTuple):
+    url_name: str
+    build: Callable[[World], dict]
+    method: str = "get"
+    client: str = "user"
+
+
+def _acme_member(world: World):
+    user = get_user_model().objects.create_user("acme-member", password="pw")
+    Membership.objects.create(tenant=world.acme, user=user, role=Role.VIEWER)
+    return user
+
+
+def _acme_agent(world: World) -> Agent:
+    return create_agent(tenant=world.acme, name="extra-bot", role="support")[0]
+
+
+ROUTES: list[Route] = [
+    # console
+    Route("console:member_list", lambda w: {"tenant_slug": w.acme.slug}),
+    Route("console:member_add", lambda w: {"tenant_slug": w.acme.slug}, "post"),
+    Route("console:member_edit", lambda w: {"tenant_slug": w.acme.slug, "user_id": _acme_member(w).pk}),
+    Route("console:member_edit", lambda w: {"tenant_slug": w.acme.slug, "user_id": _acme_member(w).pk}, "post"),
+    Route("console:agent_list", lambda w: {"tenant_slug": w.acme.slug}),
+    Route("console:agent_create", lambda w: {"tenant_slug": w.acme.slug}, "post"),
+    Route("console:agent_revoke", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}, "post"),
+    Route("console:token_revoke", lambda w: {"token_id": create_personal_token(user=w.acme_user, name="t")[0].pk},
+          "post"),
+]
+
+
+@pytest.fixture
+def world(acme, globex) -> World:
+    user = get_user_model().objects.create_user("acme-everything", password="pw")
+    for role in Role:
+        Membership.objects.create(tenant=acme, user=user, role=role)
+    agent, key = create_agent(tenant=acme, name="acme-bot", role="support")
+    return World(acme=acme, globex=globex, acme_user=user, acme_agent=agent, acme_agent_key=key)
+
+
+def _request(route: Route, url: str, client) -> Any:
+    call = getattr(client, route.method)
+    if route.method == "get":
+        return call(url)
+    if route.client == "agent":
+        return call(url, {}, format="json")
+    return call(url, {})
+
+
+def _outsider_client(route: Route, outsider, outsider_agent_client):
+    if route.client == "agent":
+        return outsider_agent_client
+    client = Client()
+    client.force_login(outsider)
+    return client
+
+
+def _insider_client(route: Route, world: World):
+    if route.client == "agent":
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {world.acme_agent_key}")
+        return client
+    client = Client()
+    client.force_login(world.acme_user)
+    return client
+
+
+def _route_id(route: Route) -> str:
+    return f"{route.method.upper()} {route.url_name} ({route.client})"
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=_route_id)
+def test_outsiders_get_404(route: Route, world, outsider, outsider_agent_client):
+    url = reverse(route.url_name, kwargs=route.build(world))
+    response = _request(route, url, _outsider_client(route, outsider, outsider_agent_client))
+    assert response.status_code == 404, f"{route.method.upper()} {url} gave {response.status_code} to an outsider"
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=_route_id)
+def test_insiders_reach_the_same_route(route: Route, world):
+    url = reverse(route.url_name, kwargs=route.build(world))
+    response = _request(route, url, _insider_client(route, world))
+    assert response.status_code != 404, f"{route.method.upper()} {url} is 404 even for acme: check the row"
+
+
+def test_every_console_route_that_takes_an_id_or_slug_is_in_the_table():
+    from console.urls import console_patterns
+
+    covered = {route.url_name for route in ROUTES}
+    with_arguments = {f"console:{p.name}" for p in console_patterns if p.pattern.converters}
+    assert with_arguments <= covered, f"add rows for {sorted(with_arguments - covered)}"
