@@ -1,0 +1,1 @@
+"""Scripted agents that drive a live Airlock through the SDK (`manage.py simulate_agents`)."""
