@@ -1,5 +1,12 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from runs.api import client_results, views
 
 app_name = "runs_api"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("runs", views.run_create, name="run_create"),
+    path("runs/<uuid:run_id>", views.run_detail, name="run_detail"),
+    path("runs/<uuid:run_id>/calls", views.run_calls, name="run_calls"),
+    path("runs/<uuid:run_id>/calls/<str:call_id>/result", client_results.report_client_result, name="client_result"),
+]

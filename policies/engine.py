@@ -1,0 +1,228 @@
+"""The policy engine: CEL conditions over a documented context, precedence and defaults by effect.
+
+Conditions are compiled once per policy version (published versions are immutable, so the cache
+key is the version id) and evaluated against one `cel.Context` built per decision. Python is
+never `eval`ed: CEL has no side effects, no loops beyond bounded macros, and no I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import cel
+
+logger = logging.getLogger(__name__)
+
+VERDICTS = ("allow", "confirm", "deny")
+VERDICT_RANK = {"allow": 0, "confirm": 1, "deny": 2}
+CONTEXT_VARIABLES = ("skill", "args", "agent", "end_user", "tenant", "run")
+_COMPILED: dict[int, tuple[CompiledRule, ...]] = {}
+
+DEFAULT_REASONS = {
+    "read": ("allow", "reads are allowed by default"),
+    "draft": ("allow", "drafts are allowed by default"),
+    "write": ("allow", "writes are allowed by default while the run is untainted"),
+    "write_tainted": ("confirm", "a write after the run read untrusted content needs a person's confirmation"),
+    "external": ("confirm", "actions with external effect need a person's confirmation"),
+    "destructive": ("confirm", "destructive actions always need a person's confirmation"),
+}
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    id: str
+    verdict: str
+    condition: str
+    reason: str
+    program: Any
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    """A policy version ready to evaluate; built from the database or from a snapshot section."""
+
+    policy_id: int
+    name: str
+    scope: str
+    tenant_id: int | None
+    skill_name: str
+    version_id: int
+    version_number: int
+    rules: tuple[CompiledRule, ...]
+
+    @property
+    def version_label(self) -> str:
+        return f"p{self.policy_id}@v{self.version_number}"
+
+    def applies_to(self, *, tenant_id: int, skill_name: str) -> bool:
+        if self.scope == "tenant":
+            return self.tenant_id == tenant_id
+        if self.scope == "skill":
+            return self.skill_name == skill_name
+        return True
+
+
+@dataclass
+class Decision:
+    verdict: str
+    rule_id: str
+    scope: str
+    policy_version: str
+    reason: str
+    policy_name: str = ""
+    floor: str = ""
+    errors: list[str] = field(default_factory=list)
+    shadow: list[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        return {key: value for key, value in data.items() if value not in ("", [], None) or key in (
+            "verdict", "rule_id", "scope", "policy_version", "reason")}
+
+
+class ConditionError(ValueError):
+    pass
+
+
+def compile_condition(condition: str) -> Any:
+    try:
+        return cel.compile(condition)
+    except ValueError as exc:
+        raise ConditionError(str(exc).split("\n")[0]) from None
+
+
+def compile_rules(rules: list[dict], *, version_id: int | None = None) -> tuple[CompiledRule, ...]:
+    """Compile a version's rules; cached by version id when one is given (published versions never change)."""
+    if version_id is not None and version_id in _COMPILED:
+        return _COMPILED[version_id]
+    compiled = tuple(
+        CompiledRule(id=str(rule["id"]), verdict=rule["verdict"], condition=rule["condition"],
+                     reason=rule.get("reason", ""), program=compile_condition(rule["condition"] or "true"))
+        for rule in rules
+    )
+    if version_id is not None:
+        _COMPILED[version_id] = compiled
+    return compiled
+
+
+def sample_context(**overrides: Any) -> dict:
+    """A complete context with neutral values: used for checking conditions and as the base of policy tests."""
+    context = {
+        "skill": {"name": "docs.search_documentation", "version": "1.0.0", "effect": "read",
+                  "data_class": "internal", "namespace": "docs"},
+        "args": {},
+        "agent": {"id": "agent-1", "role": "support"},
+        "end_user": {"id": "u-1", "roles": []},
+        "tenant": {"slug": "acme"},
+        "run": {"tainted": False, "taint_source": ""},
+    }
+    for key, value in overrides.items():
+        if key in context and isinstance(value, dict) and isinstance(context[key], dict) and key != "args":
+            context[key] = {**context[key], **value}
+        elif key in context:
+            context[key] = value
+    return context
+
+
+def check_condition(condition: str) -> list[str]:
+    """Syntax and type problems in a condition, as messages for the editor (empty when fine).
+
+    CEL here is dynamically typed, so after parsing we evaluate against a sample context: unknown
+    variables and operator type mismatches surface; a missing `args` key does not (it depends on the call).
+    """
+    if not condition.strip():
+        return ["The condition is empty; write `true` to match every call."]
+    try:
+        program = compile_condition(condition)
+    except ConditionError as exc:
+        return [f"Syntax error: {exc}"]
+    try:
+        result = program.execute(cel.Context(sample_context()))
+    except KeyError:
+        return []
+    except TypeError as exc:
+        return [f"Type error: {str(exc).split('. ')[0]}."]
+    except RuntimeError as exc:
+        message = str(exc).split(". ")[0]
+        return [f"{message}. Known variables: {', '.join(CONTEXT_VARIABLES)}."]
+    except Exception as exc:  # noqa: BLE001 - any other evaluation failure is still an authoring error
+        return [f"Evaluation error: {exc}"]
+    if not isinstance(result, bool):
+        return [f"The condition must be true or false, but it gives a {type(result).__name__}."]
+    return []
+
+
+def check_rules(rules: list[dict]) -> dict[int, list[str]]:
+    """Problems per rule index: ids, verdicts, reasons and conditions."""
+    problems: dict[int, list[str]] = {}
+    seen: set[str] = set()
+    for index, rule in enumerate(rules):
+        errors: list[str] = []
+        rule_id = str(rule.get("id", "")).strip()
+        if not rule_id:
+            errors.append("Give the rule an id.")
+        elif rule_id in seen:
+            errors.append(f"The id {rule_id} is used twice.")
+        seen.add(rule_id)
+        if rule.get("verdict") not in VERDICTS:
+            errors.append("The verdict must be allow, confirm or deny.")
+        if not str(rule.get("reason", "")).strip():
+            errors.append("Give a reason: approvers and agents see it.")
+        errors.extend(check_condition(str(rule.get("condition", ""))))
+        if errors:
+            problems[index] = errors
+    return problems
+
+
+def default_verdict(effect: str, tainted: bool) -> tuple[str, str, str]:
+    """(verdict, rule id, reason) when no rule matches."""
+    key = "write_tainted" if effect == "write" and tainted else effect
+    verdict, reason = DEFAULT_REASONS.get(key, ("confirm", "unknown effect classes need confirmation"))
+    return verdict, f"default:{key}", reason
+
+
+def _matches(rule: CompiledRule, context: Any, errors: list[str], policy: CompiledPolicy) -> bool:
+    try:
+        return rule.program.execute(context) is True
+    except Exception as exc:  # noqa: BLE001 - a failing condition must never open the gate
+        errors.append(f"{policy.version_label}/{rule.id}: {type(exc).__name__}")
+        # Fail closed: a rule that restricts matches when it cannot be evaluated; one that allows does not.
+        return rule.verdict != "allow"
+
+
+def evaluate(*, context: dict, policies: list[CompiledPolicy], approval_required: bool = False) -> Decision:
+    """The verdict for one call. Any matching deny wins, then confirm, then allow; with no match the
+    default follows the effect class. Destructive never ends in plain allow, nor does `approval: required`."""
+    cel_context = cel.Context(context)
+    errors: list[str] = []
+    best: tuple[CompiledRule, CompiledPolicy] | None = None
+    for policy in policies:
+        for rule in policy.rules:
+            if (best is None or VERDICT_RANK[rule.verdict] > VERDICT_RANK[best[0].verdict]) and _matches(
+                rule, cel_context, errors, policy
+            ):
+                best = (rule, policy)
+                if rule.verdict == "deny":
+                    break
+        if best is not None and best[0].verdict == "deny":
+            break
+    skill = context["skill"]
+    if best is None:
+        verdict, rule_id, reason = default_verdict(skill["effect"], bool(context["run"]["tainted"]))
+        decision = Decision(verdict=verdict, rule_id=rule_id, scope="default", policy_version="", reason=reason)
+    else:
+        rule, policy = best
+        decision = Decision(verdict=rule.verdict, rule_id=f"p{policy.policy_id}/{rule.id}", scope=policy.scope,
+                            policy_version=policy.version_label, reason=rule.reason, policy_name=policy.name)
+    decision.errors = errors
+    if decision.verdict == "allow" and skill["effect"] == "destructive":
+        decision.verdict, decision.floor = "confirm", "destructive actions are never allowed without a person"
+    elif decision.verdict == "allow" and approval_required:
+        decision.verdict, decision.floor = "confirm", "the skill's manifest requires approval"
+    return decision
+
+
+def clear_cache() -> None:
+    _COMPILED.clear()

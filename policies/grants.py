@@ -1,0 +1,29 @@
+"""Grant lookups the gate and discovery use: no active grant covering a skill, no access."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from policies.models import Grant, pattern_covers
+
+
+def active_patterns(*, tenant_id: int, agent_role: str) -> list[str]:
+    """The skill patterns an agent role of a tenant holds right now (one query)."""
+    return list(Grant.objects.active().filter(tenant_id=tenant_id, agent_role=agent_role)
+                .values_list("skill_pattern", flat=True))
+
+
+def is_granted(patterns: Iterable[str], skill_name: str) -> bool:
+    return any(pattern_covers(pattern, skill_name) for pattern in patterns)
+
+
+def granted_names(patterns: Iterable[str], names: Iterable[str]) -> list[str]:
+    patterns = list(patterns)
+    return sorted(name for name in names if is_granted(patterns, name))
+
+
+def active_grants(*, tenant_id: int, agent_role: str) -> list[tuple[str, list[str]]]:
+    """(pattern, oauth scopes) of the active grants of an agent role in a tenant (one query)."""
+    return [(pattern, scopes or []) for pattern, scopes in
+            Grant.objects.active().filter(tenant_id=tenant_id, agent_role=agent_role)
+            .values_list("skill_pattern", "oauth_scopes")]

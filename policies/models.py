@@ -1,0 +1,175 @@
+import fnmatch
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from console.models import Tenant
+from console.tenancy import TenantScopedQuerySet
+
+
+class GrantQuerySet(TenantScopedQuerySet):
+    def active(self, at=None) -> "GrantQuerySet":
+        at = at or timezone.now()
+        return self.filter(revoked_at__isnull=True).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=at))
+
+
+class Grant(models.Model):
+    """Which skills (one name, or a namespace wildcard like `billing.*`) an agent role of a tenant may use.
+
+    No grant, no access: the gate denies any call no active grant covers.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="grants")
+    skill_pattern = models.CharField(max_length=200, help_text="billing.create_refund, or billing.* for a namespace.")
+    agent_role = models.CharField(max_length=64)
+    oauth_scopes = models.JSONField(default=list, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    granted_at = models.DateTimeField(default=timezone.now)
+    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = GrantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant__slug", "agent_role", "skill_pattern"]
+        indexes = [models.Index(fields=["tenant", "agent_role"])]
+
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}: {self.agent_role} -> {self.skill_pattern}"
+
+    def covers(self, skill_name: str) -> bool:
+        return pattern_covers(self.skill_pattern, skill_name)
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
+
+
+def pattern_covers(pattern: str, skill_name: str) -> bool:
+    if pattern.endswith(".*"):
+        return skill_name.startswith(pattern[:-1])
+    if pattern == "*":
+        return True
+    return fnmatch.fnmatchcase(skill_name, pattern) if "*" in pattern else pattern == skill_name
+
+
+class Scope(models.TextChoices):
+    PLATFORM = "platform"
+    TENANT = "tenant"
+    SKILL = "skill"
+
+
+class PolicyQuerySet(models.QuerySet):
+    def editable_by(self, user) -> "PolicyQuerySet":
+        """Platform admins edit all; tenant admins their tenant's; owning teams their skills'."""
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_superuser:
+            return self.all()
+        from console.tenancy import tenants_for
+        from registry.models import Skill
+
+        owned = Skill.objects.filter(owner_team__members=user).values("name")
+        return self.filter(
+            Q(scope=Scope.TENANT, tenant__in=tenants_for(user, "admin")) | Q(scope=Scope.SKILL, skill_name__in=owned)
+        )
+
+
+class Policy(models.Model):
+    """A named, ordered list of rules at one scope. Its content lives in versions."""
+
+    name = models.CharField(max_length=200)
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="policies")
+    skill_name = models.CharField(max_length=200, blank=True, help_text="For skill scope: the skill it governs.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = PolicyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["scope", "name"]
+        verbose_name_plural = "policies"
+
+    def __str__(self) -> str:
+        return f"{self.scope_label}: {self.name}"
+
+    @property
+    def scope_label(self) -> str:
+        if self.scope == Scope.TENANT:
+            return f"tenant {self.tenant.slug}"
+        if self.scope == Scope.SKILL:
+            return f"skill {self.skill_name}"
+        return "platform"
+
+    def applies_to(self, *, tenant_id: int, skill_name: str) -> bool:
+        if self.scope == Scope.TENANT:
+            return self.tenant_id == tenant_id
+        if self.scope == Scope.SKILL:
+            return self.skill_name == skill_name
+        return True
+
+
+class VersionStatus(models.TextChoices):
+    DRAFT = "draft"
+    SHADOW = "shadow"
+    PUBLISHED = "published"
+    SUPERSEDED = "superseded"
+
+
+class PolicyVersion(models.Model):
+    """One version of a policy's rules: `[{"id", "verdict", "condition", "reason"}]`, immutable once it
+    leaves draft. At most one published and one shadow version per policy at a time."""
+
+    policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=VersionStatus.choices, default=VersionStatus.DRAFT)
+    rules = models.JSONField(default=list)
+    note = models.CharField(max_length=300, blank=True)
+    rolled_back_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    published_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    published_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["policy_id", "-number"]
+        constraints = [models.UniqueConstraint(fields=["policy", "number"], name="unique_policy_version")]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        return f"policy {self.policy_id} v{self.number}"
+
+
+class PolicyTest(models.Model):
+    """A test case an owner attaches to a policy: a call and the verdict the policy must give it.
+
+    `call` holds the context fields (skill, args, agent, end_user, tenant, run) that differ from
+    the defaults in `policies.engine.sample_context`.
+    """
+
+    policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="tests")
+    name = models.CharField(max_length=200)
+    call = models.JSONField(default=dict)
+    expected_verdict = models.CharField(max_length=10, choices=[("allow", "allow"), ("confirm", "confirm"),
+                                                                ("deny", "deny")])
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["policy_id", "name"]
+
+    def __str__(self) -> str:
+        return self.name

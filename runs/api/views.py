@@ -1,0 +1,65 @@
+"""The agent-facing runs API (docs/api-contract.md): start a run, read it, propose a batch of calls."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from console.api_auth import IsAgent
+from console.api_errors import error_body
+from runs import gate, services
+from runs.api.serializers import CallBatchSerializer, RunCreateSerializer
+from runs.models import Run, RunStatus, ToolCall
+
+CLOSED = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+def _run_for_agent(request: Request, run_id) -> Run:
+    agent = request.auth
+    run = (Run.objects.for_agent(agent).filter(pk=run_id, agent=agent)
+           .select_related("snapshot", "agent", "tenant").first())
+    if run is None:
+        raise Http404("No run with this id for this agent.")
+    return run
+
+
+@extend_schema(request=RunCreateSerializer, responses={201: OpenApiTypes.OBJECT}, tags=["runs"])
+@api_view(["POST"])
+@permission_classes([IsAgent])
+def run_create(request: Request) -> Response:
+    serializer = RunCreateSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    run = services.start_run(agent=request.auth, **serializer.validated_data)
+    body = {"run_id": str(run.pk), "status": run.status, "snapshot": run.snapshot.number, "trace_id": run.pk.hex}
+    if run.webhook_secret:
+        body["webhook_secret"] = run.webhook_secret
+    return Response(body, status=201)
+
+
+@extend_schema(responses=OpenApiTypes.OBJECT, tags=["runs"])
+@api_view(["GET"])
+@permission_classes([IsAgent])
+def run_detail(request: Request, run_id) -> Response:
+    run = _run_for_agent(request, run_id)
+    calls = list(ToolCall.objects.filter(run=run).only("call_id", "name", "status", "verdict", "error_class",
+                                                       "created_at", "position"))
+    return Response(services.run_summary(run, calls))
+
+
+@extend_schema(request=CallBatchSerializer, responses=OpenApiTypes.OBJECT, tags=["runs"],
+               description="One result per call, in the order given: ok, error (typed) or approval_required.")
+@api_view(["POST"])
+@permission_classes([IsAgent])
+def run_calls(request: Request, run_id) -> Response:
+    run = _run_for_agent(request, run_id)
+    serializer = CallBatchSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    if run.status in CLOSED:
+        return Response(error_body("validation", "run_closed", f"The run is {run.status}; start a new run."),
+                        status=409)
+    results = gate.process_batch(run=run, calls=serializer.validated_data["calls"])
+    return Response({"run_id": str(run.pk), "run_status": run.status, "tainted": run.tainted, "results": results})

@@ -1,0 +1,117 @@
+"""The single dispatch point for allowed calls: adapter lookup, per-call timeout, typed outcome.
+
+`execute(...)` is what the gate and the approval resume path call; the execution-plane work
+(retries, circuit breakers, mcp://) extends it here. Adapters run on a bounded shared thread pool
+(the Django ORM is synchronous); a call that outlives its timeout is reported and left to finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+
+from runs.adapters import InvocationContext, get_adapter
+from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, Transient
+
+logger = logging.getLogger(__name__)
+DEFAULT_TIMEOUT_MS = 10_000
+READ_EFFECTS = frozenset({"read"})
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=getattr(settings, "AIRLOCK_GATE_WORKERS", 16),
+                                       thread_name_prefix="airlock-gate")
+        return _pool
+
+
+@dataclass
+class Outcome:
+    """What one execution produced: content or a typed error, with when it ran."""
+
+    content: Any = None
+    error: CallError | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def timeout_of(manifest: dict) -> float:
+    return (manifest.get("execution", {}).get("timeout_ms") or DEFAULT_TIMEOUT_MS) / 1000
+
+
+def _invoke(manifest: dict, arguments: dict, context: InvocationContext, outcome: Outcome) -> Outcome:
+    outcome.started_at = timezone.now()
+    try:
+        adapter = get_adapter(manifest["execution"]["adapter"])
+        outcome.content = adapter.invoke(manifest=manifest, arguments=arguments, context=context).content
+    except CallError as exc:
+        outcome.error = exc
+    except Exception:
+        logger.exception("Skill %s raised in run %s call %s", manifest.get("name"), context.run_id, context.call_id)
+        outcome.error = Internal(GENERIC_INTERNAL)
+    finally:
+        outcome.finished_at = timezone.now()
+        connections.close_all()
+    return outcome
+
+
+def submit(*, manifest: dict, arguments: dict, context: InvocationContext) -> tuple[Future, Outcome]:
+    outcome = Outcome()
+    return pool().submit(_invoke, manifest, arguments, context, outcome), outcome
+
+
+def wait(future: Future, outcome: Outcome, *, manifest: dict, effect: str, timeout_s: float) -> Outcome:
+    try:
+        return future.result(timeout=timeout_s)
+    except FutureTimeout:
+        outcome.finished_at = timezone.now()
+        if effect in READ_EFFECTS:
+            outcome.error = Transient(f"The call did not finish within {timeout_s:g}s; it is safe to retry.",
+                                      code="timeout", retry_after=1)
+        else:
+            outcome.error = TimeoutUnknown(
+                f"The call did not finish within {timeout_s:g}s and its outcome is unknown; do not repeat it with a "
+                "new idempotency key. Repeat with the same key to get the recorded outcome.")
+        return outcome
+
+
+def execute(*, manifest: dict, effect: str, arguments: dict, context: InvocationContext) -> Outcome:
+    """Run one call through its adapter with its timeout (blocking)."""
+    timeout_s = timeout_of(manifest)
+    future, outcome = submit(manifest=manifest, arguments=arguments,
+                             context=_with_timeout(context, timeout_s))
+    return wait(future, outcome, manifest=manifest, effect=effect, timeout_s=timeout_s)
+
+
+def _with_timeout(context: InvocationContext, timeout_s: float) -> InvocationContext:
+    from dataclasses import replace
+
+    return replace(context, timeout_s=timeout_s)
+
+
+def execute_concurrently(items: list[tuple[dict, str, dict, InvocationContext]]) -> list[Outcome]:
+    """Start every (manifest, effect, arguments, context) at once; wait for each within its own timeout."""
+    started = []
+    for manifest, effect, arguments, context in items:
+        timeout_s = timeout_of(manifest)
+        future, outcome = submit(manifest=manifest, arguments=arguments, context=_with_timeout(context, timeout_s))
+        started.append((future, outcome, manifest, effect, timeout_s))
+    return [wait(f, o, manifest=m, effect=e, timeout_s=t) for f, o, m, e, t in started]

@@ -1,0 +1,63 @@
+"""Result shaping: keep a result within the skill's `result_limit_bytes`, and say so when cut."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_LIMIT = 65_536
+
+
+@dataclass
+class Shaped:
+    content: Any
+    size: int
+    truncated: bool = False
+    truncation: dict = field(default_factory=dict)
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+
+
+def _fit_list(items: list, budget: int) -> list:
+    kept: list = []
+    used = 2
+    for item in items:
+        item_size = _size(item) + 1
+        if used + item_size > budget:
+            break
+        kept.append(item)
+        used += item_size
+    return kept
+
+
+def shape(content: Any, limit: int | None) -> Shaped:
+    limit = limit or DEFAULT_LIMIT
+    size = _size(content)
+    if size <= limit:
+        return Shaped(content=content, size=size)
+    budget = max(limit - 200, 16)  # room for the explicit note
+    if isinstance(content, list):
+        kept = _fit_list(content, budget)
+        note = {"cut": "items", "returned_items": len(kept), "total_items": len(content)}
+        cut: Any = kept
+    elif isinstance(content, dict) and any(isinstance(v, list) for v in content.values()):
+        key = max((k for k, v in content.items() if isinstance(v, list)), key=lambda k: _size(content[k]))
+        rest = {k: v for k, v in content.items() if k != key}
+        kept = _fit_list(content[key], budget - _size(rest))
+        cut = {**rest, key: kept}
+        note = {"cut": f"items of '{key}'", "returned_items": len(kept), "total_items": len(content[key])}
+    else:
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
+        cut = text.encode()[:budget].decode(errors="ignore")
+        note = {"cut": "text", "returned_chars": len(cut), "total_chars": len(text)}
+    note.update({
+        "limit_bytes": limit, "original_bytes": size,
+        "message": (f"Result cut to fit {limit} bytes ({note['cut']}: "
+                    f"{note.get('returned_items', note.get('returned_chars'))} of "
+                    f"{note.get('total_items', note.get('total_chars'))} returned). Ask for the rest with narrower "
+                    "arguments (a filter, a smaller limit, or an offset/page where the skill offers one)."),
+    })
+    return Shaped(content=cut, size=_size(cut), truncated=True, truncation=note)

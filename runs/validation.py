@@ -1,0 +1,43 @@
+"""Argument validation: JSON Schema Draft 2020-12 with format checking, one validator per skill version."""
+
+from __future__ import annotations
+
+import threading
+
+from jsonschema import Draft202012Validator, FormatChecker
+
+from runs.errors import ValidationFailed
+
+_validators: dict[int, Draft202012Validator] = {}
+_lock = threading.Lock()
+_format_checker = FormatChecker()
+
+
+def validator_for(skill_version_id: int, schema: dict) -> Draft202012Validator:
+    """Compiled once per skill version (published versions are immutable)."""
+    validator = _validators.get(skill_version_id)
+    if validator is None:
+        with _lock:
+            validator = _validators.get(skill_version_id)
+            if validator is None:
+                validator = Draft202012Validator(schema or {"type": "object"}, format_checker=_format_checker)
+                _validators[skill_version_id] = validator
+    return validator
+
+
+def validate_arguments(*, skill_version_id: int, schema: dict, version: str, name: str, arguments: object) -> None:
+    validator = validator_for(skill_version_id, schema)
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return
+    fields = [{"field": "/".join(str(p) for p in error.absolute_path) or "(arguments)", "message": error.message}
+              for error in errors[:20]]
+    raise ValidationFailed(
+        f"The arguments do not match {name} {version}: "
+        + "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5]),
+        fields=fields, schema_version=version)
+
+
+def clear_cache() -> None:
+    with _lock:
+        _validators.clear()
