@@ -12,4 +12,11 @@ def shell(request: HttpRequest) -> dict:
         "switchable_tenants": tenants_for(user),
         "current_tenant": getattr(request, "tenant", None),
         "current_roles": getattr(request, "tenant_roles", set()),
+        "pending_approvals": _pending_approvals(user),
     }
+
+
+def _pending_approvals(user) -> int:
+    from approvals.queries import pending_count
+
+    return pending_count(user)

@@ -7,6 +7,7 @@ from importlib import import_module
 # ({"label", "value", "hint", "url"}). Apps add theirs here as they gain the data.
 CARD_SOURCES: list[str] = [
     "console.dashboard:tenant_cards",
+    "approvals.dashboard:pending_cards",
 ]
 
 

@@ -1,0 +1,129 @@
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals import queries, services
+from approvals.forms import DecisionForm, InboxFilterForm
+from approvals.models import ApprovalEvent, ApprovalRequest
+from console.models import Agent, Role
+from console.tenancy import get_visible_or_404, has_role, tenants_for
+
+
+def _get_approval_for_user(user, approval_id: int) -> ApprovalRequest:
+    queryset = ApprovalRequest.objects.select_related("tenant", "agent", "call__run", "call__skill_version")
+    return get_visible_or_404(queryset, user, pk=approval_id)
+
+
+def _filters(request: HttpRequest) -> dict:
+    form = InboxFilterForm(request.GET)
+    return form.cleaned_data if form.is_valid() else {}
+
+
+def _card_context(approval: ApprovalRequest, user) -> dict:
+    return {"approval": approval, "arguments_json": json.dumps(approval.action.get("arguments"), indent=2,
+                                                               ensure_ascii=False, sort_keys=True),
+            "overdue": approval.escalated_at is not None or approval.is_expired_now,
+            "own_run": approval.acts_for(user), "my_vote": any(v.user_id == user.pk for v in approval.votes.all())}
+
+
+@login_required
+@require_GET
+def inbox(request: HttpRequest) -> HttpResponse:
+    filters = _filters(request)
+    pending = list(queries.pending_for(request.user, filters)[:200])
+    context = {"cards": [_card_context(a, request.user) for a in pending], "filter_form": InboxFilterForm(request.GET),
+               "query": request.GET.urlencode()}
+    if request.GET.get("partial") == "list":
+        return render(request, "approvals/inbox.html#pending-list", context)
+    approver_tenants = tenants_for(request.user, "approver")
+    context.update(
+        recent=queries.approvable(request.user).decided().select_related("tenant").order_by("-decided_at")[:15],
+        approver_tenants=approver_tenants,
+        agents=Agent.objects.filter(tenant__in=approver_tenants).values_list("name", flat=True).distinct(),
+    )
+    return render(request, "approvals/inbox.html", context)
+
+
+@login_required
+@require_GET
+def card(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """One pending card for the live inbox; empty once decided (htmx then removes the card)."""
+    approval = queries.pending_for(request.user, _filters(request)).filter(pk=approval_id).first()
+    if approval is None:
+        get_visible_or_404(ApprovalRequest.objects, request.user, pk=approval_id)
+        return HttpResponse("")
+    return render(request, "approvals/inbox.html#card", _card_context(approval, request.user))
+
+
+@login_required
+@require_GET
+def pending_count(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(str(queries.pending_count(request.user)), content_type="text/plain")
+
+
+@login_required
+@require_GET
+def detail(request: HttpRequest, approval_id: int) -> HttpResponse:
+    approval = _get_approval_for_user(request.user, approval_id)
+    return render(request, "approvals/detail.html", _detail_context(approval, request.user))
+
+
+def _detail_context(approval: ApprovalRequest, user, error: str = "") -> dict:
+    context = _card_context(approval, user)
+    context.update(events=approval.events.select_related("actor"), votes=approval.votes.select_related("user"),
+                   can_decide=has_role(user, approval.tenant, Role.APPROVER), error=error,
+                   outcome_json=json.dumps(approval.outcome, indent=2, sort_keys=True) if approval.outcome else "",
+                   edited_json=json.dumps(approval.edited_arguments, indent=2, sort_keys=True)
+                   if approval.edited_arguments is not None else "")
+    return context
+
+
+@login_required
+@require_POST
+def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
+    approval = _get_approval_for_user(request.user, approval_id)
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return _decision_reply(request, approval, error="Choose approve or decline.", status=400)
+    data = form.cleaned_data
+    try:
+        approval = services.decide_approval(approval=approval, user=request.user, decision=data["decision"],
+                                            reason=data["reason"], arguments=data["arguments"] or None)
+    except services.AlreadyDecided as exc:
+        return _decision_reply(request, exc.request, error=f"This request was {exc}.", status=409)
+    except services.InvalidDecision as exc:
+        details = "; ".join(f"{f['path']}: {f['message']}" for f in exc.fields)
+        return _decision_reply(request, approval, error=f"{exc} {details}".strip(), status=400)
+    except PermissionDenied as exc:
+        return _decision_reply(request, approval, error=str(exc), status=403)
+    return _decision_reply(request, approval, error="", status=200)
+
+
+def _decision_reply(request: HttpRequest, approval: ApprovalRequest, *, error: str, status: int) -> HttpResponse:
+    if request.htmx:
+        context = {**_card_context(approval, request.user), "error": error}
+        template = "approvals/inbox.html#card" if approval.is_pending else "approvals/inbox.html#decided"
+        return render(request, template, context, status=status)
+    if status == 403:
+        raise PermissionDenied(error)
+    if error:
+        approval.refresh_from_db()
+        return render(request, "approvals/detail.html", _detail_context(approval, request.user, error), status=status)
+    messages.success(request, f"Request {approval.pk}: {approval.status}.")
+    return redirect("approvals:inbox")
+
+
+@login_required
+@require_GET
+def history(request: HttpRequest) -> HttpResponse:
+    """The decisions this approver made, newest first."""
+    events = (ApprovalEvent.objects.filter(actor=request.user, action__in=["approved", "declined", "vote"])
+              .select_related("request__tenant").order_by("-created_at", "-id"))
+    page = Paginator(events, 50).get_page(request.GET.get("page"))
+    return render(request, "approvals/history.html", {"page": page})

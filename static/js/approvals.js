@@ -1,0 +1,130 @@
+// Live approvals: the nav badge on every page, and the inbox's cards, countdowns and shortcuts.
+// The websocket only says "request N of tenant T changed"; everything shown is re-read over HTTP
+// from permission-checked views, and every (re)connect re-reads the whole pending list.
+(() => {
+  const script = document.currentScript;
+  const countUrl = script && script.dataset.countUrl;
+  const wsPath = (script && script.dataset.wsPath) || "/ws/approvals/";
+
+  function ready(fn) {
+    if (document.readyState !== "loading") fn(); else document.addEventListener("DOMContentLoaded", fn);
+  }
+
+  ready(() => {
+    const badge = document.getElementById("pending-count");
+    const list = document.getElementById("pending-list");
+    const empty = document.getElementById("inbox-empty");
+    const live = document.getElementById("live-status");
+    if (!badge && !list) return;
+
+    function refreshCount() {
+      if (!badge || !countUrl) return;
+      fetch(countUrl, { credentials: "same-origin" }).then((r) => (r.ok ? r.text() : null)).then((text) => {
+        if (text === null) return;
+        badge.dataset.count = text.trim();
+        badge.textContent = text.trim() === "0" ? "" : text.trim();
+      });
+    }
+
+    function cards() { return list ? Array.from(list.querySelectorAll(".approval-card")) : []; }
+    function syncEmpty() { if (empty) empty.hidden = cards().length > 0; }
+
+    function refreshList() {
+      if (!list || !window.htmx) return;
+      htmx.ajax("GET", list.dataset.listUrl, { target: "#pending-list", swap: "innerHTML" }).then(syncEmpty);
+    }
+
+    function cardUrl(id) {
+      const base = list.dataset.cardUrl.replace(/0\/card\/$/, `${id}/card/`);
+      return list.dataset.query ? `${base}?${list.dataset.query}` : base;
+    }
+
+    function refreshCard(id) {
+      if (!list || !window.htmx) return;
+      const existing = document.getElementById(`approval-${id}`);
+      if (existing && existing.dataset.decided) return; // our own decision note; it fades by itself
+      if (existing) {
+        htmx.ajax("GET", cardUrl(id), { target: `#approval-${id}`, swap: "outerHTML" }).then(syncEmpty);
+      } else {
+        htmx.ajax("GET", cardUrl(id), { target: "#pending-list", swap: "afterbegin" }).then(syncEmpty);
+      }
+    }
+
+    let delay = 500;
+    function connect() {
+      const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+      const socket = new WebSocket(`${scheme}://${window.location.host}${wsPath}`);
+      socket.onopen = () => {
+        delay = 500;
+        if (live) { live.textContent = "live"; live.className = "pill ok"; }
+        refreshList();   // anything that changed while we were not listening
+        refreshCount();
+      };
+      socket.onmessage = (message) => {
+        const data = JSON.parse(message.data);
+        if (data.type !== "approval.changed") return;
+        refreshCount();
+        refreshCard(data.approval_id);
+      };
+      socket.onclose = () => {
+        if (live) { live.textContent = "reconnecting…"; live.className = "pill warn"; }
+        setTimeout(connect, delay);
+        delay = Math.min(delay * 2, 15000);
+      };
+    }
+    connect();
+
+    document.body.addEventListener("htmx:afterSwap", () => {
+      syncEmpty();
+      document.querySelectorAll("[data-decided]").forEach((note) => {
+        if (!note.dataset.fading) {
+          note.dataset.fading = "1";
+          setTimeout(() => { note.remove(); syncEmpty(); }, 4000);
+        }
+      });
+      refreshCount();
+    });
+
+    // Live expiry countdowns.
+    function tick() {
+      const now = Date.now();
+      document.querySelectorAll("[data-expires-at]").forEach((el) => {
+        const left = Math.round((Date.parse(el.dataset.expiresAt) - now) / 1000);
+        if (left <= 0) { el.textContent = "expired"; el.classList.add("urgent"); return; }
+        const h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
+        el.textContent = `expires in ${h ? `${h}h ` : ""}${m}m ${String(s).padStart(2, "0")}s`;
+        el.classList.toggle("urgent", left < 120);
+      });
+    }
+    tick();
+    setInterval(tick, 1000);
+
+    // Keyboard shortcuts: j/k move, o open, a approve, d decline (focuses the reason).
+    if (!list) return;
+    let index = -1;
+    function select(i) {
+      const all = cards();
+      if (!all.length) return;
+      index = Math.max(0, Math.min(i, all.length - 1));
+      all.forEach((c, n) => c.classList.toggle("selected", n === index));
+      all[index].scrollIntoView({ block: "nearest" });
+    }
+    document.addEventListener("keydown", (event) => {
+      const tag = (event.target.tagName || "").toLowerCase();
+      if (["input", "textarea", "select"].includes(tag) || event.metaKey || event.ctrlKey || event.altKey) return;
+      const all = cards();
+      const current = all.find((c) => c.classList.contains("selected")) || null;
+      if (current) index = all.indexOf(current);
+      if (event.key === "j") { select(index + 1); event.preventDefault(); }
+      else if (event.key === "k") { select(index - 1); event.preventDefault(); }
+      else if (event.key === "o" && current) { window.location = current.dataset.detailUrl; }
+      else if (event.key === "a" && current) {
+        const button = current.querySelector('button[data-action="approve"]');
+        if (button && !button.disabled) button.click();
+      } else if (event.key === "d" && current) {
+        const reason = current.querySelector('.decline-form input[name="reason"]');
+        if (reason) { reason.focus(); event.preventDefault(); }
+      }
+    });
+  });
+})();
