@@ -99,6 +99,10 @@ def _taint_source(decision: dict, run) -> str:
         value = decision.get(key)
         if isinstance(value, str) and value:
             return value
+    # The gate records the run's taint as the policy saw it (a batch can taint a run mid-way).
+    seen = ((decision.get("inputs") or {}).get("context") or {}).get("run") or {}
+    if seen.get("tainted") and seen.get("taint_source"):
+        return str(seen["taint_source"])
     return run.taint_source if run.tainted else ""
 
 
@@ -133,7 +137,8 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
                     "arguments": mask(call.arguments, schema)},
             arguments_sha256=call.arguments_sha256 or sha256_of(raw_arguments(call)),
             policy_version=str(decision.get("policy_version") or ""), rule_id=str(decision.get("rule_id") or ""),
-            reason=str(decision.get("reason") or ""), taint_source=_taint_source(decision, run)[:300],
+            reason=str(decision.get("floor") or decision.get("reason") or ""),
+            taint_source=_taint_source(decision, run)[:300],
             context={"run_id": str(run.pk), "call_id": call.call_id, "agent": run.agent.name,
                      "agent_role": run.agent.role, "end_user": run.end_user, "end_user_roles": run.end_user_roles,
                      "task": run.task, "scope": decision.get("scope", ""), "recent_steps": _recent_steps(call)},

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.api import client_results, views
+from runs.api import client_results, events, views
 
 app_name = "runs_api"
 
@@ -8,5 +8,6 @@ urlpatterns = [
     path("runs", views.run_create, name="run_create"),
     path("runs/<uuid:run_id>", views.run_detail, name="run_detail"),
     path("runs/<uuid:run_id>/calls", views.run_calls, name="run_calls"),
+    path("runs/<uuid:run_id>/events", events.run_events, name="run_events"),
     path("runs/<uuid:run_id>/calls/<str:call_id>/result", client_results.report_client_result, name="client_result"),
 ]

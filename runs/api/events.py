@@ -1,0 +1,78 @@
+"""`GET /api/v1/runs/{run_id}/events?after=<id>&wait=<seconds>`: the run's event feed, by long poll.
+
+An async view: a waiting agent costs one coroutine and a short query every poll interval, not a
+worker thread (under ASGI, sync views share one thread, so a sleeping sync view would stall others).
+"""
+
+import asyncio
+import time
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, JsonResponse
+from rest_framework import exceptions
+
+from console.api_auth import AgentKeyAuthentication
+from console.api_errors import error_body
+from console.models import Agent
+from runs.events import events_after
+from runs.models import Run
+
+MAX_WAIT_SECONDS = 30.0
+FIRST_POLL_INTERVAL = 0.05
+MAX_POLL_INTERVAL = 0.5
+
+
+def _error(status: int, error_class: str, code: str, message: str) -> JsonResponse:
+    return JsonResponse(error_body(error_class, code, message), status=status)
+
+
+def _authenticate(request: HttpRequest) -> Agent | JsonResponse:
+    try:
+        result = AgentKeyAuthentication().authenticate(request)
+    except exceptions.AuthenticationFailed as exc:
+        codes = exc.get_codes()
+        return _error(401, "authentication", codes if isinstance(codes, str) else "invalid_key", str(exc.detail))
+    if result is None:
+        return _error(401, "authentication", "missing_key",
+                      "Send the agent's API key as 'Authorization: Bearer <key>'.")
+    if not isinstance(result[1], Agent):
+        return _error(403, "authorization", "agents_only", "Only an agent key may follow a run's events.")
+    return result[1]
+
+
+def _parse(request: HttpRequest) -> tuple[int, float] | JsonResponse:
+    try:
+        after = int(request.GET.get("after") or 0)
+        wait = float(request.GET.get("wait") or 0)
+    except ValueError:
+        return _error(400, "validation", "invalid", "'after' must be an event id and 'wait' a number of seconds.")
+    if after < 0 or wait < 0:
+        return _error(400, "validation", "invalid", "'after' and 'wait' cannot be negative.")
+    return after, min(wait, MAX_WAIT_SECONDS)
+
+
+async def run_events(request: HttpRequest, run_id) -> JsonResponse:
+    if request.method != "GET":
+        return _error(405, "validation", "method_not_allowed", f"Method {request.method} not allowed.")
+    agent = await sync_to_async(_authenticate)(request)
+    if isinstance(agent, JsonResponse):
+        return agent
+    parsed = _parse(request)
+    if isinstance(parsed, JsonResponse):
+        return parsed
+    after, wait = parsed
+    run = await Run.objects.filter(pk=run_id, tenant_id=agent.tenant_id).only("pk").afirst()
+    if run is None:
+        return _error(404, "not_found", "not_found", "No such run.")
+    deadline = time.monotonic() + wait
+    interval = FIRST_POLL_INTERVAL
+    while True:
+        events = await sync_to_async(events_after)(run_id=run.pk, after=after)
+        remaining = deadline - time.monotonic()
+        if events or remaining <= 0:
+            break
+        await asyncio.sleep(min(interval, remaining))
+        interval = min(interval * 1.5, MAX_POLL_INTERVAL)
+    status = await Run.objects.filter(pk=run.pk).values_list("status", flat=True).afirst()
+    return JsonResponse({"events": events, "next_cursor": events[-1]["id"] if events else after,
+                         "run_status": status})
