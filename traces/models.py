@@ -42,6 +42,7 @@ class SpanKind(models.TextChoices):
     MODEL_TURN = "model_turn"
     TOOL_CALL = "tool_call"
     POLICY = "policy"
+    APPROVAL = "approval"
     APPROVAL_REQUEST = "approval_request"
     APPROVAL_DECISION = "approval_decision"
     EXECUTION_ATTEMPT = "execution_attempt"

@@ -1,0 +1,94 @@
+"""Who may read which traces and spans.
+
+Tenant members read their tenant's traces whole. A skill's owning team reads, in every tenant, the
+spans of its own skills, with payloads and the end user reduced to hashes (the tenant's data is
+not theirs). Anyone else gets 404, never 403, so ids do not leak across tenants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.http import Http404
+
+from console.tenancy import teams_for, tenants_for
+from traces.models import Span, Trace
+from traces.redaction import redacted_marker
+
+PAYLOAD_HINTS = ("argument", "result", "message", "input", "output", "prompt", "completion", "content")
+
+
+def owned_skill_names(user: Any) -> list[str]:
+    if not user.is_authenticated:
+        return []
+    from registry.models import Skill
+
+    return list(Skill.objects.filter(owner_team__in=teams_for(user)).values_list("name", flat=True))
+
+
+def readable_traces(user: Any) -> QuerySet[Trace]:
+    if not user.is_authenticated:
+        return Trace.objects.none()
+    if user.is_superuser:
+        return Trace.objects.all()
+    skills = owned_skill_names(user)
+    condition = Q(tenant__in=tenants_for(user).values("pk"))
+    if skills:
+        condition |= Q(Exists(Span.objects.filter(trace=OuterRef("pk"), skill_name__in=skills)))
+    return Trace.objects.filter(condition)
+
+
+@dataclass(frozen=True)
+class TraceAccess:
+    """A trace as one user may read it: whole (`full`), or only the spans of `skills`."""
+
+    trace: Trace
+    full: bool
+    skills: frozenset[str] = frozenset()
+
+    def spans(self) -> QuerySet[Span]:
+        spans = Span.objects.filter(trace=self.trace)
+        return spans if self.full else spans.filter(skill_name__in=self.skills)
+
+    def shown_attributes(self, attributes: dict[str, Any]) -> dict[str, Any]:
+        return attributes if self.full else owner_view(attributes)
+
+    @property
+    def end_user(self) -> str:
+        if self.full:
+            return self.trace.end_user
+        return redacted_marker(self.trace.end_user)["sha256"][:12] if self.trace.end_user else ""
+
+
+def owner_view(attributes: dict[str, Any]) -> dict[str, Any]:
+    """What a skill owner outside the tenant sees: structure, hashes and sizes, never payload values."""
+    out = {}
+    for key, value in attributes.items():
+        if any(hint in key.lower() for hint in PAYLOAD_HINTS) and not isinstance(value, (bool, int, float)) \
+                and not key.endswith((".sha256", ".bytes", ".truncated", "_tokens")):
+            out[key] = value if isinstance(value, dict) and value.get("redacted") else redacted_marker(value)
+        elif key in ("enduser.id", "user.id", "airlock.end_user"):
+            out[key] = redacted_marker(value)
+        else:
+            out[key] = value
+    return out
+
+
+def trace_access_or_404(user: Any, pk: Any) -> TraceAccess:
+    try:
+        trace = Trace.objects.select_related("tenant", "agent").get(pk=pk)
+    except (Trace.DoesNotExist, ValueError, TypeError):
+        raise Http404("No such trace.") from None
+    if user.is_authenticated and (user.is_superuser or tenants_for(user).filter(pk=trace.tenant_id).exists()):
+        return TraceAccess(trace=trace, full=True)
+    skills = frozenset(owned_skill_names(user))
+    if skills and Span.objects.filter(trace=trace, skill_name__in=skills).exists():
+        return TraceAccess(trace=trace, full=False, skills=skills)
+    raise Http404("No such trace.")
+
+
+def may_see_skill(user: Any, skill_name: str) -> bool:
+    """The per-skill page and its alerts: the owning team and platform admins."""
+    return bool(user.is_authenticated and (user.is_superuser or skill_name in owned_skill_names(user)))

@@ -1,0 +1,195 @@
+"""Per-skill numbers for its owners, over a window, across every tenant.
+
+A call can leave several tool-call spans (the gate's verdict, then the execution after an
+approval, or the agent's own report of a client-side run), so numbers are computed per call: the
+first span gives the verdict, the last one the outcome and error class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import QuerySet
+
+from traces.models import Span, SpanKind
+
+WINDOWS = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+BUCKETS = 24
+MAX_SAMPLES = 50_000
+CONTRACT_CLASSES = ("contract", "contract_violation", "result_validation", "output_validation")
+APPROVAL_KINDS = (SpanKind.APPROVAL, SpanKind.APPROVAL_DECISION)
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float | None:
+    if not sorted_values:
+        return None
+    index = min(len(sorted_values) - 1, max(0, round(fraction * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+@dataclass
+class CallFact:
+    trace_id: int
+    started_at: datetime
+    verdict: str = ""
+    outcome: str = ""
+    error_class: str = ""
+    duration_ms: float | None = None
+    arguments_sha256: str = ""
+    result_bytes: int = 0
+    tenant: str = ""
+
+    @property
+    def contract_violation(self) -> bool:
+        return self.error_class in CONTRACT_CLASSES or self.outcome == "contract_violation"
+
+
+def skill_call_spans(skill_name: str, since: datetime, until: datetime) -> QuerySet[Span]:
+    return Span.objects.filter(skill_name=skill_name, kind=SpanKind.TOOL_CALL, source="airlock",
+                               started_at__gte=since, started_at__lt=until)
+
+
+def call_facts(skill_name: str, since: datetime, until: datetime) -> list[CallFact]:
+    rows = (skill_call_spans(skill_name, since, until).order_by("started_at", "pk")
+            .values_list("pk", "call_id", "trace_id", "started_at", "verdict", "outcome", "error_class",
+                         "duration_ms", "arguments_sha256", "result_bytes", "trace__tenant__name")[:MAX_SAMPLES])
+    facts: dict[object, CallFact] = {}
+    for pk, call_id, trace_id, started, verdict, outcome, error_class, duration, args, size, tenant in rows:
+        key = call_id if call_id is not None else f"span:{pk}"
+        fact = facts.get(key)
+        if fact is None:
+            fact = facts[key] = CallFact(trace_id=trace_id, started_at=started, verdict=verdict, tenant=tenant)
+        fact.outcome, fact.error_class = outcome or fact.outcome, error_class
+        fact.verdict = fact.verdict or verdict
+        if duration is not None:
+            fact.duration_ms = max(fact.duration_ms or 0.0, duration)
+        fact.arguments_sha256 = args or fact.arguments_sha256
+        fact.result_bytes = max(fact.result_bytes, size or 0)
+    return list(facts.values())
+
+
+def repeats_per_run(facts: list[CallFact]) -> list[int]:
+    """How many times each (run, identical arguments) pair occurs, for pairs seen more than once."""
+    counts: dict[tuple[int, str], int] = {}
+    for fact in facts:
+        if fact.arguments_sha256:
+            key = (fact.trace_id, fact.arguments_sha256)
+            counts[key] = counts.get(key, 0) + 1
+    return [n for n in counts.values() if n > 1]
+
+
+@dataclass
+class Bucket:
+    start: datetime
+    calls: int = 0
+    errors: int = 0
+
+
+@dataclass
+class SkillMetrics:
+    skill_name: str
+    since: datetime
+    until: datetime
+    calls: int = 0
+    errors: int = 0
+    errors_by_class: list[tuple[str, int]] = field(default_factory=list)
+    verdicts: dict[str, int] = field(default_factory=dict)
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    approved: int = 0
+    declined: int = 0
+    repeated_groups: int = 0
+    repeated_extra_calls: int = 0
+    max_repeats: int = 0
+    contract_violations: int = 0
+    result_bytes: int = 0
+    run_result_bytes: int = 0
+    tenants: list[tuple[str, int]] = field(default_factory=list)
+    buckets: list[Bucket] = field(default_factory=list)
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.calls if self.calls else 0.0
+
+    @property
+    def confirm_rate(self) -> float:
+        return self.verdicts.get("confirm", 0) / self.calls if self.calls else 0.0
+
+    @property
+    def deny_rate(self) -> float:
+        return self.verdicts.get("deny", 0) / self.calls if self.calls else 0.0
+
+    @property
+    def decline_rate(self) -> float:
+        decided = self.approved + self.declined
+        return self.declined / decided if decided else 0.0
+
+    @property
+    def avg_result_bytes(self) -> float:
+        return self.result_bytes / self.calls if self.calls else 0.0
+
+    @property
+    def context_share(self) -> float:
+        """This skill's share of all tool-result bytes in the runs that called it."""
+        return self.result_bytes / self.run_result_bytes if self.run_result_bytes else 0.0
+
+    @property
+    def bucket_max(self) -> int:
+        return max((b.calls for b in self.buckets), default=0) or 1
+
+
+def skill_metrics(*, skill_name: str, since: datetime, until: datetime) -> SkillMetrics:
+    facts = call_facts(skill_name, since, until)
+    m = SkillMetrics(skill_name=skill_name, since=since, until=until, calls=len(facts))
+    m.buckets = _buckets(since, until, facts)
+    if not facts:
+        return m
+    by_class: dict[str, int] = {}
+    tenants: dict[str, int] = {}
+    for fact in facts:
+        if fact.error_class:
+            by_class[fact.error_class] = by_class.get(fact.error_class, 0) + 1
+        if fact.verdict:
+            m.verdicts[fact.verdict] = m.verdicts.get(fact.verdict, 0) + 1
+        tenants[fact.tenant] = tenants.get(fact.tenant, 0) + 1
+    m.errors_by_class = sorted(by_class.items(), key=lambda item: -item[1])
+    m.errors = sum(by_class.values())
+    m.tenants = sorted(tenants.items(), key=lambda item: -item[1])[:10]
+    durations = sorted(f.duration_ms for f in facts if f.duration_ms is not None)
+    m.p50_ms, m.p95_ms = percentile(durations, 0.5), percentile(durations, 0.95)
+    decided = Span.objects.filter(skill_name=skill_name, kind__in=APPROVAL_KINDS, started_at__gte=since,
+                                  started_at__lt=until)
+    m.approved = decided.filter(outcome="approved").count()
+    m.declined = decided.filter(outcome="declined").count()
+    repeats = repeats_per_run(facts)
+    m.repeated_groups, m.repeated_extra_calls = len(repeats), sum(n - 1 for n in repeats)
+    m.max_repeats = max(repeats, default=0)
+    m.contract_violations = sum(1 for f in facts if f.contract_violation)
+    m.result_bytes = sum(f.result_bytes for f in facts)
+    m.run_result_bytes = _run_result_bytes({f.trace_id for f in facts}, since, until) or m.result_bytes
+    return m
+
+
+def _run_result_bytes(trace_ids: set[int], since: datetime, until: datetime) -> int:
+    """Tool-result bytes of every skill in those runs (a call's largest span carries its size)."""
+    spans = Span.objects.filter(kind=SpanKind.TOOL_CALL, source="airlock", trace_id__in=list(trace_ids)[:5000],
+                                started_at__gte=since, started_at__lt=until)
+    per_call: dict[object, int] = {}
+    for pk, call_id, size in spans.values_list("pk", "call_id", "result_bytes")[:MAX_SAMPLES]:
+        key = call_id if call_id is not None else f"span:{pk}"
+        per_call[key] = max(per_call.get(key, 0), size)
+    return sum(per_call.values())
+
+
+def _buckets(since: datetime, until: datetime, facts: list[CallFact]) -> list[Bucket]:
+    width = (until - since) / BUCKETS
+    buckets = [Bucket(start=since + width * i) for i in range(BUCKETS)]
+    for fact in facts:
+        index = min(BUCKETS - 1, max(0, int((fact.started_at - since) / width)))
+        buckets[index].calls += 1
+        buckets[index].errors += 1 if fact.error_class else 0
+    return buckets
+
+
+__all__ = ["WINDOWS", "CallFact", "SkillMetrics", "call_facts", "repeats_per_run", "skill_metrics"]

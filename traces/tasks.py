@@ -1,0 +1,63 @@
+"""Celery tasks of traces: alert evaluation, retention and forwarding (beat), each safe to run twice."""
+
+import random
+
+import httpx
+from celery import shared_task
+
+from console.celery import app
+
+FORWARD_MAX_RETRIES = 5
+
+
+@shared_task(ignore_result=True)
+def evaluate_alerts() -> int:
+    from traces.services import evaluate_alert_rules
+
+    return len(evaluate_alert_rules())
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def email_alert(alert_id: int) -> None:
+    from traces.services import email_alert as send
+
+    send(alert_id=alert_id)
+
+
+@shared_task(ignore_result=True)
+def purge_expired_traces() -> int:
+    from traces.services import purge_expired_traces as purge
+
+    return purge()
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
+             max_retries=FORWARD_MAX_RETRIES)
+def forward_spans(self, tenant_id: int) -> int:
+    """Forward one batch of a tenant's spans; transient HTTP failures retry with backoff and jitter."""
+    from traces.services import forward_spans as forward
+
+    try:
+        return forward(tenant_id=tenant_id)
+    except httpx.HTTPError as exc:
+        if self.request.retries >= FORWARD_MAX_RETRIES:
+            return 0  # the cursor did not move: the next beat tick starts again from the same span
+        raise self.retry(exc=exc, countdown=min(300, 2 ** self.request.retries) + random.random()) from exc
+
+
+@shared_task(ignore_result=True)
+def forward_all() -> int:
+    from traces.models import TraceSettings
+
+    tenant_ids = list(TraceSettings.objects.filter(forward_enabled=True).exclude(forward_endpoint="")
+                      .values_list("tenant_id", flat=True))
+    for tenant_id in tenant_ids:
+        forward_spans.delay(tenant_id)
+    return len(tenant_ids)
+
+
+@app.on_after_finalize.connect
+def setup_periodic_tasks(sender, **kwargs) -> None:
+    sender.add_periodic_task(60.0, evaluate_alerts.s(), name="traces: evaluate alert rules")
+    sender.add_periodic_task(600.0, purge_expired_traces.s(), name="traces: delete traces past retention")
+    sender.add_periodic_task(15.0, forward_all.s(), name="traces: forward spans to tenants' OTLP endpoints")
