@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import math
@@ -11,6 +12,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from airlock_sdk.canonical import canonical_json
 from airlock_sdk.errors import ApprovalTimeout, OutcomeUnknown, TransportError
 from airlock_sdk.results import ApprovalRequired, Error, Ok, Result, result_from_dict
 from airlock_sdk.webhooks import WebhookVerifier
@@ -42,6 +44,7 @@ class Run:
         self._approvals: dict[int, str] = {}  # approval id -> call id
         self._decisions: dict[int, dict] = {}
         self._completed: dict[str, dict] = {}  # call id -> result dict from call.completed
+        self._proposed: dict[str, dict] = {}  # call id -> the call as sent (to run approved client skills)
         self._seen: set[Any] = set()
         self._condition = threading.Condition()
 
@@ -112,6 +115,8 @@ class Run:
             return self.execute_locally(raw, call)
         if isinstance(typed, ApprovalRequired):
             self._approvals[typed.approval_id] = typed.call_id
+            if call is not None:
+                self._proposed[typed.call_id] = call
         return typed
 
     def execute_locally(self, raw: dict, call: dict | None) -> Result:
@@ -121,8 +126,13 @@ class Run:
         arguments = raw.get("arguments") if raw.get("arguments") is not None else (call or {}).get("arguments", {})
         function = self.airlock.client_skills.get(name)
         report: dict[str, Any] = {"token": raw["token"]}
+        expected = raw.get("arguments_sha256")
         if function is None:
             report["error"] = {"message": f"No local function is registered for client skill {name!r}."}
+        elif call is None and raw.get("arguments") is None:
+            report["error"] = {"message": "This process does not know the call's arguments (was it restarted?)."}
+        elif expected and hashlib.sha256(canonical_json(arguments)).hexdigest() != expected:
+            report["error"] = {"message": "The arguments differ from the ones the gate allowed; nothing ran."}
         else:
             try:
                 report["content"] = function(**arguments)
@@ -192,7 +202,7 @@ class Run:
     def _outcome(self, approval_id: int, decided_grace_until: float | None) -> Result | None:
         call_id = self._approvals.get(approval_id)
         if call_id and call_id in self._completed:
-            return self._finish(self._completed.pop(call_id), None)
+            return self._finish(self._completed.pop(call_id), self._proposed.get(call_id))
         decision = self._decisions.get(approval_id)
         if decision and decision.get("decision") in FINAL_DECISIONS and decided_grace_until is not None \
                 and time.monotonic() > decided_grace_until:
