@@ -1,5 +1,11 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from approvals.api import views
 
 app_name = "approvals_api"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("approvals", views.approval_list, name="approval_list"),
+    path("approvals/<int:approval_id>", views.approval_detail, name="approval_detail"),
+    path("approvals/<int:approval_id>/decision", views.approval_decision, name="approval_decision"),
+]

@@ -1,0 +1,72 @@
+"""The approver API: list and decide pending requests with exactly the console's rules.
+
+Humans only (session with CSRF, or `Bearer pat_...`); agents are refused by IsHuman.
+"""
+
+from django.core.exceptions import PermissionDenied
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from approvals import queries, services
+from approvals.api.serializers import approval_to_dict
+from approvals.models import ApprovalRequest, ApprovalStatus
+from console.api_auth import IsHuman
+from console.api_errors import error_body
+from console.tenancy import get_visible_or_404
+
+LIST_LIMIT = 200
+
+DecisionBody = inline_serializer("ApprovalDecision", {
+    "decision": serializers.ChoiceField(choices=["approve", "decline"]),
+    "reason": serializers.CharField(required=False, allow_blank=True),
+    "arguments": serializers.JSONField(required=False),
+})
+
+
+def _queryset():
+    return ApprovalRequest.objects.select_related("tenant").prefetch_related("votes__user")
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+@permission_classes([IsHuman])
+def approval_list(request: Request) -> Response:
+    wanted = request.query_params.get("status", ApprovalStatus.PENDING)
+    if wanted not in ApprovalStatus.values and wanted != "all":
+        return Response(error_body("validation", "invalid_status", f"Unknown status {wanted!r}."), status=400)
+    approvals = queries.approvable(request.user).select_related("tenant").prefetch_related("votes__user")
+    if wanted != "all":
+        approvals = approvals.filter(status=wanted)
+    if request.query_params.get("tenant"):
+        approvals = approvals.filter(tenant__slug=request.query_params["tenant"])
+    return Response({"results": [approval_to_dict(a) for a in approvals.order_by("-created_at", "-id")[:LIST_LIMIT]]})
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+@permission_classes([IsHuman])
+def approval_detail(request: Request, approval_id: int) -> Response:
+    return Response(approval_to_dict(get_visible_or_404(_queryset(), request.user, pk=approval_id)))
+
+
+@extend_schema(request=DecisionBody, responses={200: dict, 409: dict})
+@api_view(["POST"])
+@permission_classes([IsHuman])
+def approval_decision(request: Request, approval_id: int) -> Response:
+    approval = get_visible_or_404(_queryset(), request.user, pk=approval_id)
+    body = request.data if isinstance(request.data, dict) else {}
+    try:
+        approval = services.decide_approval(approval=approval, user=request.user, decision=body.get("decision", ""),
+                                            reason=str(body.get("reason") or ""), arguments=body.get("arguments"),
+                                            via="api")
+    except services.AlreadyDecided as exc:
+        return Response(error_body("conflict", "already_decided", str(exc)), status=status.HTTP_409_CONFLICT)
+    except services.InvalidDecision as exc:
+        extra = {"fields": exc.fields} if exc.fields else {}
+        return Response(error_body("validation", "invalid_decision", str(exc), **extra), status=400)
+    except PermissionDenied as exc:
+        return Response(error_body("authorization", "not_allowed", str(exc)), status=403)
+    return Response(approval_to_dict(_queryset().get(pk=approval.pk)))

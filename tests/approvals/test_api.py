@@ -1,0 +1,83 @@
+import pytest
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from approvals.models import ApprovalStatus
+from console.services import create_personal_token, revoke_personal_token
+from tests.approvals.factories import open_request
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def pending(acme, agent):
+    return open_request(tenant=acme, agent=agent)
+
+
+def _pat_client(user) -> tuple[APIClient, object]:
+    token, key = create_personal_token(user=user, name="chat bot")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client, token
+
+
+def test_list_pending_with_a_personal_token(approver, outsider, pending, globex, agent):
+    client, _ = _pat_client(approver)
+    response = client.get(reverse("approvals_api:approval_list"), {"status": "pending", "tenant": "acme"})
+    assert response.status_code == 200
+    [item] = response.json()["results"]
+    assert item["id"] == pending.pk and item["proposed_action"]["arguments"]["card_token"] == "••••••"
+    outsider_client, _ = _pat_client(outsider)
+    assert outsider_client.get(reverse("approvals_api:approval_list")).json()["results"] == []
+    assert outsider_client.get(reverse("approvals_api:approval_detail", args=[pending.pk])).status_code == 404
+
+
+def test_decide_over_the_api_then_409_already_decided(approver, second_approver, pending, executions):
+    client, _ = _pat_client(approver)
+    url = reverse("approvals_api:approval_decision", args=[pending.pk])
+    response = client.post(url, {"decision": "approve"}, format="json")
+    assert response.status_code == 200 and response.json()["decided_by"] == "approver"
+    assert response.json()["decided_via"] == "api"
+    other, _ = _pat_client(second_approver)
+    response = other.post(url, {"decision": "decline", "reason": "no"}, format="json")
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert error["class"] == "conflict" and error["code"] == "already_decided"
+    assert error["message"].startswith("already approved by approver at ")
+
+
+def test_api_applies_the_same_rules(approver, viewer, outsider, pending, acme, agent, executions):
+    client, _ = _pat_client(approver)
+    url = reverse("approvals_api:approval_decision", args=[pending.pk])
+    response = client.post(url, {"decision": "decline"}, format="json")
+    assert response.status_code == 400 and response.json()["error"]["class"] == "validation"
+    response = client.post(url, {"decision": "approve", "arguments": {"customer_id": "c-42", "amount_cents": -5}},
+                           format="json")
+    assert response.status_code == 400 and response.json()["error"]["fields"][0]["path"] == "/amount_cents"
+    viewer_client, _ = _pat_client(viewer)
+    assert viewer_client.post(url, {"decision": "approve"}, format="json").status_code == 403
+    outsider_client, _ = _pat_client(outsider)
+    assert outsider_client.post(url, {"decision": "approve"}, format="json").status_code == 404
+    assert client.get(url).status_code == 405
+    own = open_request(tenant=acme, agent=agent, end_user="approver")
+    response = client.post(reverse("approvals_api:approval_decision", args=[own.pk]), {"decision": "approve"},
+                           format="json")
+    assert response.status_code == 403
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.PENDING
+
+
+def test_revoked_token_and_agent_keys_are_refused(approver, pending, agent_client):
+    client, token = _pat_client(approver)
+    revoke_personal_token(token=token)
+    assert client.get(reverse("approvals_api:approval_list")).status_code == 401
+    assert agent_client.get(reverse("approvals_api:approval_list")).status_code == 403
+
+
+def test_session_api_requires_csrf(approver, pending):
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(approver)
+    assert client.get(reverse("approvals_api:approval_list")).status_code == 200
+    response = client.post(reverse("approvals_api:approval_decision", args=[pending.pk]), {"decision": "approve"},
+                           format="json")
+    assert response.status_code == 403
