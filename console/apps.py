@@ -6,4 +6,4 @@ class ConsoleConfig(AppConfig):
     verbose_name = "Console and tenancy"
 
     def ready(self) -> None:
-        from console import checks  # noqa: F401  (registers the system checks)
+        from console import checks, schema  # noqa: F401  (register system checks and the OpenAPI auth scheme)

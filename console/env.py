@@ -5,6 +5,8 @@ misconfigured deployment fails at start-up instead of misbehaving later.
 `tests/test_deploy.py` finds every variable the settings read by scanning
 `console/settings.py` for calls of these helpers, so read the environment only
 through them (never `os.environ` directly) and name the variable as a literal.
+
+An empty variable counts as unset, so `VAR=` and `${VAR:-}` in a compose file mean "the default".
 """
 
 import os
@@ -17,7 +19,7 @@ FALSE_WORDS = {"0", "false", "no", "off"}
 
 
 def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
+    return os.environ.get(name) or default
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -46,9 +48,9 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
-    """A comma-separated list; an unset variable gives `default`, an empty one an empty list."""
+    """A comma-separated list; unset or empty gives `default`."""
     raw = os.environ.get(name)
-    if raw is None:
+    if raw is None or raw.strip() == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
 

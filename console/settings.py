@@ -187,9 +187,14 @@ AIRLOCK_SEALING_KEY = env_str("AIRLOCK_SEALING_KEY")
 
 # Webhooks to callback URLs on loopback or private networks are refused unless allowed here.
 AIRLOCK_ALLOW_PRIVATE_CALLBACKS = env_bool("AIRLOCK_ALLOW_PRIVATE_CALLBACKS", DEBUG)
-AIRLOCK_REQUIRE_SERVICES = env_bool("AIRLOCK_REQUIRE_SERVICES", False)
 
+# Alert e-mail. The console backend prints messages to the log; production uses SMTP.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "airlock@localhost")
 
 SESSION_COOKIE_HTTPONLY = True

@@ -30,16 +30,18 @@ def pytest_collection_modifyitems(config, items):
     }
     for item in items:
         for marker, reason in missing.items():
-            if reason and marker in item.keywords:
+            if reason and item.get_closest_marker(marker) is not None:
                 if REQUIRE_SERVICES:
-                    item.add_marker(pytest.mark.usefixtures("_fail_missing_service"))
+                    item.airlock_missing_service = reason
                 else:
                     item.add_marker(pytest.mark.skip(reason=reason))
 
 
-@pytest.fixture
-def _fail_missing_service():
-    pytest.fail("A required service is missing (AIRLOCK_REQUIRE_SERVICES=1).")
+def pytest_runtest_setup(item):
+    # A fixture added at collection time would never run, so fail here instead.
+    reason = getattr(item, "airlock_missing_service", None)
+    if reason:
+        pytest.fail(f"A required service is missing (AIRLOCK_REQUIRE_SERVICES=1): {reason}", pytrace=False)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -1,3 +1,5 @@
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -5,6 +7,12 @@ from rest_framework.response import Response
 from console.api_auth import IsAgent
 
 
+@extend_schema(
+    responses=inline_serializer(
+        "AgentIdentity",
+        {"agent": serializers.CharField(), "tenant": serializers.CharField(), "role": serializers.CharField()},
+    )
+)
 @api_view(["GET"])
 @permission_classes([IsAgent])
 def whoami(request: Request) -> Response:

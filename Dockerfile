@@ -1,0 +1,27 @@
+# Airlock's image: the same code runs the web (ASGI), the Celery worker and beat.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    AIRLOCK_VAR_DIR=/app/var \
+    STATIC_ROOT=/app/staticfiles
+
+WORKDIR /app
+RUN useradd --create-home --uid 10001 airlock
+
+# Dependencies first, so code changes do not reinstall them.
+COPY pyproject.toml README.md ./
+COPY sdk ./sdk
+RUN pip install . ./sdk
+
+COPY . .
+# Hashed static files for production; these build-time values are never used at run time.
+RUN DEBUG=0 SECRET_KEY=collectstatic-only ALLOWED_HOSTS=build AIRLOCK_SIGNING_KEY=unused \
+    python manage.py collectstatic --noinput --verbosity 0 \
+ && mkdir -p /app/var && chown airlock:airlock /app/var
+
+USER airlock
+EXPOSE 8000
+CMD ["uvicorn", "console.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
+     "--proxy-headers", "--forwarded-allow-ips", "*", "--lifespan", "off"]

@@ -1,0 +1,103 @@
+"""docker-compose.yml and the Dockerfile: Docker does not run here, so parse them and check
+that they would configure Airlock the way the settings expect."""
+
+import os
+import re
+import secrets
+import subprocess
+import sys
+
+import pytest
+import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from tests.envscan import ROOT, clean_environ, settings_env_names
+
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+AIRLOCK_SERVICES = sorted(name for name, service in SERVICES.items() if "build" in service)
+INTERPOLATION = re.compile(r"\$\{(\w+)(?::([-?])([^}]*))?\}")
+
+
+def command_of(service: str) -> str:
+    command = SERVICES[service]["command"]
+    return " ".join(command) if isinstance(command, list) else command
+
+
+def test_the_stack_has_every_process():
+    assert {"postgres", "redis", "migrate", "web", "worker", "beat"} <= set(SERVICES)
+    assert AIRLOCK_SERVICES == ["beat", "migrate", "web", "worker"]
+    assert "uvicorn console.asgi:application" in command_of("web")
+    assert "celery -A console worker" in command_of("worker")
+    assert "celery -A console beat" in command_of("beat")
+    assert "manage.py migrate" in command_of("migrate")
+
+
+@pytest.mark.parametrize("service", AIRLOCK_SERVICES)
+def test_every_airlock_service_names_every_variable_the_settings_read(service):
+    environment = SERVICES[service]["environment"]
+    missing = sorted(settings_env_names() - set(environment))
+    assert not missing, f"{service} does not set {missing} (docker-compose.yml, x-airlock-environment)"
+    assert environment["DEBUG"] == "0"
+    assert environment["REDIS_URL"].startswith("redis://redis:")
+    assert environment["DATABASE_URL"].startswith("postgres://")
+
+
+@pytest.mark.parametrize("service", ["postgres", "redis", "web", "worker", "beat"])
+def test_long_running_services_have_health_checks(service):
+    assert SERVICES[service]["healthcheck"]["test"]
+
+
+@pytest.mark.parametrize("service", ["web", "worker", "beat"])
+def test_airlock_processes_start_after_migrations_and_healthy_services(service):
+    depends_on = SERVICES[service]["depends_on"]
+    assert depends_on["migrate"]["condition"] == "service_completed_successfully"
+    assert depends_on["redis"]["condition"] == "service_healthy"
+    assert SERVICES["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+
+def _interpolate(value: str, required: dict[str, str]) -> str:
+    def replace(match: re.Match) -> str:
+        name, kind, default = match.groups()
+        if kind == "?":
+            return required[name]
+        return os.environ.get(f"COMPOSE_TEST_{name}", default or "")
+
+    return INTERPOLATION.sub(replace, value).replace("$$", "$")
+
+
+def _run_settings(env: dict[str, str], code: str) -> subprocess.CompletedProcess:
+    environ = clean_environ(os.environ, DJANGO_SETTINGS_MODULE="console.settings", **env)
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_the_compose_environment_starts_airlock_in_redis_mode(tmp_path):
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    required = {"SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "airlock.example.com",
+                "AIRLOCK_SIGNING_KEY": pem, "AIRLOCK_SEALING_KEY": secrets.token_urlsafe(32)}
+    env = {name: _interpolate(str(value), required) for name, value in SERVICES["web"]["environment"].items()}
+    env.update(AIRLOCK_VAR_DIR=str(tmp_path), STATIC_ROOT=str(tmp_path / "static"))
+    result = _run_settings(env, (
+        "import django; django.setup(); from django.conf import settings; from lib.signing import key_id; "
+        "print(settings.DEBUG, settings.CHANNEL_LAYERS['default']['BACKEND'], settings.DATABASES['default']['HOST'], "
+        "key_id())"
+    ))
+    assert result.returncode == 0, result.stderr
+    debug, layer, db_host, _ = result.stdout.split()
+    assert (debug, layer, db_host) == ("False", "channels_redis.core.RedisChannelLayer", "postgres")
+
+
+def test_the_dockerfile_build_time_settings_are_accepted():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    step = re.search(r"RUN ((?:\w+=\S+ )+)\\\s*python manage.py collectstatic", dockerfile)
+    assert step, "the Dockerfile should run collectstatic with build-only settings"
+    env = dict(pair.split("=", 1) for pair in step.group(1).split())
+    result = _run_settings(env, "import django; django.setup(); from django.conf import settings; "
+                                "print(settings.STORAGES['staticfiles']['BACKEND'])")
+    assert result.returncode == 0, result.stderr
+    assert "Manifest" in result.stdout
+    assert '"uvicorn", "console.asgi:application"' in dockerfile
