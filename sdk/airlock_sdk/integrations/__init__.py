@@ -1,0 +1,1 @@
+"""Adapters that put Airlock's gate under agent frameworks (each imports its framework lazily)."""
