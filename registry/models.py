@@ -84,20 +84,24 @@ class SkillVersion(models.Model):
     manifest = models.JSONField(help_text="The full manifest, validated against registry/manifest.schema.json.")
     effect = models.CharField(max_length=16, choices=Effect.choices)
     description = models.TextField(blank=True)
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="+")
-    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="+")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     published_at = models.DateTimeField(null=True, blank=True)
     deprecated_at = models.DateTimeField(null=True, blank=True)
     sunset_at = models.DateTimeField(null=True, blank=True)
     retired_at = models.DateTimeField(null=True, blank=True)
     replacement = models.ForeignKey(Skill, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    data_classification = models.CharField(max_length=16, choices=DataClassification.choices,
-                                           default=DataClassification.INTERNAL)
-    review_reasons = models.JSONField(default=list, blank=True,
-                                      help_text="Why this version needs a second person's review, if it does.")
+    data_classification = models.CharField(
+        max_length=16, choices=DataClassification.choices, default=DataClassification.INTERNAL
+    )
+    review_reasons = models.JSONField(
+        default=list, blank=True, help_text="Why this version needs a second person's review, if it does."
+    )
     search_text = models.TextField(blank=True, help_text="Name, namespace and description, for discovery.")
 
     objects = SkillVersionQuerySet.as_manager()
@@ -115,9 +119,7 @@ class SkillVersion(models.Model):
             (self._loaded_manifest is not None and self.manifest != self._loaded_manifest)
             or self.version != self._loaded_version
         ):
-            raise ImmutableVersionError(
-                f"{self} is published and immutable; create a new draft version instead."
-            )
+            raise ImmutableVersionError(f"{self} is published and immutable; create a new draft version instead.")
         self.search_text = " ".join(
             [self.skill.name, self.skill.name.replace(".", " ").replace("_", " "), self.description]
         )

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from registry.models import Skill, SkillVersion
 
 SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+# Segments are snake case without "__", so model-facing names can map "." to "__" and back.
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*(\.[a-z][a-z0-9]*(_[a-z0-9]+)*)+$")
 MUTATING_EFFECTS = {"write", "external", "destructive"}
 TIMEOUT_BOUNDS_MS = (100, 120_000)
 ATTEMPT_BOUNDS = (1, 5)

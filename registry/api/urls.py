@@ -1,5 +1,23 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from registry.api import views
 
 app_name = "registry_api"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("snapshots/latest", views.snapshot_latest, name="snapshot-latest"),
+    path("snapshots/public-key", views.public_key, name="snapshot-public-key"),
+    path("tools", views.tool_definitions, name="tools"),
+    path("skills/search", views.skill_search, name="skill-search"),
+    path("skills/manifest-schema", views.manifest_schema_view, name="manifest-schema"),
+    path("skills/validate", views.validate, name="skill-validate"),
+    path("skills", views.skill_collection, name="skills"),
+    path("skills/<str:name>", views.skill_detail, name="skill-detail"),
+    path("skills/<str:name>/versions", views.version_create, name="version-create"),
+    path("skills/<str:name>/versions/<str:version>", views.version_detail, name="version-detail"),
+    path("skills/<str:name>/versions/<str:version>/publish", views.version_publish, name="version-publish"),
+    path("skills/<str:name>/versions/<str:version>/approve", views.version_approve, name="version-approve"),
+    path("skills/<str:name>/deprecate", views.skill_deprecate, name="skill-deprecate"),
+    path("skills/<str:name>/retire", views.skill_retire, name="skill-retire"),
+    path("skills/<str:name>/diff", views.skill_diff, name="skill-diff"),
+]

@@ -1,0 +1,370 @@
+"""Registry API: agent discovery (snapshots, search, tool definitions) and the owners' skill endpoints."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.permissions import AllowAny
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from console.api_auth import IsAgent, IsHuman
+from console.api_errors import error_body
+from lib import signing
+from registry import services
+from registry.definitions import FORMATS, definitions_for
+from registry.diff import diff_manifests
+from registry.discovery import agent_snapshot, discoverable_entries, search_skills, summary
+from registry.models import Skill, SkillVersion
+from registry.snapshots import index_for, latest_snapshot
+from registry.validation import lint_manifest, manifest_schema
+
+
+class ManifestBody(serializers.Serializer):
+    manifest = serializers.JSONField(help_text="The skill manifest (see /api/v1/skills/manifest-schema).")
+
+
+class DeprecateBody(serializers.Serializer):
+    replacement = serializers.CharField(required=False, allow_blank=True, help_text="Name of the replacement skill.")
+    sunset_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+def _invalid(errors: list[dict], warnings: list[dict] | None = None) -> Response:
+    body = error_body("validation", "invalid_manifest", "The manifest is not valid; see errors.", errors=errors)
+    if warnings is not None:
+        body["warnings"] = warnings
+    return Response(body, status=status.HTTP_400_BAD_REQUEST)
+
+
+def _manifest_from(request: Request) -> dict | None:
+    data = request.data
+    manifest = data.get("manifest") if isinstance(data, dict) else None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def version_data(version: SkillVersion) -> dict:
+    return {
+        "id": version.pk,
+        "name": version.skill.name,
+        "version": version.version,
+        "status": version.status,
+        "effect": version.effect,
+        "data_classification": version.data_classification,
+        "review_reasons": version.review_reasons,
+        "created_at": version.created_at,
+        "published_at": version.published_at,
+        "manifest": version.effective_manifest(),
+    }
+
+
+def skill_data(skill: Skill, versions: list[SkillVersion]) -> dict:
+    return {
+        "skill_id": skill.skill_id,
+        "name": skill.name,
+        "namespace": skill.namespace,
+        "owner_team": skill.owner_team.slug,
+        "versions": [{"version": v.version, "status": v.status, "effect": v.effect} for v in versions],
+    }
+
+
+# --- agents -----------------------------------------------------------------------------------
+
+
+@extend_schema(responses={200: OpenApiTypes.OBJECT, 304: None}, tags=["registry (agents)"])
+@api_view(["GET"])
+@permission_classes([IsAgent])
+def snapshot_latest(request: Request) -> Response:
+    """The latest snapshot filtered to what this agent may discover, signed for it; ETag / If-None-Match."""
+    view = agent_snapshot(request.auth, index_for(latest_snapshot()))
+    if view.etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
+        return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": view.etag})
+    return Response(
+        {
+            "snapshot": view.body,
+            "sha256": view.sha256,
+            "signature": view.signature,
+            "key_id": view.key_id,
+            "algorithm": "Ed25519",
+            "canonicalization": "RFC 8785",
+        },
+        headers={"ETag": view.etag, "Cache-Control": "private, no-cache"},
+    )
+
+
+@extend_schema(responses={200: OpenApiTypes.OBJECT}, tags=["registry (agents)"])
+@api_view(["GET"])
+@permission_classes([AllowAny])
+def public_key(request: Request) -> Response:
+    """The Ed25519 public key that verifies snapshot signatures."""
+    return Response({"algorithm": "Ed25519", "key_id": signing.key_id(), "public_key_pem": signing.public_key_pem()})
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("q", str), OpenApiParameter("namespace", str), OpenApiParameter("limit", int)],
+    responses={200: OpenApiTypes.OBJECT},
+    tags=["registry (agents)"],
+)
+@api_view(["GET"])
+@permission_classes([IsAgent])
+def skill_search(request: Request) -> Response:
+    """Rank the skills this agent may use; permission filtering happens before ranking."""
+    try:
+        limit = int(request.query_params.get("limit", 10))
+    except ValueError:
+        return Response(error_body("validation", "invalid_limit", "limit must be an integer."), status=400)
+    index = index_for(latest_snapshot())
+    query = request.query_params.get("q", "")[:300]
+    result = search_skills(
+        agent=request.auth, index=index, query=query, namespace=request.query_params.get("namespace", ""), limit=limit
+    )
+    return Response(
+        {
+            "query": query,
+            "snapshot": index.number,
+            "fallback": result.fallback,
+            "results": [summary(entry) for entry in result.results],
+        }
+    )
+
+
+class JsonOnlyNegotiation(DefaultContentNegotiation):
+    """`?format=` names the tool format here, not a DRF renderer."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class ToolDefinitions(APIView):
+    permission_classes = [IsAgent]
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = JsonOnlyNegotiation
+
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=list(FORMATS))],
+        responses={200: OpenApiTypes.OBJECT},
+        tags=["registry (agents)"],
+    )
+    def get(self, request: Request) -> Response:
+        """The exact model-facing tool definitions for this agent, for OpenAI, Anthropic or MCP."""
+        fmt = request.query_params.get("format", "openai")
+        if fmt not in FORMATS:
+            return Response(
+                error_body("validation", "invalid_format", f"format must be one of {', '.join(FORMATS)}."), status=400
+            )
+        index = index_for(latest_snapshot())
+        entries = discoverable_entries(request.auth, index)
+        return Response({"format": fmt, "snapshot": index.number, "tools": definitions_for(entries, fmt)})
+
+
+tool_definitions = ToolDefinitions.as_view()
+
+
+# --- owners -----------------------------------------------------------------------------------
+
+
+@extend_schema(responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@api_view(["GET"])
+@permission_classes([AllowAny])
+def manifest_schema_view(request: Request) -> Response:
+    """The skill manifest's JSON Schema (Draft 2020-12)."""
+    return Response(manifest_schema())
+
+
+@extend_schema(request=ManifestBody, responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@api_view(["POST"])
+@permission_classes([IsHuman])
+def validate(request: Request) -> Response:
+    """Validate a manifest (as a new skill, or a new version when its name exists) without storing it."""
+    manifest = _manifest_from(request)
+    if manifest is None:
+        return _invalid([{"path": "$", "code": "schema", "message": 'Send {"manifest": {...}}.'}])
+    skill = Skill.objects.filter(name=manifest.get("name")).first()
+    return Response(
+        {"errors": services.check_manifest(manifest=manifest, skill=skill), "warnings": lint_manifest(manifest)}
+    )
+
+
+@extend_schema(request=ManifestBody, responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT}, tags=["registry"])
+@api_view(["GET", "POST"])
+@permission_classes([IsHuman])
+def skill_collection(request: Request) -> Response:
+    """GET: the catalog. POST {manifest}: a new skill with its first draft version."""
+    if request.method == "GET":
+        skills = Skill.objects.select_related("owner_team").prefetch_related("versions").order_by("name")
+        if namespace := request.query_params.get("namespace"):
+            skills = skills.filter(namespace=namespace)
+        return Response({"skills": [skill_data(s, list(s.versions.all())) for s in skills]})
+    manifest = _manifest_from(request)
+    if manifest is None:
+        return _invalid([{"path": "$", "code": "schema", "message": 'Send {"manifest": {...}}.'}])
+    try:
+        version = services.create_draft_version(manifest=manifest, author=request.user)
+    except services.ManifestInvalid as exc:
+        return _invalid(exc.errors, lint_manifest(manifest))
+    return Response({**version_data(version), "warnings": lint_manifest(manifest)}, status=status.HTTP_201_CREATED)
+
+
+def _skill(name: str) -> Skill:
+    return get_object_or_404(Skill.objects.select_related("owner_team"), name=name)
+
+
+@extend_schema(responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@api_view(["GET"])
+@permission_classes([IsHuman])
+def skill_detail(request: Request, name: str) -> Response:
+    skill = _skill(name)
+    versions = list(skill.versions.select_related("skill", "replacement"))
+    return Response({**skill_data(skill, versions), "versions": [version_data(v) for v in versions]})
+
+
+@extend_schema(request=ManifestBody, responses={201: OpenApiTypes.OBJECT}, tags=["registry"])
+@api_view(["POST"])
+@permission_classes([IsHuman])
+def version_create(request: Request, name: str) -> Response:
+    """A new draft version of an existing skill (re-sending a draft's version number replaces that draft)."""
+    skill = _skill(name)
+    manifest = _manifest_from(request)
+    if manifest is None:
+        return _invalid([{"path": "$", "code": "schema", "message": 'Send {"manifest": {...}}.'}])
+    try:
+        version = services.create_draft_version(manifest=manifest, author=request.user, skill=skill)
+    except services.ManifestInvalid as exc:
+        return _invalid(exc.errors, lint_manifest(manifest))
+    return Response({**version_data(version), "warnings": lint_manifest(manifest)}, status=status.HTTP_201_CREATED)
+
+
+def _version(name: str, version: str) -> SkillVersion:
+    return get_object_or_404(
+        SkillVersion.objects.select_related("skill__owner_team", "replacement"), skill__name=name, version=version
+    )
+
+
+@extend_schema(request=ManifestBody, responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT}, tags=["registry"])
+@api_view(["GET", "PUT"])
+@permission_classes([IsHuman])
+def version_detail(request: Request, name: str, version: str) -> Response:
+    """GET one version; PUT replaces a draft's manifest. Published versions are immutable (409)."""
+    found = _version(name, version)
+    if request.method == "GET":
+        return Response(version_data(found))
+    if not found.skill.is_owned_by(request.user):
+        return Response(error_body("authorization", "not_owner", "Only the owning team may edit."), status=403)
+    if found.status != "draft":
+        return Response(
+            error_body(
+                "conflict", "immutable_version", f"{found} is {found.status} and immutable; create a new version."
+            ),
+            status=409,
+        )
+    manifest = _manifest_from(request)
+    if manifest is None or manifest.get("version") != version:
+        return _invalid(
+            [
+                {
+                    "path": "$.version",
+                    "code": "version_mismatch",
+                    "message": f"PUT a manifest whose version is {version}.",
+                }
+            ]
+        )
+    try:
+        updated = services.create_draft_version(manifest=manifest, author=request.user, skill=found.skill)
+    except services.ManifestInvalid as exc:
+        return _invalid(exc.errors, lint_manifest(manifest))
+    return Response(version_data(updated))
+
+
+def _lifecycle(call) -> Response:
+    try:
+        return call()
+    except services.ManifestInvalid as exc:
+        return _invalid(exc.errors)
+
+
+@extend_schema(request=None, responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@api_view(["POST"])
+@permission_classes([IsHuman])
+def version_publish(request: Request, name: str, version: str) -> Response:
+    """Publish a draft: active at once, or in_review when it raises the effect or widens permissions."""
+    found = _version(name, version)
+    return _lifecycle(lambda: Response(version_data(services.publish_version(version=found, user=request.user))))
+
+
+@extend_schema(request=None, responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@api_view(["POST"])
+@permission_classes([IsHuman])
+def version_approve(request: Request, name: str, version: str) -> Response:
+    """Second-person review: another owning-team member or a platform admin, never the author."""
+    found = _version(name, version)
+    return _lifecycle(lambda: Response(version_data(services.approve_version(version=found, user=request.user))))
+
+
+@extend_schema(request=DeprecateBody, responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@api_view(["POST"])
+@permission_classes([IsHuman])
+def skill_deprecate(request: Request, name: str) -> Response:
+    skill = _skill(name)
+    body = DeprecateBody(data=request.data)
+    body.is_valid(raise_exception=True)
+    replacement = None
+    if body.validated_data.get("replacement"):
+        replacement = Skill.objects.filter(name=body.validated_data["replacement"]).first()
+        if replacement is None:
+            return _invalid(
+                [
+                    {
+                        "path": "$.replacement",
+                        "code": "unknown_replacement",
+                        "message": f"No skill {body.validated_data['replacement']!r} exists.",
+                    }
+                ]
+            )
+    return _lifecycle(
+        lambda: Response(
+            {
+                "name": services.deprecate_skill(
+                    skill=skill,
+                    user=request.user,
+                    replacement=replacement,
+                    sunset_at=body.validated_data.get("sunset_at"),
+                ).name,
+                "status": "deprecated",
+            }
+        )
+    )
+
+
+@extend_schema(request=None, responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@api_view(["POST"])
+@permission_classes([IsHuman])
+def skill_retire(request: Request, name: str) -> Response:
+    skill = _skill(name)
+    return _lifecycle(
+        lambda: Response({"name": services.retire_skill(skill=skill, user=request.user).name, "status": "retired"})
+    )
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("from", str), OpenApiParameter("to", str)],
+    responses={200: OpenApiTypes.OBJECT},
+    tags=["registry"],
+)
+@api_view(["GET"])
+@permission_classes([IsHuman])
+def skill_diff(request: Request, name: str) -> Response:
+    """What changed between two versions; breaking input changes flagged."""
+    old = _version(name, request.query_params.get("from", ""))
+    new = _version(name, request.query_params.get("to", ""))
+    return Response(
+        {
+            "from": old.version,
+            "to": new.version,
+            "changes": [c.as_dict() for c in diff_manifests(old.manifest, new.manifest)],
+        }
+    )

@@ -1,0 +1,214 @@
+"""Permission-first discovery: what an agent may know exists, then ranking within that set only.
+
+The permitted set comes from the latest signed snapshot: active versions whose permissions
+name the agent's tenant (or "*") and role (or "*"), narrowed further by every function in
+DISCOVERY_FILTERS (the policies app appends its grant check there). Ranking never sees a skill
+outside that set, so a search can never reveal one.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
+
+from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+from django.db import connection
+
+from console.models import Agent
+from registry.models import DiscoveryQuery, SkillVersion
+from registry.snapshots import SnapshotIndex
+
+# "module:function" paths or callables: f(agent, entries: list[dict]) -> list[dict] (a subset).
+DISCOVERY_FILTERS: list[str | Callable] = []
+
+LOW_RESULT_THRESHOLD = 2
+MAX_LIMIT = 50
+STOP_WORDS = {"a", "an", "the", "to", "of", "for", "and", "or", "in", "on", "by", "with", "my", "me", "i", "is"}
+
+
+def allowed_by_manifest(agent: Agent, entry: dict) -> bool:
+    permissions = entry["manifest"].get("permissions", {})
+    tenants = permissions.get("allowed_tenants", [])
+    roles = permissions.get("allowed_agent_roles", [])
+    return ("*" in tenants or agent.tenant.slug in tenants) and ("*" in roles or agent.role in roles)
+
+
+def _resolve_filter(source: str | Callable) -> Callable:
+    if callable(source):
+        return source
+    module_name, function_name = source.split(":")
+    return getattr(import_module(module_name), function_name)
+
+
+_permitted_cache: OrderedDict[tuple, list[dict]] = OrderedDict()
+_permitted_lock = threading.Lock()
+
+
+def discoverable_entries(agent: Agent, index: SnapshotIndex) -> list[dict]:
+    """The newest active version of every skill this agent may discover, by name.
+
+    Cached per (snapshot, agent, filters): a snapshot never changes, and grant changes publish a
+    new snapshot. Revoked agents never get here (authentication refuses them).
+    """
+    key = (index.number, index.sha256, agent.pk, agent.role, agent.tenant_id, tuple(map(id, DISCOVERY_FILTERS)))
+    with _permitted_lock:
+        if key in _permitted_cache:
+            _permitted_cache.move_to_end(key)
+            return _permitted_cache[key]
+    entries = [entry for entry in index.current_entries() if allowed_by_manifest(agent, entry)]
+    for source in DISCOVERY_FILTERS:
+        entries = list(_resolve_filter(source)(agent, entries))
+    entries.sort(key=lambda entry: entry["name"])
+    with _permitted_lock:
+        _permitted_cache[key] = entries
+        while len(_permitted_cache) > 512:
+            _permitted_cache.popitem(last=False)
+    return entries
+
+
+def _tokens(text: str) -> list[str]:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return [word[:-1] if len(word) > 3 and word.endswith("s") else word for word in words if word not in STOP_WORDS]
+
+
+def _rank_python(query: str, entries: list[dict], limit: int) -> list[dict]:
+    """The SQLite fallback: token overlap, with matches in the name weighing more than the description."""
+    wanted = set(_tokens(query))
+    if not wanted:
+        return []
+    scored = []
+    for entry in entries:
+        name_tokens = set(_tokens(entry["name"].replace(".", " ").replace("_", " ")))
+        text_tokens = set(_tokens(entry["manifest"].get("description", "")))
+        score = 3 * len(wanted & name_tokens) + len(wanted & text_tokens)
+        if score:
+            scored.append((-score, entry["name"], entry))
+    scored.sort(key=lambda item: (item[0], item[1]))
+    return [entry for _, _, entry in scored[:limit]]
+
+
+def _rank_postgres(query: str, entries: list[dict], limit: int) -> list[dict]:
+    by_id = {entry["skill_version_id"]: entry for entry in entries}
+    if not by_id:
+        return []
+    vector = SearchVector("search_text", config="english")
+    search = SearchQuery(" OR ".join(_tokens(query)) or query, config="english", search_type="websearch")
+    ids = (
+        SkillVersion.objects.filter(pk__in=list(by_id))
+        .annotate(rank=SearchRank(vector, search))
+        .filter(rank__gt=0)
+        .order_by("-rank", "pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+    return [by_id[pk] for pk in ids]
+
+
+@dataclass
+class SearchResult:
+    results: list[dict]
+    fallback: str | None
+
+
+def search_skills(
+    *, agent: Agent, index: SnapshotIndex, query: str, namespace: str = "", limit: int = 10
+) -> SearchResult:
+    """Rank the agent's permitted skills for `query`; on no hit, fall back to the namespace and record the miss."""
+    limit = max(1, min(limit, MAX_LIMIT))
+    permitted = discoverable_entries(agent, index)
+    if namespace:
+        permitted = [e for e in permitted if e["namespace"] == namespace or e["namespace"].startswith(namespace + ".")]
+    if not query.strip():
+        return SearchResult(permitted[:limit], None)
+    rank = _rank_postgres if connection.vendor == "postgresql" else _rank_python
+    results = rank(query, permitted, limit)
+    fallback = None
+    if not results:
+        fallback_namespace = namespace or _namespace_in_query(query, permitted)
+        if fallback_namespace:
+            results = [e for e in permitted if e["namespace"] == fallback_namespace][:limit]
+            fallback = "namespace"
+    if len(results) <= LOW_RESULT_THRESHOLD or fallback:
+        DiscoveryQuery.objects.create(
+            query=query[:300],
+            namespace=namespace[:100],
+            result_count=0 if fallback else len(results),
+            fell_back_to_namespace=bool(fallback),
+            agent=agent,
+        )
+    return SearchResult(results, fallback)
+
+
+def _namespace_in_query(query: str, entries: list[dict]) -> str:
+    namespaces = {entry["namespace"] for entry in entries}
+    for word in re.findall(r"[a-z0-9_.]+", query.lower()):
+        for candidate in (word, word.rstrip("s")):
+            if candidate in namespaces:
+                return candidate
+    return ""
+
+
+def summary(entry: dict) -> dict:
+    risk = entry["manifest"].get("risk", {})
+    return {
+        "name": entry["name"],
+        "namespace": entry["namespace"],
+        "version": entry["version"],
+        "description": entry["manifest"].get("description", ""),
+        "effect": entry["effect"],
+        "data_classification": entry["data_classification"],
+        "approval": risk.get("approval"),
+        "untrusted_output": bool(risk.get("untrusted_output")),
+    }
+
+
+def clear_discovery_cache() -> None:
+    with _permitted_lock:
+        _permitted_cache.clear()
+        _view_cache.clear()
+
+
+@dataclass(frozen=True)
+class AgentSnapshot:
+    """The part of a snapshot one agent may discover, signed on its own so the agent can verify it."""
+
+    body: dict
+    sha256: str
+    signature: str
+    key_id: str
+
+    @property
+    def etag(self) -> str:
+        return f'"{self.body["number"]}-{self.sha256[:32]}"'
+
+
+_view_cache: OrderedDict[tuple, AgentSnapshot] = OrderedDict()
+
+
+def agent_snapshot(agent: Agent, index: SnapshotIndex) -> AgentSnapshot:
+    from lib import signing
+    from lib.canonical import canonical_json, sha256_of
+
+    key = (index.number, index.sha256, agent.pk, agent.role, agent.tenant_id, tuple(map(id, DISCOVERY_FILTERS)))
+    with _permitted_lock:
+        if key in _view_cache:
+            return _view_cache[key]
+    body = {
+        "format": index.body.get("format"),
+        "number": index.number,
+        "created_at": index.body.get("created_at"),
+        "source_sha256": index.sha256,
+        "audience": {"tenant": agent.tenant.slug, "agent_role": agent.role},
+        "skills": discoverable_entries(agent, index),
+    }
+    view = AgentSnapshot(
+        body=body, sha256=sha256_of(body), signature=signing.sign(canonical_json(body)), key_id=signing.key_id()
+    )
+    with _permitted_lock:
+        _view_cache[key] = view
+        while len(_view_cache) > 512:
+            _view_cache.popitem(last=False)
+    return view
