@@ -56,7 +56,8 @@ def tool_skill(tool: Mapping[str, Any]) -> str:
             for key in ("airlock/skill", "x-airlock-skill", "skill"):
                 if isinstance(meta.get(key), str):
                     return meta[key]
-    return tool_name(tool)
+    # OpenAI and Anthropic names turn the skill's dots into "__" (skill names never contain "__").
+    return tool_name(tool).replace("__", ".")
 
 
 def tool_description(tool: Mapping[str, Any]) -> str:

@@ -11,13 +11,11 @@ from airlock_sdk.integrations.openai_agents import airlock_function_tools, model
 from tests.sdk.fakes import FakeAirlock, body
 
 TOOLS = [
-    {"type": "function", "x-airlock-skill": "customer.list_orders", "function": {
-        "name": "customer__list_orders", "description": "List a customer's orders.",
-        "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}}, "required": ["customer_id"],
-                       "additionalProperties": False}}},
-    {"type": "function", "x-airlock-skill": "support.send_email", "function": {
-        "name": "support__send_email", "description": "Send an email.",
-        "parameters": {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}}},
+    {"type": "function", "name": "customer__list_orders", "description": "List a customer's orders.",
+     "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}}, "required": ["customer_id"],
+                    "additionalProperties": False}, "strict": False},
+    {"type": "function", "name": "support__send_email", "description": "Send an email.",
+     "parameters": {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}, "strict": False},
 ]
 
 

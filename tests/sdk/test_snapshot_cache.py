@@ -35,12 +35,13 @@ def snapshot(private, number: int = 4, schema=REFUND_SCHEMA) -> dict:
     body = {"format": "airlock.snapshot/1", "number": number, "skills": [
         {"name": "billing.create_refund_request", "version": "1.0.0", "status": "active",
          "manifest": {"input_schema": schema}}]}
-    return {"number": number, "body": body, "signature": base64.b64encode(private.sign(canonical_json(body))).decode()}
+    return {"snapshot": body, "signature": base64.b64encode(private.sign(canonical_json(body))).decode(),
+            "algorithm": "Ed25519", "canonicalization": "RFC 8785"}
 
 
 def control_plane(private, served: dict) -> FakeAirlock:
     fake = FakeAirlock()
-    fake.on("GET", "/api/v1/snapshots/public-key", httpx.Response(200, json={"public_key": pem(private)}))
+    fake.on("GET", "/api/v1/snapshots/public-key", httpx.Response(200, json={"public_key_pem": pem(private)}))
     fake.on("GET", "/api/v1/snapshots/latest", httpx.Response(200, json=served, headers={"ETag": '"s4"'}))
     return fake
 
@@ -68,7 +69,7 @@ def test_a_tampered_snapshot_is_refused_and_the_last_good_one_stays(key, tmp_pat
     airlock = control_plane(key, snapshot(key)).client(tmp_path)
     airlock.refresh_snapshot()
     forged = snapshot(key, number=5)
-    forged["body"]["skills"][0]["manifest"]["input_schema"] = {"type": "object"}  # widened after signing
+    forged["snapshot"]["skills"][0]["manifest"]["input_schema"] = {"type": "object"}  # widened after signing
     airlock.transport.client = httpx.Client(transport=httpx.MockTransport(control_plane(key, forged)))
     with pytest.raises(SnapshotVerificationError):
         airlock.refresh_snapshot()
