@@ -138,6 +138,16 @@ class SkillMetrics:
     def bucket_max(self) -> int:
         return max((b.calls for b in self.buckets), default=0) or 1
 
+    def chart(self, *, height: float = 86.0, step: float = 10.0) -> list[dict]:
+        """Bar geometry for the inline SVG chart (calls, with the failed part in red)."""
+        bars = []
+        for index, bucket in enumerate(self.buckets):
+            calls_h = height * bucket.calls / self.bucket_max
+            errors_h = height * bucket.errors / self.bucket_max
+            bars.append({"x": index * step, "y": height - calls_h, "h": calls_h, "ey": height - errors_h,
+                         "eh": errors_h, "bucket": bucket})
+        return bars
+
 
 def skill_metrics(*, skill_name: str, since: datetime, until: datetime) -> SkillMetrics:
     facts = call_facts(skill_name, since, until)

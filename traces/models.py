@@ -36,6 +36,12 @@ class Trace(models.Model):
     def __str__(self) -> str:
         return self.trace_id
 
+    @property
+    def duration_ms(self) -> float | None:
+        if self.ended_at is None:
+            return None
+        return max((self.ended_at - self.started_at).total_seconds() * 1000, 0.0)
+
 
 class SpanKind(models.TextChoices):
     RUN = "run"

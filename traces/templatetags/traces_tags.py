@@ -1,0 +1,50 @@
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def ms(value: Any) -> str:
+    """A duration in milliseconds, in the unit a person reads fastest."""
+    if value is None or value == "":
+        return "—"
+    value = float(value)
+    if value < 1:
+        return f"{value:.2f} ms"
+    if value < 1000:
+        return f"{value:.0f} ms"
+    if value < 60_000:
+        return f"{value / 1000:.1f} s"
+    return f"{value / 60_000:.1f} min"
+
+
+@register.filter
+def pct(value: Any) -> str:
+    return "—" if value is None else f"{float(value) * 100:.1f}%"
+
+
+@register.filter
+def kb(value: Any) -> str:
+    value = float(value or 0)
+    return f"{value:.0f} B" if value < 1024 else f"{value / 1024:.1f} KiB"
+
+
+@register.filter
+def pretty(value: Any) -> str:
+    import json
+
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, indent=1, sort_keys=True, default=str)
+    return str(value)
+
+
+KIND_LABELS = {"run": "run", "model_turn": "model", "tool_call": "tool", "policy": "policy", "approval": "approval",
+               "approval_request": "approval", "approval_decision": "decision", "execution_attempt": "attempt",
+               "other": "span"}
+
+
+@register.filter
+def kind_label(value: str) -> str:
+    return KIND_LABELS.get(value, value)
