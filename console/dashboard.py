@@ -8,6 +8,7 @@ from importlib import import_module
 CARD_SOURCES: list[str] = [
     "console.dashboard:tenant_cards",
     "approvals.dashboard:pending_cards",
+    "runs.dashboard:call_cards",
 ]
 
 

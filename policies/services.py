@@ -248,6 +248,11 @@ class Simulation:
     def changed(self) -> list[SimulatedCall]:
         return [row for row in self.rows if row.changed]
 
+    @property
+    def count_rows(self) -> list[tuple[str, int]]:
+        """(label, count), changes first; a plain list, since templates cannot iterate a Counter's items."""
+        return sorted(self.counts.items(), key=lambda item: (item[0] == "unchanged", item[0]))
+
 
 def calls_in_scope(policy: Policy):
     from runs.models import ToolCall

@@ -1,5 +1,20 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from policies import views
 
 app_name = "policies"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.policy_list, name="policy_list"),
+    path("new/", views.policy_create, name="policy_create"),
+    path("check/", views.condition_check, name="condition_check"),
+    path("<int:policy_id>/", views.policy_detail, name="policy_detail"),
+    path("<int:policy_id>/draft/", views.draft_save, name="draft_save"),
+    path("<int:policy_id>/simulate/", views.simulate, name="simulate"),
+    path("<int:policy_id>/publish/", views.publish, name="publish"),
+    path("<int:policy_id>/tests/", views.test_add, name="test_add"),
+    path("<int:policy_id>/versions/<int:version_id>/rollback/", views.rollback, name="rollback"),
+    path("t/<slug:tenant_slug>/grants/", views.grant_list, name="grant_list"),
+    path("t/<slug:tenant_slug>/grants/new/", views.grant_create, name="grant_create"),
+    path("t/<slug:tenant_slug>/grants/<int:grant_id>/revoke/", views.grant_revoke, name="grant_revoke"),
+]

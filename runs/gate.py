@@ -251,6 +251,9 @@ def _decide(plan: Planned, state: BatchState) -> None:
     plan.tool_call = _new_tool_call(plan, state, sha)
     if replay is not None:
         plan.result = replay
+        if plan.call_id in state.existing:  # the same call posted again: nothing new to record
+            plan.tool_call = None
+            return
         plan.tool_call.status = CallStatus.SUCCEEDED if replay.get("status") == "ok" else CallStatus.FAILED
         plan.tool_call.decision = {"replay": True}
         return

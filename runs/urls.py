@@ -1,5 +1,10 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from runs import views
 
 app_name = "runs"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.run_list, name="run_list"),
+    path("<uuid:run_id>/", views.run_detail, name="run_detail"),
+]

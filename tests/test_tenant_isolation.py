@@ -58,6 +58,17 @@ def _acme_member(world: World):
     return user
 
 
+def _gate_factories():
+    from tests.runs import factories
+
+    return factories
+
+
+def _acme_policy_version(world: World) -> dict:
+    policy = _gate_factories().tenant_policy(world.acme)
+    return {"policy_id": policy.pk, "version_id": policy.versions.get().pk}
+
+
 def _acme_agent(world: World) -> Agent:
     return create_agent(tenant=world.acme, name="extra-bot", role="support")[0]
 
@@ -73,6 +84,21 @@ ROUTES: list[Route] = [
     Route("console:agent_revoke", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}, "post"),
     Route("console:token_revoke", lambda w: {"token_id": create_personal_token(user=w.acme_user, name="t")[0].pk},
           "post"),
+    # runs and policies (the gate)
+    Route("runs:run_detail", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}),
+    Route("runs_api:run_detail", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}, client="agent"),
+    Route("runs_api:run_calls", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}, "post", "agent"),
+    Route("policies:grant_list", lambda w: {"tenant_slug": w.acme.slug}),
+    Route("policies:grant_create", lambda w: {"tenant_slug": w.acme.slug}, "post"),
+    Route("policies:grant_revoke", lambda w: {"tenant_slug": w.acme.slug,
+                                              "grant_id": _gate_factories().grant(w.acme, "docs.*").pk}, "post"),
+    Route("policies_api:tenant_grants", lambda w: {"tenant_slug": w.acme.slug}),
+    Route("policies_api:tenant_grants", lambda w: {"tenant_slug": w.acme.slug}, "post"),
+    Route("policies_api:grant_revoke", lambda w: {"grant_id": _gate_factories().grant(w.acme, "docs.*").pk}, "post"),
+    Route("policies:policy_detail", lambda w: {"policy_id": _gate_factories().tenant_policy(w.acme).pk}),
+    *[Route(f"policies:{name}", lambda w: {"policy_id": _gate_factories().tenant_policy(w.acme).pk}, "post")
+      for name in ("draft_save", "simulate", "publish", "test_add")],
+    Route("policies:rollback", lambda w: _acme_policy_version(w), "post"),
 ]
 
 

@@ -1,5 +1,10 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from policies.api import views
 
 app_name = "policies_api"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("tenants/<slug:tenant_slug>/grants", views.tenant_grants, name="tenant_grants"),
+    path("grants/<int:grant_id>/revoke", views.grant_revoke, name="grant_revoke"),
+]

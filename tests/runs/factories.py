@@ -56,3 +56,17 @@ def published_policy(rules: list[dict], *, scope: str = "platform", tenant=None,
 
 def rule(rule_id: str, verdict: str, condition: str = "true", reason: str = "") -> dict:
     return {"id": rule_id, "verdict": verdict, "condition": condition, "reason": reason or f"{rule_id} says {verdict}"}
+
+
+def run_for(agent, **kwargs):
+    """A run of `agent` pinned to the latest snapshot, created without the API."""
+    from registry.snapshots import latest_snapshot
+    from runs.models import Run
+
+    return Run.objects.create(tenant=agent.tenant, agent=agent, end_user="u-1", snapshot=latest_snapshot(), **kwargs)
+
+
+def tenant_policy(tenant, rules: list[dict] | None = None) -> Policy:
+    policy = Policy.objects.create(name="tenant rules", scope="tenant", tenant=tenant)
+    PolicyVersion.objects.create(policy=policy, number=1, status="draft", rules=rules or [])
+    return policy
