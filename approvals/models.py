@@ -112,7 +112,14 @@ class ApprovalRequest(models.Model):
 
     def decided_summary(self) -> str:
         when = self.decided_at.strftime("%Y-%m-%d %H:%M:%S UTC") if self.decided_at else "an unknown time"
-        return f"already {self.status} by {self.decided_by_label or 'someone'} at {when}"
+        return f"already {self.decision_word} by {self.decided_by_label or 'someone'} at {when}"
+
+    @property
+    def decision_word(self) -> str:
+        """What the person decided, even after the request moved on to executing or executed."""
+        if self.status in (ApprovalStatus.EXECUTING, ApprovalStatus.EXECUTED, ApprovalStatus.FAILED):
+            return ApprovalStatus.APPROVED
+        return self.status
 
 
 class ApprovalVote(models.Model):
