@@ -153,10 +153,11 @@ def update_trace_settings(*, tenant: Tenant, forward_enabled: bool, forward_endp
                           forward_headers: dict[str, str] | None, retention: timedelta | None = None) -> TraceSettings:
     """Headers (credentials for the collector) are stored sealed; None keeps the current ones."""
     current = trace_settings_for(tenant)
+    newly_enabled = forward_enabled and not current.forward_enabled
     current.forward_enabled, current.forward_endpoint = forward_enabled, forward_endpoint
     if forward_headers is not None:
         current.forward_headers_sealed = seal(forward_headers) if forward_headers else ""
-    if forward_enabled and current.forwarded_up_to == 0:
+    if newly_enabled:
         # forward from now on, not the tenant's whole history
         current.forwarded_up_to = Span.objects.filter(trace__tenant=tenant).order_by("-pk").values_list(
             "pk", flat=True).first() or 0
