@@ -103,6 +103,12 @@ class SkillVersion(models.Model):
         default=list, blank=True, help_text="Why this version needs a second person's review, if it does."
     )
     search_text = models.TextField(blank=True, help_text="Name, namespace and description, for discovery.")
+    imported_from = models.JSONField(
+        default=dict, blank=True, help_text="For MCP imports: server, tool and the annotations the defaults came from."
+    )
+    defaults_confirmed = models.BooleanField(
+        default=True, help_text="False for imported drafts until an owner confirms the risk defaults."
+    )
 
     objects = SkillVersionQuerySet.as_manager()
 

@@ -73,7 +73,7 @@ def create_draft_version(*, manifest: dict, author, skill: Skill | None = None) 
         raise ManifestInvalid(errors)
     if skill is None:
         team = Team.objects.get(slug=manifest["ownership"]["team"])
-        if not (author.is_superuser or team.members.filter(pk=author.pk).exists()):
+        if author is not None and not (author.is_superuser or team.members.filter(pk=author.pk).exists()):
             raise PermissionDenied(f"Only members of {team.slug} (or a platform admin) may create its skills.")
         skill = Skill.objects.create(
             skill_id=manifest["skill_id"],
@@ -81,7 +81,7 @@ def create_draft_version(*, manifest: dict, author, skill: Skill | None = None) 
             namespace=manifest["name"].rsplit(".", 1)[0],
             owner_team=team,
         )
-    else:
+    elif author is not None:  # None: an operator's command (import_mcp), not a person in the console
         _require_owner(skill, author)
     stored = {key: value for key, value in manifest.items() if key not in LIFECYCLE_MANIFEST_KEYS}
     stored["skill_id"] = skill.skill_id
@@ -94,6 +94,15 @@ def create_draft_version(*, manifest: dict, author, skill: Skill | None = None) 
     version.description = manifest["description"]
     version.author = author
     version.save()
+    return version
+
+
+@transaction.atomic
+def confirm_imported_defaults(*, version: SkillVersion, user) -> SkillVersion:
+    """An owner accepts the risk defaults an MCP import guessed, so the draft may be published."""
+    _require_owner(version.skill, user)
+    version.defaults_confirmed = True
+    version.save(update_fields=["defaults_confirmed"])
     return version
 
 
@@ -135,6 +144,15 @@ def publish_version(*, version: SkillVersion, user) -> SkillVersion:
             [problem("$.status", "not_a_draft", f"Only drafts can be published; this is {version.status}.")]
         )
     errors = check_manifest(manifest=version.manifest, skill=version.skill)
+    if not version.defaults_confirmed:
+        errors.append(
+            problem(
+                "$.risk",
+                "unconfirmed_import",
+                "These risk and execution fields were guessed from MCP annotations; "
+                "confirm or edit them before publishing.",
+            )
+        )
     if errors:
         raise ManifestInvalid(errors)
     reasons = review_reasons(version)

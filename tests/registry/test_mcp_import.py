@@ -1,0 +1,53 @@
+"""Import from a real MCP server: in-process and as a stdio subprocess through the command."""
+
+import sys
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from registry.mcp_import import import_mcp_server
+from registry.models import SkillVersion
+from registry.services import ManifestInvalid, confirm_imported_defaults, publish_version
+from tests.registry.mcp_demo_server import server
+
+pytestmark = pytest.mark.django_db
+
+
+def test_import_creates_unconfirmed_drafts_with_annotation_defaults(owner_team, owner):
+    result = import_mcp_server(target=server, team=owner_team, author=owner)
+    assert result.server == "ticket_desk"
+    by_name = {v.skill.name: v for v in result.created}
+    assert sorted(by_name) == [
+        "mcp.ticket_desk.delete_ticket",
+        "mcp.ticket_desk.get_ticket",
+        "mcp.ticket_desk.notify_customer",
+    ]
+    read = by_name["mcp.ticket_desk.get_ticket"]
+    assert read.status == "draft" and read.effect == "read" and read.skill.namespace == "mcp.ticket_desk"
+    assert read.manifest["input_schema"]["additionalProperties"] is False
+    assert read.manifest["execution"]["adapter"] == "mcp://ticket_desk/get_ticket"
+    delete = by_name["mcp.ticket_desk.delete_ticket"]
+    assert delete.effect == "destructive" and delete.manifest["risk"]["approval"] == "required"
+    assert delete.imported_from["annotations"] == {"destructiveHint": True}
+    assert by_name["mcp.ticket_desk.notify_customer"].effect == "external"
+    with pytest.raises(ManifestInvalid) as caught:
+        publish_version(version=read, user=owner)
+    assert caught.value.errors[0]["code"] == "unconfirmed_import"
+    confirm_imported_defaults(version=read, user=owner)
+    assert publish_version(version=read, user=owner).status == "active"
+    again = import_mcp_server(target=server, team=owner_team, author=owner)
+    assert again.created == [] and len(again.skipped) == 3
+
+
+def test_command_imports_from_a_stdio_subprocess(owner_team):
+    out = StringIO()
+    call_command(
+        "import_mcp",
+        f"{sys.executable} tests/registry/mcp_demo_server.py",
+        team="support-tools",
+        server_name="desk",
+        stdout=out,
+    )
+    assert "3 draft(s) in mcp.desk" in out.getvalue()
+    assert SkillVersion.objects.filter(skill__namespace="mcp.desk", defaults_confirmed=False).count() == 3
