@@ -69,6 +69,12 @@ def _acme_policy_version(world: World) -> dict:
     return {"policy_id": policy.pk, "version_id": policy.versions.get().pk}
 
 
+def _traces():
+    from tests.traces import isolation
+
+    return isolation
+
+
 def _acme_agent(world: World) -> Agent:
     return create_agent(tenant=world.acme, name="extra-bot", role="support")[0]
 
@@ -99,6 +105,12 @@ ROUTES: list[Route] = [
     *[Route(f"policies:{name}", lambda w: {"policy_id": _gate_factories().tenant_policy(w.acme).pk}, "post")
       for name in ("draft_save", "simulate", "publish", "test_add")],
     Route("policies:rollback", lambda w: _acme_policy_version(w), "post"),
+    # traces
+    Route("traces:detail", lambda w: _traces().trace_kwargs(w)),
+    Route("traces:span", lambda w: _traces().span_kwargs(w)),
+    Route("traces:why", lambda w: _traces().why_kwargs(w)),
+    Route("traces:settings", lambda w: {"tenant_slug": w.acme.slug}),
+    Route("traces:settings", lambda w: {"tenant_slug": w.acme.slug}, "post"),
 ]
 
 
