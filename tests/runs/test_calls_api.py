@@ -166,8 +166,9 @@ def test_confirm_pauses_run_opens_approval_and_seals_raw_arguments(agent_client,
     from approvals.models import ApprovalRequest
     from lib.sealing import unseal
 
+    secret = "sk-live-abcdefghijklmnopqrstu"
     run, body = run_and_call(agent_client, [call("c1", "support.external_echo", {"to": "x@y.example",
-                                                                                  "token": "sk-live-abcdefghijklmnopqrstu"})])
+                                                                                  "token": secret})])
     result = body["results"][0]
     approval = ApprovalRequest.objects.get()
     assert result["status"] == "approval_required" and result["approval_id"] == approval.pk
