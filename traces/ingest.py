@@ -216,16 +216,15 @@ def _parse_maybe_json(value: Any) -> Any:
 
 
 def redact_span_attributes(attributes: dict[str, Any], rule: tuple[dict, str] | None) -> dict[str, Any]:
-    """Secrets are masked everywhere; a known skill's argument and result payloads also follow its schema
-    and classification, the same rules the gate applies."""
-    if rule is None:
-        return redact(attributes)
-    manifest, classification = rule
+    """Secrets are masked everywhere (payloads sent as JSON text are parsed first, so credential keys
+    inside them are seen); a known skill's argument and result payloads also follow its schema and
+    classification, the same rules the gate applies."""
+    manifest, classification = rule if rule is not None else ({}, "internal")
     out = {}
     for key, value in attributes.items():
         schema_key = PAYLOAD_KEYS.get(key)
         if schema_key is None:
-            out[key] = redact(value)
+            out[key] = value
         else:
             out[key] = redact(_parse_maybe_json(value), schema=manifest.get(schema_key),
                               data_classification=classification)
@@ -303,7 +302,7 @@ def store_spans(*, agent: Agent, spans: list[SpanIn], source: str) -> IngestResu
                 continue
             existing.add(key)
             rule = rules.get((span.skill_name, span.skill_version)) or rules.get((span.skill_name, ""))
-            attrs = redact_span_attributes(span.attributes, rule) if span.skill_name else redact(span.attributes)
+            attrs = redact_span_attributes(span.attributes, rule)
             duration = (span.ended_at - span.started_at).total_seconds() * 1000 if span.ended_at else None
             rows.append(Span(
                 trace=trace, span_id=span.span_id, parent_span_id=span.parent_span_id, kind=span.kind,

@@ -34,9 +34,21 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("airlock", re.compile(r"\b(?:ak|pat)_[A-Za-z0-9_-]{12,}")),
     ("password_in_url", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
 ]
+# Payment card numbers: 13-19 digits (optionally grouped), masked only when the Luhn check passes.
+_CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
 # Cheap pre-check: most strings contain none of these fragments and skip the regexes entirely.
 _HINTS = ("-----BEGIN", "eyJ", "earer", "asic", "oken", "sk-", "_live_", "_test_", "gh", "github_pat_",
           "AKIA", "ASIA", "xox", "AIza", "ak_", "pat_", "://")
+
+
+# Keys whose values are credentials whatever they look like (matched on the last dotted segment).
+_SECRET_KEYS = re.compile(r"^(password|passwd|passphrase|secret|client_secret|token|access_token|refresh_token|id_token"
+                          r"|api_key|apikey|x-api-key|authorization|private_key|credentials?|cookie|set-cookie)$",
+                          re.IGNORECASE)
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(_SECRET_KEYS.match(key.rsplit(".", 1)[-1]))
 
 
 def sha256_hex(value: Any) -> str:
@@ -63,12 +75,30 @@ def _mask_secret(match: re.Match[str]) -> str:
     return f"{text[:4]}…[redacted:{hashlib.sha256(text.encode()).hexdigest()[:12]}]"
 
 
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        number = int(char)
+        if index % 2:
+            number = number * 2 - 9 if number > 4 else number * 2
+        total += number
+    return total % 10 == 0
+
+
+def _mask_card(match: re.Match[str]) -> str:
+    digits = re.sub(r"\D", "", match.group(0))
+    if not 13 <= len(digits) <= 19 or not _luhn_ok(digits):
+        return match.group(0)
+    return f"card…{digits[-4:]}[redacted:{hashlib.sha256(digits.encode()).hexdigest()[:12]}]"
+
+
 def mask_secrets(text: str) -> str:
-    """Mask every substring that looks like a credential; other text is kept as is."""
-    if not any(hint in text for hint in _HINTS):
-        return text
-    for _kind, pattern in _SECRET_PATTERNS:
-        text = pattern.sub(_mask_secret, text)
+    """Mask every substring that looks like a credential or a card number; other text is kept as is."""
+    if any(hint in text for hint in _HINTS):
+        for _kind, pattern in _SECRET_PATTERNS:
+            text = pattern.sub(_mask_secret, text)
+    if sum(char.isdigit() for char in text) >= 13:
+        text = _CARD.sub(_mask_card, text)
     return text
 
 
@@ -112,7 +142,10 @@ def _walk(value: Any, schema: Any, depth: int) -> Any:
         out: dict[str, Any] = {}
         for key, item in value.items():
             safe_key = mask_secrets(str(key))
-            out[safe_key] = _walk(item, _child_schema(schema, str(key)), depth + 1)
+            if is_secret_key(str(key)) and isinstance(item, (str, int)) and not isinstance(item, bool):
+                out[safe_key] = redacted_marker(item, reason="secret_key")
+            else:
+                out[safe_key] = _walk(item, _child_schema(schema, str(key)), depth + 1)
         return out
     if isinstance(value, (list, tuple)):
         item_schema = _item_schema(schema)

@@ -7,11 +7,11 @@ from django.core import mail
 from django.utils import timezone
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from tests.traces.conftest import make_run
 from traces import tasks
 from traces.models import Alert, AlertKind, AlertRule, Span, Trace
 from traces.recording import ensure_trace, record_span
 from traces.services import evaluate_alert_rules, forward_spans, purge_expired_traces, update_trace_settings
-from tests.traces.conftest import make_run
 
 pytestmark = pytest.mark.django_db
 

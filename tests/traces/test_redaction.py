@@ -95,3 +95,17 @@ def test_property_no_secret_survives_and_output_is_json(value, secret, prefix):
 def test_property_idempotent(value):
     once = redact(value)
     assert redact(once) == once
+
+
+def test_values_under_credential_keys_are_hashed_but_token_counts_are_not():
+    out = redact({"headers": {"Authorization": "hunter2", "X-Api-Key": "k"}, "db.password": "pw",
+                  "gen_ai.usage.input_tokens": 1200, "tokens": 5, "flag": {"token": True}})
+    assert out["headers"]["Authorization"]["redacted"] is True and out["headers"]["X-Api-Key"]["redacted"] is True
+    assert out["db.password"]["redacted"] is True
+    assert out["gen_ai.usage.input_tokens"] == 1200 and out["tokens"] == 5 and out["flag"] == {"token": True}
+
+
+def test_card_numbers_are_masked_only_when_luhn_valid():
+    out = mask_secrets("card 4242 4242 4242 4242 and order 1234567890123")
+    assert "4242 4242 4242 4242" not in out and "card…4242" in out
+    assert "1234567890123" in out  # not a valid card number: an ordinary id stays readable
