@@ -135,7 +135,7 @@ def accept_client_result(*, call: ToolCall, token: str, content: Any = None, err
         raise ValidationFailed("`error` must be an object with a `message`.", code="invalid_error")
     reported_hash = sha256_of({"content": content, "error": error})
     with transaction.atomic():
-        locked = ToolCall.objects.select_for_update().select_related("run", "skill_version").get(pk=call.pk)
+        locked = ToolCall.objects.select_for_update(of=("self",)).select_related("run", "skill_version").get(pk=call.pk)
         if locked.status != CallStatus.EXECUTING:
             if locked.result is not None and (locked.decision or {}).get(RESULT_HASH_KEY) == reported_hash:
                 return locked.result

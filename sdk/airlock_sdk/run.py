@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airlock_sdk.canonical import canonical_json
-from airlock_sdk.errors import ApprovalTimeout, OutcomeUnknown, TransportError
+from airlock_sdk.errors import APIError, ApprovalTimeout, OutcomeUnknown, TransportError
 from airlock_sdk.results import ApprovalRequired, Error, Ok, Result, result_from_dict
 from airlock_sdk.webhooks import WebhookVerifier
 
@@ -237,8 +237,10 @@ class Run:
             if poll:
                 try:
                     self.events(wait=min(remaining, MAX_LONG_POLL, (grace - time.monotonic()) if grace else 99))
-                except TransportError as exc:
-                    logger.warning("Long poll failed (%s); retrying", exc)
+                except (TransportError, APIError) as exc:
+                    if isinstance(exc, APIError) and exc.status_code < 500:
+                        raise
+                    logger.warning("Long poll failed (%s); retrying", exc)  # a GET: safe to repeat
                     time.sleep(min(1.0, max(remaining, 0)))
             else:
                 with self._condition:
