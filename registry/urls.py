@@ -1,5 +1,20 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from registry import views
 
 app_name = "registry"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.catalog, name="catalog"),
+    path("new/", views.skill_new, name="skill_new"),
+    path("validate/", views.validate_manifest_view, name="validate"),
+    path("import/", views.import_mcp, name="import_mcp"),
+    path("skills/<str:name>/", views.skill_detail, name="skill"),
+    path("skills/<str:name>/diff/", views.skill_diff, name="diff"),
+    path("skills/<str:name>/versions/new/", views.version_new, name="version_new"),
+    path("skills/<str:name>/deprecate/", views.skill_deprecate, name="deprecate"),
+    path("skills/<str:name>/retire/", views.skill_retire, name="retire"),
+    path("skills/<str:name>/<str:version>/publish/", views.version_publish, name="publish"),
+    path("skills/<str:name>/<str:version>/approve/", views.version_approve, name="approve"),
+    path("skills/<str:name>/<str:version>/confirm/", views.version_confirm, name="confirm"),
+]

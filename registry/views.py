@@ -1,0 +1,342 @@
+"""The owners' console: catalog, skill page, edit with live validation, lifecycle actions, MCP import."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Count, Max, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from console.tenancy import teams_for
+from registry import services
+from registry.diff import diff_manifests
+from registry.forms import CatalogFilterForm, DeprecateForm, ImportMcpForm, ManifestForm
+from registry.models import DiscoveryQuery, Skill, SkillVersion, VersionStatus
+from registry.validation import lint_manifest
+
+
+def _get_skill(name: str) -> Skill:
+    return get_object_or_404(Skill.objects.select_related("owner_team"), name=name)
+
+
+def _get_version(skill: Skill, version: str) -> SkillVersion:
+    return get_object_or_404(skill.versions.select_related("replacement", "author", "reviewer"), version=version)
+
+
+def head_version(versions: list[SkillVersion]) -> SkillVersion | None:
+    """The version to show for a skill: its newest active one, else its newest of any status."""
+    ordered = sorted(versions, key=lambda v: v.semver, reverse=True)
+    return next((v for v in ordered if v.status == VersionStatus.ACTIVE), ordered[0] if ordered else None)
+
+
+def _filtered_skills(form: CatalogFilterForm):
+    skills = Skill.objects.select_related("owner_team").prefetch_related("versions").order_by("name")
+    if not form.is_valid():
+        return skills
+    data = form.cleaned_data
+    if data["q"]:
+        skills = skills.filter(Q(name__icontains=data["q"]) | Q(versions__description__icontains=data["q"]))
+    if data["namespace"]:
+        skills = skills.filter(namespace=data["namespace"])
+    if data["owner"]:
+        skills = skills.filter(owner_team=data["owner"])
+    version_filter = {
+        key: data[field]
+        for field, key in (
+            ("effect", "versions__effect"),
+            ("status", "versions__status"),
+            ("data_class", "versions__data_classification"),
+        )
+        if data[field]
+    }
+    return skills.filter(**version_filter).distinct() if version_filter or data["q"] else skills
+
+
+def discovery_misses(namespace: str | None = None, limit: int = 10) -> list[dict]:
+    misses = DiscoveryQuery.objects.all()
+    if namespace is not None:
+        misses = misses.filter(Q(namespace=namespace) | Q(namespace=""))
+    return list(
+        misses.values("query", "namespace")
+        .annotate(times=Count("id"), results=Max("result_count"), last_seen=Max("created_at"))
+        .order_by("-times", "-last_seen")[:limit]
+    )
+
+
+@login_required
+@require_GET
+def catalog(request: HttpRequest) -> HttpResponse:
+    form = CatalogFilterForm(request.GET or None)
+    page = Paginator(_filtered_skills(form), 50).get_page(request.GET.get("page"))
+    rows = [{"skill": skill, "head": head_version(list(skill.versions.all()))} for skill in page]
+    return render(
+        request,
+        "registry/catalog.html",
+        {
+            "form": form,
+            "rows": rows,
+            "page": page,
+            "misses": discovery_misses(),
+            "can_create": teams_for(request.user).exists(),
+        },
+    )
+
+
+def schema_fields(schema: dict, prefix: str = "") -> list[dict]:
+    """Flatten an object schema's properties into readable rows (nested objects and array items included)."""
+    rows = []
+    required = set(schema.get("required") or [])
+    for name, sub in (schema.get("properties") or {}).items():
+        if not isinstance(sub, dict):
+            continue
+        types = sub.get("type", "any")
+        constraints = [
+            f"{key} {sub[key]}"
+            for key in ("minLength", "maxLength", "minimum", "maximum", "pattern", "format", "default")
+            if key in sub
+        ]
+        if "enum" in sub:
+            constraints.insert(0, "one of " + ", ".join(map(str, sub["enum"])))
+        rows.append(
+            {
+                "name": prefix + name,
+                "type": "/".join(types) if isinstance(types, list) else types,
+                "required": name in required,
+                "constraints": "; ".join(constraints),
+                "description": sub.get("description", ""),
+            }
+        )
+        if isinstance(sub.get("items"), dict) and sub["items"].get("properties"):
+            rows += schema_fields(sub["items"], f"{prefix}{name}[].")
+        elif sub.get("properties"):
+            rows += schema_fields(sub, f"{prefix}{name}.")
+    return rows
+
+
+@login_required
+@require_GET
+def skill_detail(request: HttpRequest, name: str) -> HttpResponse:
+    skill = _get_skill(name)
+    versions = list(skill.versions.select_related("author", "reviewer", "replacement"))
+    head = head_version(versions)
+    return render(
+        request,
+        "registry/skill.html",
+        {
+            "skill": skill,
+            "versions": versions,
+            "head": head,
+            "manifest": head.effective_manifest() if head else {},
+            "is_owner": skill.is_owned_by(request.user),
+            "deprecate_form": DeprecateForm(skill=skill),
+            "misses": discovery_misses(skill.namespace, 8),
+            "warnings": lint_manifest(head.manifest) if head else [],
+            "reviewable": [v for v in versions if services.can_review(v, request.user)],
+            "input_fields": schema_fields(head.manifest.get("input_schema", {})) if head else [],
+            "output_fields": schema_fields(head.manifest.get("output_schema", {})) if head else [],
+        },
+    )
+
+
+@login_required
+@require_GET
+def skill_diff(request: HttpRequest, name: str) -> HttpResponse:
+    skill = _get_skill(name)
+    old = _get_version(skill, request.GET.get("from", ""))
+    new = _get_version(skill, request.GET.get("to", ""))
+    changes = diff_manifests(old.manifest, new.manifest)
+    return render(
+        request,
+        "registry/diff.html",
+        {"skill": skill, "old": old, "new": new, "changes": changes, "versions": skill.versions.all()},
+    )
+
+
+def _next_version(version: str) -> str:
+    major, minor, patch = (int(part) for part in version.split("."))
+    return f"{major}.{minor}.{patch + 1}"
+
+
+def _editor(request: HttpRequest, skill: Skill | None, initial: dict) -> HttpResponse:
+    if request.method == "POST":
+        form = ManifestForm(request.POST)
+        if form.is_valid():
+            try:
+                version = services.create_draft_version(
+                    manifest=form.cleaned_data["manifest"], author=request.user, skill=skill
+                )
+            except services.ManifestInvalid as exc:
+                return render(
+                    request,
+                    "registry/edit.html",
+                    {
+                        "form": form,
+                        "skill": skill,
+                        "errors": exc.errors,
+                        "warnings": lint_manifest(form.cleaned_data["manifest"]),
+                    },
+                    status=400,
+                )
+            messages.success(request, f"Saved draft {version}. Publish it from the skill page.")
+            return redirect("registry:skill", name=version.skill.name)
+        return render(request, "registry/edit.html", {"form": form, "skill": skill}, status=400)
+    form = ManifestForm(initial={"manifest": json.dumps(initial, indent=2)})
+    return render(request, "registry/edit.html", {"form": form, "skill": skill})
+
+
+@login_required
+def skill_new(request: HttpRequest) -> HttpResponse:
+    if not teams_for(request.user).exists():
+        raise PermissionDenied("Only members of an owning team may create skills.")
+    from registry.demo import CATALOG
+
+    template = {**CATALOG[0], "skill_id": "skl_", "name": "namespace.verb_object", "version": "1.0.0"}
+    return _editor(request, None, template)
+
+
+@login_required
+def version_new(request: HttpRequest, name: str) -> HttpResponse:
+    skill = _get_skill(name)
+    if not skill.is_owned_by(request.user):
+        raise PermissionDenied(f"Only the {skill.owner_team.slug} team may add versions.")
+    head = head_version(list(skill.versions.all()))
+    initial = dict(head.manifest) if head else {}
+    if head:
+        initial["version"] = _next_version(head.version)
+    return _editor(request, skill, initial)
+
+
+@login_required
+@require_POST
+def validate_manifest_view(request: HttpRequest) -> HttpResponse:
+    """htmx: the inline errors and warnings of the manifest being typed."""
+    form = ManifestForm(request.POST)
+    skill = Skill.objects.filter(name=request.POST.get("skill", "")).first()
+    context: dict = {"errors": [], "warnings": []}
+    if not form.is_valid():
+        context["errors"] = [{"path": "$", "code": "json", "message": e} for e in form.errors.get("manifest", [])]
+    else:
+        manifest = form.cleaned_data["manifest"]
+        context["errors"] = services.check_manifest(manifest=manifest, skill=skill or None)
+        context["warnings"] = lint_manifest(manifest)
+    context["checked"] = True
+    return render(request, "registry/edit.html#validation", context)
+
+
+def _lifecycle(request: HttpRequest, skill: Skill, action) -> HttpResponse:
+    try:
+        message = action()
+    except services.ManifestInvalid as exc:
+        for error in exc.errors:
+            messages.error(request, f"{error['path']}: {error['message']}")
+    else:
+        messages.success(request, message)
+    return redirect("registry:skill", name=skill.name)
+
+
+@login_required
+@require_POST
+def version_publish(request: HttpRequest, name: str, version: str) -> HttpResponse:
+    skill = _get_skill(name)
+    found = _get_version(skill, version)
+
+    def act() -> str:
+        published = services.publish_version(version=found, user=request.user)
+        if published.status == VersionStatus.IN_REVIEW:
+            return f"{published} needs a second person's review: {'; '.join(published.review_reasons)}."
+        return f"Published {published}; a new snapshot is live."
+
+    return _lifecycle(request, skill, act)
+
+
+@login_required
+@require_POST
+def version_approve(request: HttpRequest, name: str, version: str) -> HttpResponse:
+    skill = _get_skill(name)
+    found = _get_version(skill, version)
+
+    def act() -> str:
+        return f"Approved and published {services.approve_version(version=found, user=request.user)}."
+
+    return _lifecycle(request, skill, act)
+
+
+@login_required
+@require_POST
+def version_confirm(request: HttpRequest, name: str, version: str) -> HttpResponse:
+    skill = _get_skill(name)
+    found = _get_version(skill, version)
+
+    def act() -> str:
+        confirmed = services.confirm_imported_defaults(version=found, user=request.user)
+        return f"Confirmed the imported defaults of {confirmed}; review them before publishing."
+
+    return _lifecycle(request, skill, act)
+
+
+@login_required
+@require_POST
+def skill_deprecate(request: HttpRequest, name: str) -> HttpResponse:
+    skill = _get_skill(name)
+    if not skill.is_owned_by(request.user):
+        raise PermissionDenied(f"Only the {skill.owner_team.slug} team may deprecate {skill.name}.")
+    form = DeprecateForm(request.POST, skill=skill)
+    if not form.is_valid():
+        messages.error(request, "; ".join(f"{field}: {' '.join(errs)}" for field, errs in form.errors.items()))
+        return redirect("registry:skill", name=skill.name)
+
+    def act() -> str:
+        services.deprecate_skill(
+            skill=skill,
+            user=request.user,
+            replacement=form.cleaned_data["replacement"],
+            sunset_at=form.cleaned_data["sunset_at"],
+        )
+        return f"Deprecated {skill}; it is hidden from discovery and callable by exact version until sunset."
+
+    return _lifecycle(request, skill, act)
+
+
+@login_required
+@require_POST
+def skill_retire(request: HttpRequest, name: str) -> HttpResponse:
+    skill = _get_skill(name)
+
+    def act() -> str:
+        services.retire_skill(skill=skill, user=request.user)
+        return f"Retired {skill}; runtimes no longer know it."
+
+    return _lifecycle(request, skill, act)
+
+
+@login_required
+def import_mcp(request: HttpRequest) -> HttpResponse:
+    teams = teams_for(request.user)
+    if not teams.exists():
+        raise PermissionDenied("Only members of an owning team may import skills.")
+    form = ImportMcpForm(request.POST or None, teams=teams)
+    result = None
+    if request.method == "POST" and form.is_valid():
+        from registry.mcp_import import import_mcp_server
+
+        try:
+            result = import_mcp_server(
+                target=form.cleaned_data["target"],
+                team=form.cleaned_data["team"],
+                author=request.user,
+                server_name=form.cleaned_data["server_name"],
+            )
+        except Exception as exc:  # noqa: BLE001 - any connection failure is shown to the owner as a form error
+            form.add_error("target", f"Could not list the server's tools: {type(exc).__name__}: {exc}")
+    return render(
+        request,
+        "registry/import.html",
+        {"form": form, "result": result},
+        status=400 if request.method == "POST" and form.errors else 200,
+    )
