@@ -11,9 +11,18 @@ def shell(request: HttpRequest) -> dict:
     return {
         "switchable_tenants": tenants_for(user),
         "current_tenant": getattr(request, "tenant", None),
-        "current_roles": getattr(request, "tenant_roles", set()),
+        "current_roles": sorted(getattr(request, "tenant_roles", set())),
+        "nav_admin_active": _url_name(request) in ADMIN_VIEWS,
         "pending_approvals": _pending_approvals(user),
     }
+
+
+ADMIN_VIEWS = {"member_list", "member_add", "member_edit", "agent_list", "agent_create", "agent_revoke"}
+
+
+def _url_name(request: HttpRequest) -> str:
+    match = getattr(request, "resolver_match", None)
+    return match.url_name if match is not None and match.app_name == "console" else ""
 
 
 def _pending_approvals(user) -> int:

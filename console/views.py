@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model, logout
 from django.contrib.auth.decorators import login_required
@@ -18,6 +19,10 @@ from console.tenancy import SESSION_TENANT_KEY, tenant_for_user_or_404
 class AirlockLoginView(LoginView):
     template_name = "registration/login.html"
     redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs):
+        # `make run` prints the demo logins; repeat the first one on the page, in development only.
+        return super().get_context_data(debug_demo_hint=settings.DEBUG, **kwargs)
 
 
 @require_POST

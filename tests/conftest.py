@@ -62,6 +62,8 @@ def _isolated_services(settings, tmp_path):
     celery_app.conf.task_always_eager = True
     celery_app.conf.task_eager_propagates = True
     settings.AIRLOCK_SIGNING_KEY_FILE = settings.VAR_DIR / "test_signing_key.pem"
+    # The production hasher costs ~0.3 s per password; every persona has one.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     yield
     cache.clear()
 
