@@ -9,6 +9,7 @@ CARD_SOURCES: list[str] = [
     "console.dashboard:tenant_cards",
     "approvals.dashboard:pending_cards",
     "runs.dashboard:call_cards",
+    "traces.dashboard:trace_cards",
 ]
 
 

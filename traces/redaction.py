@@ -10,6 +10,7 @@ Three layers, each deterministic:
 
 import hashlib
 import re
+from functools import lru_cache
 from typing import Any
 
 from lib.canonical import canonical_json
@@ -47,8 +48,13 @@ _SECRET_KEYS = re.compile(r"^(password|passwd|passphrase|secret|client_secret|to
                           re.IGNORECASE)
 
 
+@lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEYS.match(key.rsplit(".", 1)[-1]))
+
+
+_HINT_RE = re.compile("|".join(re.escape(hint) for hint in _HINTS))
+_DIGITS_RE = re.compile(r"\d{4}[ -]?\d{4}")
 
 
 def sha256_hex(value: Any) -> str:
@@ -94,10 +100,10 @@ def _mask_card(match: re.Match[str]) -> str:
 
 def mask_secrets(text: str) -> str:
     """Mask every substring that looks like a credential or a card number; other text is kept as is."""
-    if any(hint in text for hint in _HINTS):
+    if _HINT_RE.search(text):
         for _kind, pattern in _SECRET_PATTERNS:
             text = pattern.sub(_mask_secret, text)
-    if sum(char.isdigit() for char in text) >= 13:
+    if _DIGITS_RE.search(text):
         text = _CARD.sub(_mask_card, text)
     return text
 
