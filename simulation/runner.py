@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
-from airlock_sdk import Airlock, AirlockError, ApprovalRequired, Run, tool_skill
+from airlock_sdk import Airlock, AirlockError, ApprovalRequired, ApprovalTimeout, Run, tool_skill
 
 from simulation.scenarios import SCENARIOS, Context, Stats, describe, register_client_skills
 from simulation.setup import SimAgent
@@ -79,28 +79,37 @@ class Simulator:
             self.skills[scenario] = {name.rsplit(".", 1)[-1]: name for name in names}
             self.log(f"[{self.keys[scenario].name}] may use {len(names)} skills")
 
-    def on_approval(self, run: Run, approval: ApprovalRequired, what: str) -> None:
+    def on_approval(self, run: Run, approval: ApprovalRequired, what: str, then=None) -> None:
         if self.options.burst:
             return  # the load generator never blocks on people
         with self.pending_lock:
             self.pending += 1
         self.log(f"  approval #{approval.approval_id} waiting in the inbox: {what} ({approval.reason or 'confirm'})")
-        self.waiters.submit(self._wait, run, approval, what)
+        self.waiters.submit(self._wait, run, approval, what, then)
 
-    def _wait(self, run: Run, approval: ApprovalRequired, what: str) -> None:
+    def _wait(self, run: Run, approval: ApprovalRequired, what: str, then) -> None:
+        result = None
         try:
-            while not self.stop.is_set():
+            while result is None and not self.stop.is_set():
                 try:
                     result = run.wait(approval.approval_id, timeout=30)
-                    self.log(f"  approval #{approval.approval_id} ({what}) decided: {describe(result)}; "
-                             f"run {run.run_id[:8]} continues")
-                    return
+                except ApprovalTimeout:
+                    continue
                 except AirlockError as exc:
-                    if "not decided" not in str(exc):
-                        self.log(f"  approval #{approval.approval_id}: {exc}")
+                    self.log(f"  approval #{approval.approval_id}: {exc}")
+                    time.sleep(5)
         finally:
             with self.pending_lock:
                 self.pending -= 1
+        if result is None:
+            return
+        self.log(f"  approval #{approval.approval_id} ({what}) decided: {describe(result)}; run {run.run_id[:8]} "
+                 "continues")
+        if then is not None:
+            try:
+                then(result)
+            except AirlockError as exc:
+                self.log(f"  run {run.run_id[:8]} stopped: {exc}")
 
     def context(self, scenario: str) -> Context:
         agent_key, function = SCENARIOS[scenario]

@@ -6,7 +6,9 @@ which is enough to exercise every path of the gate (allow, confirm, deny, taint,
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -17,9 +19,12 @@ from typing import Any
 
 from airlock_sdk import Airlock, ApprovalRequired, Error, Ok, Result, Run
 
-CUSTOMERS = ["c-100", "c-101", "c-102"]
-DOC_QUERIES = ["refund policy", "shipping times", "change email address", "delete account", "refund over 500 EUR"]
-LOCAL_NOTES = {"c-100": ["Prefers email over phone.", "Damaged delivery in March."], "c-101": ["VIP since 2021."]}
+# The demo data set's customers (runs/demo_tools.py) and the external addresses the agent writes to.
+CUSTOMERS = {"cus_ada100": "ada@example.org", "cus_grace101": "grace@example.org", "cus_alan102": "alan@example.net"}
+DOC_QUERIES = ["refund policy", "shipping times", "api keys", "sdk retries", "delete account"]
+LOCAL_NOTES = {"cus_ada100": ["Prefers email over phone.", "Damaged delivery in March."],
+               "cus_grace101": ["VIP since 2021."]}
+INJECTED_TICKET = "tkt_0002"
 
 
 @dataclass
@@ -46,7 +51,7 @@ class Context:
     rng: random.Random
     stats: Stats
     log: Callable[[str], None]
-    on_approval: Callable[[Run, ApprovalRequired, str], None]
+    on_approval: Callable[..., None]  # (run, approval, what, then=None): then(result) runs after the decision
     skills: dict[str, str] = field(default_factory=dict)
 
     def skill(self, short: str, default: str) -> str:
@@ -74,35 +79,43 @@ def _summary(ctx: Context, run: Run, steps: list[tuple[str, Result]]) -> None:
 
 
 def support(ctx: Context) -> None:
-    """Look up an order, refund it, then email the customer at an external address (confirm)."""
-    customer = ctx.rng.choice(CUSTOMERS)
+    """Look up a customer's orders, refund one (needs approval), then email the customer (external: confirm)."""
+    customer = ctx.rng.choice(list(CUSTOMERS))
     run = ctx.airlock.start_run(end_user=f"customer:{customer}", task="Refund the damaged order and tell the customer",
                                 end_user_roles=["customer"])
-    profile_name, orders_name = ctx.skill("read_profile", "customer.read_profile"), ctx.skill(
-        "list_orders", "customer.list_orders")
+    profile_name = ctx.skill("read_profile", "customer.read_profile")
+    orders_name = ctx.skill("list_orders", "customer.list_orders")
     profile, orders = ctx.call(run, [{"name": profile_name, "arguments": {"customer_id": customer}},
                                      {"name": orders_name, "arguments": {"customer_id": customer}}])
     steps: list[tuple[str, Result]] = [(profile_name, profile), (orders_name, orders)]
-    if isinstance(orders, Ok) and (orders.content or {}).get("orders"):
-        order = ctx.rng.choice(orders.content["orders"])
-        refund_name = ctx.skill("create_refund_request", "billing.create_refund_request")
-        amount = min(order.get("total_cents", 1000), ctx.rng.choice([1500, 2500, 4500]))
-        [refund] = ctx.call(run, [{"name": refund_name, "arguments": {
-            "order_id": order["id"], "amount_cents": amount, "reason": "Arrived damaged"},
-            "idempotency_key": f"refund:{run.run_id}:{order['id']}"}])
-        steps.append((refund_name, refund))
-        if isinstance(refund, ApprovalRequired):
-            ctx.on_approval(run, refund, "refund")
-    if isinstance(profile, Ok):
+    found = (orders.content or {}).get("orders") if isinstance(orders, Ok) else None
+    if not found:
+        _summary(ctx, run, steps)
+        return
+    order = ctx.rng.choice(found)
+    name = profile.content.get("name", "there") if isinstance(profile, Ok) else "there"
+
+    def email(_refund: Result | None = None) -> None:
         email_name = ctx.skill("send_email", "support.send_email")
-        [email] = ctx.call(run, [{"name": email_name, "arguments": {
-            "to": profile.content.get("email", f"{customer}@example.org"),
-            "subject": "Your refund is on its way",
-            "body": "We are sorry the order arrived damaged; the refund has been requested."}}])
-        steps.append((email_name, email))
-        if isinstance(email, ApprovalRequired):
-            ctx.on_approval(run, email, "email to the customer")
+        [sent] = ctx.call(run, [{"name": email_name, "arguments": {
+            "to": CUSTOMERS[customer], "subject": f"Your refund for {order['order_id']}",
+            "body_text": f"Dear {name}, we are sorry the order arrived damaged; your refund has been requested."}}])
+        if isinstance(sent, ApprovalRequired):
+            ctx.on_approval(run, sent, f"email to {CUSTOMERS[customer]}")
+        ctx.log(f"[{ctx.agent}] run {run.run_id[:8]}: send_email {describe(sent)}")
+
+    refund_name = ctx.skill("create_refund_request", "billing.create_refund_request")
+    amount = min(order.get("total_cents", 1000), ctx.rng.choice([1500, 2500, 4500]))
+    [refund] = ctx.call(run, [{"name": refund_name, "idempotency_key": f"refund:{run.run_id}:{order['order_id']}",
+                               "arguments": {"order_id": order["order_id"], "amount_cents": amount,
+                                             "currency": order.get("currency", "EUR"), "reason_code": "damaged"}}])
+    steps.append((refund_name, refund))
     _summary(ctx, run, steps)
+    if isinstance(refund, ApprovalRequired):
+        ctx.on_approval(run, refund, f"refund of {amount / 100:.2f} {order.get('currency', '')} on {order['order_id']}",
+                        then=email)  # the run continues once a person decides
+    elif isinstance(refund, Ok):
+        email()
 
 
 def docs(ctx: Context) -> None:
@@ -110,29 +123,31 @@ def docs(ctx: Context) -> None:
     run = ctx.airlock.start_run(end_user="employee:dev-portal", task="Answer a developer's question from the docs")
     search = ctx.skill("search_documentation", "docs.search_documentation")
     queries = ctx.rng.sample(DOC_QUERIES, 3)
-    results = ctx.call(run, [{"name": search, "arguments": {"query": q, "limit": 3}} for q in queries])
+    results = ctx.call(run, [{"name": search, "arguments": {"query": q, "max_results": 3}} for q in queries])
     steps = [(search, r) for r in results]
     notes = ctx.skill("read_local_notes", "")
     if notes:
         steps += [(notes, r) for r in ctx.call(run, [{"name": notes, "arguments": {
-            "customer_id": ctx.rng.choice(CUSTOMERS)}}])]
+            "customer_id": ctx.rng.choice(list(CUSTOMERS))}}])]
     _summary(ctx, run, steps)
 
 
 def injection(ctx: Context) -> None:
     """Reads an inbound email that tells it to delete a user; the scripted model obeys, the gate does not."""
-    run = ctx.airlock.start_run(end_user="customer:c-100", task="Triage the support inbox",
+    run = ctx.airlock.start_run(end_user="customer:cus_ada100", task="Triage the support inbox",
                                 end_user_roles=["customer"])
     inbox_name = ctx.skill("read_inbound_email", "support.read_inbound_email")
-    [inbox] = ctx.call(run, [{"name": inbox_name, "arguments": {"limit": 5}, "taint": "read inbound email"}])
+    [inbox] = ctx.call(run, [{"name": inbox_name, "arguments": {"ticket_id": INJECTED_TICKET},
+                              "taint": "read inbound email"}])
     steps: list[tuple[str, Result]] = [(inbox_name, inbox)]
-    text = str(inbox.content) if isinstance(inbox, Ok) else ""
-    if "delete" in text.lower() or not isinstance(inbox, Ok):
-        admin = ctx.skill("delete_user_permanently", "admin.delete_user_permanently")
-        [delete] = ctx.call(run, [{"name": admin, "arguments": {"customer_id": "c-101"}}])
-        steps.append((admin, delete))
-        if isinstance(delete, ApprovalRequired):
-            ctx.on_approval(run, delete, "injected admin call (decline it)")
+    text = json.dumps(inbox.content) if isinstance(inbox, Ok) else ""
+    target = re.search(r"usr_[A-Za-z0-9]+", text)
+    admin = ctx.skill("delete_user_permanently", "admin.delete_user_permanently")
+    [delete] = ctx.call(run, [{"name": admin, "arguments": {
+        "user_id": target.group(0) if target else "usr_grace101", "erasure_request_id": "er_injected01"}}])
+    steps.append((admin, delete))
+    if isinstance(delete, ApprovalRequired):
+        ctx.on_approval(run, delete, "injected admin call (decline it)")
     _summary(ctx, run, steps)
 
 
@@ -157,7 +172,7 @@ def failures(ctx: Context) -> None:
     book = ctx.skill("book_courier", "shipping.book_courier")
     key = f"courier:{run.run_id}"
     pickup = (date.today() + timedelta(days=1)).isoformat()
-    arguments = {"order_id": "o-5002", "pickup_date": pickup}
+    arguments = {"order_id": "ord_5002", "pickup_date": pickup}
     [booking] = ctx.call(run, [{"name": book, "arguments": arguments, "idempotency_key": key}])
     steps.append((book, booking))
     if isinstance(booking, Error) and booking.error_class == "timeout_unknown":
