@@ -1,7 +1,7 @@
 """Serve Airlock: the ASGI server, and with REDIS_URL a Celery worker and beat beside it.
 
-In the embedded default (no REDIS_URL) everything runs in this one process: the in-memory
-channel layer and eager Celery need nothing else.
+In the embedded default (no REDIS_URL) the web server runs tasks eagerly in its own process
+(the in-memory channel layer needs a single process), and `run_periodic` stands in for beat.
 """
 
 import signal
@@ -36,6 +36,9 @@ class Command(BaseCommand):
             children.append(subprocess.Popen([*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"]))
             children.append(subprocess.Popen([*celery, "beat", "--loglevel", "INFO",
                                               "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")]))
+        else:
+            # No beat without Redis: run the periodic tasks in a small process of our own.
+            children.append(subprocess.Popen([sys.executable, str(settings.BASE_DIR / "manage.py"), "run_periodic"]))
         simulate = self._simulation_command(host, port)
         if simulate and not no_simulate:
             children.append(subprocess.Popen(simulate))
@@ -61,7 +64,8 @@ class Command(BaseCommand):
 
         if "simulate_agents" not in get_commands():
             return None
-        return [sys.executable, "manage.py", "simulate_agents", "--base-url", f"http://{host}:{port}", "--gentle"]
+        manage = str(settings.BASE_DIR / "manage.py")
+        return [sys.executable, manage, "simulate_agents", "--base-url", f"http://{host}:{port}", "--gentle"]
 
     def _banner(self, host: str, port: int) -> None:
         from lib.signing import key_id
