@@ -80,3 +80,16 @@ def test_seed_demo_printed_keys_work():
     for key in keys:
         lookup = key.split("_")[1]
         assert Agent.objects.get(key_lookup=lookup).key_matches(key)
+
+
+def test_serve_banner_prints_the_url_and_the_demo_logins(settings):
+    from console.management.commands.serve import Command
+
+    out = StringIO()
+    Command(stdout=out)._banner("127.0.0.1", 8011)
+    text = out.getvalue()
+    assert "http://127.0.0.1:8011/" in text and "embedded" in text
+    assert "'airlock-demo'" in text
+    for username in ("alice", "bob", "olivia", "adam", "gina", "root"):
+        assert f"  {username}" in text
+    assert "Snapshot signing key" in text
