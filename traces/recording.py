@@ -155,7 +155,8 @@ def record_span(
         attributes=attrs, arguments_sha256=str(attrs.get("airlock.arguments.sha256", ""))[:64],
         result_bytes=_int_or_zero(attrs.get("airlock.result.bytes")),
     )
-    _bump_counters(trace, spans=1, errors=1 if error_class else 0, ended_at=ended_at or started_at)
+    _bump_counters(trace, spans=1, errors=1 if error_class else 0, ended_at=ended_at or started_at,
+                   started_at=started_at)
     return span
 
 
@@ -166,8 +167,11 @@ def _int_or_zero(value: Any) -> int:
         return 0
 
 
-def _bump_counters(trace: Trace, *, spans: int, errors: int, ended_at: datetime | None) -> None:
+def _bump_counters(trace: Trace, *, spans: int, errors: int, ended_at: datetime | None,
+                   started_at: datetime | None = None) -> None:
     updates: dict[str, Any] = {"span_count": F("span_count") + spans}
+    if started_at is not None:  # a span recorded before the run began (the agent's own) moves the start back
+        updates["started_at"] = Case(When(started_at__gt=started_at, then=Value(started_at)), default=F("started_at"))
     if errors:
         updates["error_count"] = F("error_count") + errors
     if ended_at is not None:

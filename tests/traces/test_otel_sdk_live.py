@@ -54,7 +54,8 @@ def test_sdk_genai_spans_appear_on_the_runs_trace(asgi_live_server, monkeypatch,
             pass
         with tracer.start_as_current_span("execute_tool orders.lookup", attributes={
                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "orders.lookup",
-                "gen_ai.tool.call.id": "call_7", "gen_ai.tool.call.arguments": '{"token": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}'}):
+                "gen_ai.tool.call.id": "call_7",
+                "gen_ai.tool.call.arguments": '{"token": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}'}):
             pass
     assert provider.force_flush(10_000)
     provider.shutdown()

@@ -59,3 +59,11 @@ def test_record_span_redacts_attribute_payloads(run):
 def test_span_ids_are_unique_hex():
     ids = {new_span_id() for _ in range(1000)}
     assert len(ids) == 1000 and all(len(i) == 16 for i in ids)
+
+
+def test_a_span_earlier_than_the_run_moves_the_trace_start_back(run):
+    trace = ensure_trace(run)
+    earlier = trace.started_at - timedelta(minutes=5)
+    record_span(run=run, kind="model_turn", name="plan", started_at=earlier, ended_at=earlier + timedelta(seconds=1))
+    trace.refresh_from_db()
+    assert trace.started_at == earlier

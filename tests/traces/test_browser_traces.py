@@ -1,0 +1,84 @@
+"""The trace console in headless Chromium: the waterfall, the span side panel, the why panel, the
+next page of a large trace loaded on scroll, and the skill page. Screenshots land in
+test-artifacts/traces/ for a human look."""
+
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from runs.models import ToolCall
+from tests.browser.conftest import asgi_live_server, browser, login_as, page  # noqa: F401
+from tests.traces.conftest import make_run
+from traces import demo
+from traces.models import Span, Trace
+from traces.recording import ensure_trace, record_span
+
+pytestmark = pytest.mark.browser
+SHOTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts" / "traces"
+
+
+def _shot(page, name: str) -> None:  # noqa: F811
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_waterfall_side_panel_and_why(asgi_live_server, login_as, viewer, agent, snapshot, owned_skill):  # noqa: F811
+    demo.seed(SimpleNamespace(agents={"acme/support-bot": agent}, lines=[]))
+    trace = Trace.objects.get(name=demo.DEMO_TASK)
+    call = ToolCall.objects.create(run=trace.run, call_id="call_9", name="orders.lookup", status="succeeded",
+                                   verdict="allow", attempts=1, result_sha256="c" * 64, result_bytes=812,
+                                   decision={"rule_id": "tenant/allow-reads", "policy_version": "acme@v3",
+                                             "reason": "reads are fine", "shadow": [
+                                                 {"policy_version": "acme@v4", "verdict": "confirm",
+                                                  "rule_id": "tenant/ask-first", "differs": True}]})
+    record_span(run=trace.run, kind="tool_call", name="orders.lookup", call=call, verdict="allow",
+                started_at=trace.started_at + timedelta(milliseconds=9100),
+                ended_at=trace.started_at + timedelta(milliseconds=9300), outcome="succeeded")
+    page = login_as(viewer)  # noqa: F811
+    page.goto(asgi_live_server.url + reverse("traces:detail", args=[trace.pk]))
+    expect(page.locator(".tl-row")).to_have_count(11)
+    expect(page.locator(".tl-row.err")).to_have_count(2)
+    _shot(page, "timeline")
+    page.locator(".tl-row", has_text="orders.lookup").last.click()
+    expect(page.locator("#side")).to_contain_text("gen_ai.security.decision.type")
+    page.locator("#side button", has_text="Why?").click()
+    expect(page.locator(".why")).to_contain_text("tenant/ask-first")
+    expect(page.locator(".why")).to_contain_text("812 bytes")
+    _shot(page, "timeline_why")
+
+
+def test_large_trace_loads_the_next_page_on_scroll(asgi_live_server, login_as, viewer, run):  # noqa: F811
+    trace = ensure_trace(run)
+    start = timezone.now()
+    Span.objects.bulk_create([Span(trace=trace, span_id=f"{i + 1:016x}", kind="tool_call", name=f"call {i}",
+                                   started_at=start + timedelta(milliseconds=i),
+                                   ended_at=start + timedelta(milliseconds=i + 3)) for i in range(700)])
+    page = login_as(viewer)  # noqa: F811
+    page.goto(asgi_live_server.url + reverse("traces:detail", args=[trace.pk]))
+    expect(page.locator(".tl-row")).to_have_count(300)
+    page.locator(".tl-more").scroll_into_view_if_needed()
+    expect(page.locator(".tl-row")).to_have_count(600)
+    page.locator(".tl-more").scroll_into_view_if_needed()
+    expect(page.locator(".tl-row")).to_have_count(700)
+
+
+def test_list_and_skill_page(asgi_live_server, login_as, owner, acme, agent, snapshot, owned_skill):  # noqa: F811
+    for i in range(12):
+        run = make_run(tenant=acme, agent=agent, snapshot=snapshot, end_user=f"user{i}@acme.example")
+        start = timezone.now() - timedelta(hours=i)
+        record_span(run=run, kind="tool_call", name=owned_skill.name, skill_name=owned_skill.name,
+                    started_at=start, ended_at=start + timedelta(milliseconds=40 + 30 * i),
+                    verdict="confirm" if i % 4 == 0 else "allow", error_class="timeout" if i % 5 == 0 else "",
+                    attributes={"airlock.result.bytes": 900 + 100 * i})
+    page = login_as(owner)  # noqa: F811
+    page.goto(asgi_live_server.url + reverse("traces:list"))
+    expect(page.locator("tbody tr")).to_have_count(12)
+    _shot(page, "list")
+    page.goto(asgi_live_server.url + reverse("traces:skill", args=[owned_skill.name]))
+    expect(page.locator(".stat").first).to_contain_text("12")
+    _shot(page, "skill")
