@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case, F, Q, Value, When
 
 from console.models import Agent
@@ -284,6 +284,12 @@ def _calls_by_key(traces: dict[str, Trace], spans: list[SpanIn]) -> dict[tuple[A
     return {(run_id, call_id): pk for pk, run_id, call_id in rows.values_list("pk", "run_id", "call_id")}
 
 
+SPAN_COLUMNS = ("trace_id", "span_id", "parent_span_id", "kind", "name", "started_at", "ended_at", "duration_ms",
+                "skill_name", "skill_version", "call_id", "verdict", "outcome", "error_class", "arguments_sha256",
+                "result_bytes", "attributes", "source")
+_STAGE_TABLE = "traces_span_stage"
+
+
 def store_spans(*, agent: Agent, spans: list[SpanIn], source: str) -> IngestResult:
     """Check every span, then write the new ones in bulk and bump each trace's counters once."""
     _check(spans)
@@ -291,31 +297,57 @@ def store_spans(*, agent: Agent, spans: list[SpanIn], source: str) -> IngestResu
     rules = _skill_payload_rules({s.skill_name for s in spans if s.skill_name})
     with transaction.atomic():
         traces = _resolve_traces(agent, spans)
-        trace_pks = [t.pk for t in traces.values()]
-        existing = _existing_span_keys(trace_pks, list({s.span_id for s in spans}))
         calls = _calls_by_key(traces, spans)
-        rows: list[Span] = []
+        seen: set[tuple[int, str]] = set()
+        rows: list[tuple] = []
         for span in spans:
             trace = traces[span.trace_id]
             key = (trace.pk, span.span_id)
-            if key in existing:
+            if key in seen:  # the same span twice in one request: the first wins
                 continue
-            existing.add(key)
+            seen.add(key)
             rule = rules.get((span.skill_name, span.skill_version)) or rules.get((span.skill_name, ""))
             attrs = redact_span_attributes(span.attributes, rule)
             duration = (span.ended_at - span.started_at).total_seconds() * 1000 if span.ended_at else None
-            rows.append(Span(
-                trace=trace, span_id=span.span_id, parent_span_id=span.parent_span_id, kind=span.kind,
-                name=span.name[:300], started_at=span.started_at, ended_at=span.ended_at, duration_ms=duration,
-                skill_name=span.skill_name[:200], skill_version=span.skill_version[:64],
-                call_id=calls.get((trace.run_id, span.call_id)), verdict=span.verdict[:10],
-                outcome=span.outcome[:32], error_class=span.error_class[:32], attributes=attrs, source=source,
-                arguments_sha256=str(attrs.get("airlock.arguments.sha256", ""))[:64],
-                result_bytes=_int(attrs.get("airlock.result.bytes")),
+            rows.append((
+                trace.pk, span.span_id, span.parent_span_id, span.kind, span.name[:300], span.started_at,
+                span.ended_at, duration, span.skill_name[:200], span.skill_version[:64],
+                calls.get((trace.run_id, span.call_id)), span.verdict[:10], span.outcome[:32], span.error_class[:32],
+                str(attrs.get("airlock.arguments.sha256", ""))[:64], _int(attrs.get("airlock.result.bytes")), attrs,
+                source,
             ))
-        Span.objects.bulk_create(rows, batch_size=1000, ignore_conflicts=True)
-        _bump_traces(rows)
-    return IngestResult(received=len(spans), stored=len(rows), traces=sorted(traces))
+        writer = _copy_rows if connection.vendor == "postgresql" else _bulk_create_rows
+        inserted = writer(rows)
+        _bump_traces(inserted)
+    return IngestResult(received=len(spans), stored=len(inserted), traces=sorted(traces))
+
+
+def _copy_rows(rows: list[tuple]) -> list[tuple]:
+    """PostgreSQL: COPY into a session-local staging table, then one INSERT ... ON CONFLICT DO NOTHING
+    RETURNING, which both skips spans already stored and reports exactly which rows were new."""
+    columns = ", ".join(SPAN_COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE_TABLE} ON COMMIT DELETE ROWS AS "
+                       f"SELECT {columns} FROM traces_span WITH NO DATA")
+        with cursor.cursor.copy(f"COPY {_STAGE_TABLE} ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row((*row[:16], json.dumps(row[16]), row[17]))
+        cursor.execute(f"INSERT INTO traces_span ({columns}) SELECT {columns} FROM {_STAGE_TABLE} "
+                       "ON CONFLICT (trace_id, span_id) DO NOTHING RETURNING trace_id, started_at, ended_at, "
+                       "error_class")
+        inserted = cursor.fetchall()
+        cursor.execute(f"DELETE FROM {_STAGE_TABLE}")
+    return inserted
+
+
+def _bulk_create_rows(rows: list[tuple]) -> list[tuple]:
+    """Other databases: skip the keys already stored, then bulk_create (conflicts from a concurrent
+    duplicate request are ignored; its counters may then count a span twice)."""
+    existing = _existing_span_keys(list({row[0] for row in rows}), list({row[1] for row in rows}))
+    new = [row for row in rows if (row[0], row[1]) not in existing]
+    Span.objects.bulk_create([Span(**dict(zip(SPAN_COLUMNS, row, strict=True))) for row in new], batch_size=500,
+                             ignore_conflicts=True)
+    return [(row[0], row[5], row[6], row[13]) for row in new]
 
 
 def _int(value: Any) -> int:
@@ -325,14 +357,15 @@ def _int(value: Any) -> int:
         return 0
 
 
-def _bump_traces(rows: list[Span]) -> None:
+def _bump_traces(inserted: list[tuple]) -> None:
+    """One UPDATE per trace from the (trace pk, started_at, ended_at, error_class) of the new rows."""
     per_trace: dict[int, dict[str, Any]] = {}
-    for row in rows:
-        agg = per_trace.setdefault(row.trace.pk, {"n": 0, "errors": 0, "start": row.started_at, "end": None})
+    for trace_pk, started_at, ended_at, error_class in inserted:
+        agg = per_trace.setdefault(trace_pk, {"n": 0, "errors": 0, "start": started_at, "end": None})
         agg["n"] += 1
-        agg["errors"] += 1 if row.error_class else 0
-        agg["start"] = min(agg["start"], row.started_at)
-        end = row.ended_at or row.started_at
+        agg["errors"] += 1 if error_class else 0
+        agg["start"] = min(agg["start"], started_at)
+        end = ended_at or started_at
         agg["end"] = end if agg["end"] is None else max(agg["end"], end)
     for pk, agg in per_trace.items():
         Trace.objects.filter(pk=pk).update(
