@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 VERDICTS = ("allow", "confirm", "deny")
 VERDICT_RANK = {"allow": 0, "confirm": 1, "deny": 2}
 CONTEXT_VARIABLES = ("skill", "args", "agent", "end_user", "tenant", "run")
-_COMPILED: dict[int, tuple[CompiledRule, ...]] = {}
+_COMPILED: dict[int, tuple[list[dict], tuple[CompiledRule, ...]]] = {}
 
 DEFAULT_REASONS = {
     "read": ("allow", "reads are allowed by default"),
@@ -95,15 +95,19 @@ def compile_condition(condition: str) -> Any:
 
 def compile_rules(rules: list[dict], *, version_id: int | None = None) -> tuple[CompiledRule, ...]:
     """Compile a version's rules; cached by version id when one is given (published versions never change)."""
-    if version_id is not None and version_id in _COMPILED:
-        return _COMPILED[version_id]
+    if version_id is not None:
+        cached = _COMPILED.get(version_id)
+        # Published versions never change; comparing the source still guards against a reused id
+        # (a restored or reset database) at the price of one cheap equality check.
+        if cached is not None and cached[0] == rules:
+            return cached[1]
     compiled = tuple(
         CompiledRule(id=str(rule["id"]), verdict=rule["verdict"], condition=rule["condition"],
                      reason=rule.get("reason", ""), program=compile_condition(rule["condition"] or "true"))
         for rule in rules
     )
     if version_id is not None:
-        _COMPILED[version_id] = compiled
+        _COMPILED[version_id] = (list(rules), compiled)
     return compiled
 
 

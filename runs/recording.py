@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from django.db import transaction
 from django.utils import timezone
 
 from lib.canonical import sha256_of
@@ -38,6 +39,8 @@ def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, war
         result = {"call_id": call.call_id, "status": "ok", "is_error": False, "content": shaped.content,
                   "skill": {"name": skill.name, "version": skill.version}, "truncated": shaped.truncated,
                   "warnings": list(warnings)}
+        if outcome.provenance:
+            result["provenance"] = outcome.provenance
         if shaped.truncated:
             result["truncation"] = shaped.truncation
             result["warnings"].append(shaped.truncation["message"])
@@ -69,15 +72,16 @@ def record_batch(*, run: Run, plans: list[Planned]) -> None:
         call.warnings = plan.warnings
         call.finished_at = call.finished_at or (now if call.status != CallStatus.AWAITING_APPROVAL else None)
         (saved_calls if call.pk else new_calls).append(call)
-    if new_calls:
-        ToolCall.objects.bulk_create(new_calls)
-    for call in saved_calls:
-        if call.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.EXECUTING):
-            call.save()
-    for plan in plans:
-        if plan.idempotency_record is not None and plan.tool_call is not None:
-            remember_outcome(key_record=plan.idempotency_record, call=plan.tool_call, result=plan.result)
-    _update_run(run, plans)
+    with transaction.atomic():  # one commit for the batch's outcome, not one per row
+        if new_calls:
+            ToolCall.objects.bulk_create(new_calls)
+        for call in saved_calls:
+            if call.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.EXECUTING):
+                call.save()
+        for plan in plans:
+            if plan.idempotency_record is not None and plan.tool_call is not None:
+                remember_outcome(key_record=plan.idempotency_record, call=plan.tool_call, result=plan.result)
+        _update_run(run, plans)
     _record_spans(run, plans, now)
 
 
@@ -95,6 +99,14 @@ def _update_run(run: Run, plans: list[Planned]) -> None:
 
 
 def _record_spans(run: Run, plans: list[Planned], now) -> None:
+    try:
+        with transaction.atomic():
+            _record_span_rows(run, plans, now)
+    except Exception:  # a trace is an observation: losing it must not change what the agent gets
+        logger.exception("Could not record the spans of a batch in run %s", run.pk)
+
+
+def _record_span_rows(run: Run, plans: list[Planned], now) -> None:
     from traces.recording import record_span
 
     for plan in plans:
@@ -108,13 +120,10 @@ def _record_spans(run: Run, plans: list[Planned], now) -> None:
                 attributes[f"airlock.decision.{key}"] = decision[key]
         if any(entry.get("differs") for entry in decision.get("shadow", [])):
             attributes["airlock.decision.shadow_differs"] = True
-        try:
-            record_span(run=run, kind="tool_call", name=call.name or "unknown", started_at=call.started_at
-                        or call.created_at, ended_at=call.finished_at or now, call=call, skill_name=call.name,
-                        skill_version=plan.skill.version if plan.skill else "", verdict=call.verdict,
-                        outcome=call.status, error_class=call.error_class, attributes=attributes)
-        except Exception:  # a trace is an observation: losing it must not change what the agent gets
-            logger.exception("Could not record the span of call %s in run %s", call.call_id, run.pk)
+        record_span(run=run, kind="tool_call", name=call.name or "unknown", started_at=call.started_at
+                    or call.created_at, ended_at=call.finished_at or now, call=call, skill_name=call.name,
+                    skill_version=plan.skill.version if plan.skill else "", verdict=call.verdict,
+                    outcome=call.status, error_class=call.error_class, attributes=attributes)
 
 
 __all__ = ["GENERIC_INTERNAL", "apply_outcome", "record_batch", "remember_outcome"]

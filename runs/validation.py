@@ -8,20 +8,20 @@ from jsonschema import Draft202012Validator, FormatChecker
 
 from runs.errors import ValidationFailed
 
-_validators: dict[int, Draft202012Validator] = {}
+_validators: dict[int, tuple[dict, Draft202012Validator]] = {}
 _lock = threading.Lock()
 _format_checker = FormatChecker()
 
 
 def validator_for(skill_version_id: int, schema: dict) -> Draft202012Validator:
     """Compiled once per skill version (published versions are immutable)."""
-    validator = _validators.get(skill_version_id)
-    if validator is None:
-        with _lock:
-            validator = _validators.get(skill_version_id)
-            if validator is None:
-                validator = Draft202012Validator(schema or {"type": "object"}, format_checker=_format_checker)
-                _validators[skill_version_id] = validator
+    cached = _validators.get(skill_version_id)
+    # Published versions never change; the identity/equality check guards against a reused id.
+    if cached is not None and (cached[0] is schema or cached[0] == schema):
+        return cached[1]
+    validator = Draft202012Validator(schema or {"type": "object"}, format_checker=_format_checker)
+    with _lock:
+        _validators[skill_version_id] = (schema, validator)
     return validator
 
 

@@ -19,7 +19,7 @@ def register(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 def registered(name: str) -> Callable[..., Any] | None:
-    if name.startswith("demo.") and not _FUNCTIONS:
+    if name.startswith("demo.") and name not in _FUNCTIONS:
         import runs.demo_tools  # noqa: F401 - registers the demo functions on first use
     return _FUNCTIONS.get(name)
 

@@ -104,5 +104,7 @@ def test_end_user_roles_defend_against_confused_deputy():
 
 def test_compiled_once_per_version():
     engine.clear_cache()
-    first = engine.compile_rules([r("a", "allow")], version_id=42)
-    assert engine.compile_rules([r("b", "deny")], version_id=42) is first
+    rules = [r("a", "allow")]
+    first = engine.compile_rules(rules, version_id=42)
+    assert engine.compile_rules([dict(rules[0])], version_id=42) is first
+    assert engine.compile_rules([r("b", "deny")], version_id=42) is not first  # a reused id is recompiled
