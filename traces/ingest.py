@@ -219,16 +219,18 @@ def redact_span_attributes(attributes: dict[str, Any], rule: tuple[dict, str] | 
     """Secrets are masked everywhere (payloads sent as JSON text are parsed first, so credential keys
     inside them are seen); a known skill's argument and result payloads also follow its schema and
     classification, the same rules the gate applies."""
+    if not any(key in PAYLOAD_KEYS for key in attributes):
+        return redact(attributes)
     manifest, classification = rule if rule is not None else ({}, "internal")
     out = {}
     for key, value in attributes.items():
         schema_key = PAYLOAD_KEYS.get(key)
         if schema_key is None:
-            out[key] = value
+            out.update(redact({key: value}))
         else:
             out[key] = redact(_parse_maybe_json(value), schema=manifest.get(schema_key),
                               data_classification=classification)
-    return redact(out)
+    return out
 
 
 def _resolve_traces(agent: Agent, spans: list[SpanIn]) -> dict[str, Trace]:

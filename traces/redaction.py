@@ -38,8 +38,8 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 # Payment card numbers: 13-19 digits (optionally grouped), masked only when the Luhn check passes.
 _CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
 # Cheap pre-check: most strings contain none of these fragments and skip the regexes entirely.
-_HINTS = ("-----BEGIN", "eyJ", "earer", "asic", "oken", "sk-", "_live_", "_test_", "gh", "github_pat_",
-          "AKIA", "ASIA", "xox", "AIza", "ak_", "pat_", "://")
+_HINTS = ("-----BEGIN", "eyJ", "earer", "asic", "oken", "sk-", "_live_", "_test_", "ghp_", "gho_", "ghu_", "ghs_",
+          "ghr_", "github_pat_", "AKIA", "ASIA", "xox", "AIza", "ak_", "pat_", "://")
 
 
 # Keys whose values are credentials whatever they look like (matched on the last dotted segment).
@@ -108,6 +108,12 @@ def mask_secrets(text: str) -> str:
     return text
 
 
+@lru_cache(maxsize=4096)
+def safe_key_of(key: str) -> str:
+    """Keys repeat across spans: mask them once."""
+    return mask_secrets(key)
+
+
 def looks_secret(text: str) -> bool:
     return mask_secrets(text) != text
 
@@ -147,7 +153,7 @@ def _walk(value: Any, schema: Any, depth: int) -> Any:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
-            safe_key = mask_secrets(str(key))
+            safe_key = safe_key_of(str(key))
             if is_secret_key(str(key)) and isinstance(item, (str, int)) and not isinstance(item, bool):
                 out[safe_key] = redacted_marker(item, reason="secret_key")
             else:

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -92,7 +93,8 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
         offset = max(int(request.GET.get("offset", 0)), 0)
     except ValueError:
         offset = 0
-    context = {"access": access, "trace": access.trace, "timeline": timeline,
+    span_base = reverse("traces:span", args=[pk, "0"])[:-2]  # rows append their span id: one reverse, not 300
+    context = {"access": access, "trace": access.trace, "timeline": timeline, "span_base": span_base,
                "rows": timeline.page(offset), "next_offset": offset + PAGE_SIZE if offset + PAGE_SIZE <
                timeline.total else None}
     if request.htmx and offset:

@@ -12,6 +12,7 @@ from tests.conftest import make_user
 from tests.traces.conftest import make_run
 from traces.models import AlertRule, Span, TraceSettings
 from traces.recording import ensure_trace, record_span
+from traces.timeline import PAGE_SIZE
 
 pytestmark = pytest.mark.django_db
 
@@ -106,9 +107,9 @@ def test_timeline_query_count_does_not_grow_with_spans_and_pages_5000(client, vi
         response = client.get(reverse("traces:detail", args=[big.pk]))
     assert len(big_q) == len(small_q) <= 10  # 3 of them are the trace, access and span rows
     html = response.content.decode()
-    assert html.count('class="tl-row') == 300 and "offset=300" in html
-    more = client.get(reverse("traces:detail", args=[big.pk]), {"offset": 4800}, HTTP_HX_REQUEST="true")
-    assert more.content.decode().count('class="tl-row') == 200 and "<html" not in more.content.decode()
+    assert html.count('class="tl-row') == PAGE_SIZE and f"offset={PAGE_SIZE}" in html
+    more = client.get(reverse("traces:detail", args=[big.pk]), {"offset": 4900}, HTTP_HX_REQUEST="true")
+    assert more.content.decode().count('class="tl-row') == 100 and "<html" not in more.content.decode()
 
 
 def test_span_panel_links_an_approval_to_its_request(client, viewer, run):
