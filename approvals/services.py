@@ -491,15 +491,16 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
             _complete(approval, from_status=approval.status, to_status=approval.status, result=result)
         return approval
     if approval.status == ApprovalStatus.APPROVED:
-        claimed = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.APPROVED).update(
-            status=ApprovalStatus.EXECUTING, resume_attempts=F("resume_attempts") + 1)
-        approval.refresh_from_db()
-        if claimed:
-            _record(approval, actor=SYSTEM, action="executing", from_status=ApprovalStatus.APPROVED,
-                    to_status=ApprovalStatus.EXECUTING)
-            broadcast.approval_changed(approval)
-        else:
-            ApprovalRequest.objects.filter(pk=approval.pk).update(resume_attempts=F("resume_attempts") + 1)
+        with transaction.atomic():  # the claim and its audit row commit together
+            claimed = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.APPROVED).update(
+                status=ApprovalStatus.EXECUTING, resume_attempts=F("resume_attempts") + 1)
+            approval.refresh_from_db()
+            if claimed:
+                _record(approval, actor=SYSTEM, action="executing", from_status=ApprovalStatus.APPROVED,
+                        to_status=ApprovalStatus.EXECUTING)
+                broadcast.approval_changed(approval)
+    elif approval.status == ApprovalStatus.EXECUTING:  # a re-delivered task after a crash
+        ApprovalRequest.objects.filter(pk=approval.pk).update(resume_attempts=F("resume_attempts") + 1)
     if approval.status != ApprovalStatus.EXECUTING or approval.completed_at is not None:
         return approval
     result = execute_approved_call(call=approval.call, arguments=_arguments_for_execution(approval))

@@ -111,7 +111,20 @@ ROUTES: list[Route] = [
     Route("traces:why", lambda w: _traces().why_kwargs(w)),
     Route("traces:settings", lambda w: {"tenant_slug": w.acme.slug}),
     Route("traces:settings", lambda w: {"tenant_slug": w.acme.slug}, "post"),
+    # approvals
+    Route("approvals:detail", lambda w: _approvals().approval_kwargs(w)),
+    Route("approvals:card", lambda w: _approvals().approval_kwargs(w)),
+    Route("approvals:decide", lambda w: _approvals().approval_kwargs(w), "post"),
+    Route("approvals_api:approval_detail", lambda w: _approvals().approval_kwargs(w)),
+    Route("approvals_api:approval_decision", lambda w: _approvals().approval_kwargs(w), "post"),
+    Route("runs_api:run_events", lambda w: _approvals().run_kwargs(w), client="agent"),
 ]
+
+
+def _approvals():
+    from tests.approvals import isolation
+
+    return isolation
 
 
 @pytest.fixture

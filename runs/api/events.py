@@ -19,7 +19,7 @@ from runs.models import Run
 
 MAX_WAIT_SECONDS = 30.0
 FIRST_POLL_INTERVAL = 0.05
-MAX_POLL_INTERVAL = 0.5
+MAX_POLL_INTERVAL = 0.25
 
 
 def _error(status: int, error_class: str, code: str, message: str) -> JsonResponse:

@@ -42,7 +42,9 @@
     function refreshCard(id) {
       if (!list || !window.htmx) return;
       const existing = document.getElementById(`approval-${id}`);
-      if (existing && existing.dataset.decided) return; // our own decision note; it fades by itself
+      // Our own decision note fades by itself; a card whose decision is in flight gets its answer
+      // from that POST (re-fetching it now would remove it before the answer can be shown).
+      if (existing && (existing.dataset.decided || existing.querySelector(".htmx-request"))) return;
       if (existing) {
         htmx.ajax("GET", cardUrl(id), { target: `#approval-${id}`, swap: "outerHTML" }).then(syncEmpty);
       } else {
@@ -76,6 +78,7 @@
 
     document.body.addEventListener("htmx:afterSwap", () => {
       syncEmpty();
+      tick();
       document.querySelectorAll("[data-decided]").forEach((note) => {
         if (!note.dataset.fading) {
           note.dataset.fading = "1";
