@@ -72,7 +72,7 @@ def record_batch(*, run: Run, plans: list[Planned]) -> None:
         call.warnings = plan.warnings
         call.finished_at = call.finished_at or (now if call.status != CallStatus.AWAITING_APPROVAL else None)
         (saved_calls if call.pk else new_calls).append(call)
-    with transaction.atomic():  # one commit for the batch's outcome, not one per row
+    with transaction.atomic():  # one commit for the batch's outcome and its spans, not one per row
         if new_calls:
             ToolCall.objects.bulk_create(new_calls)
         for call in saved_calls:
@@ -82,7 +82,7 @@ def record_batch(*, run: Run, plans: list[Planned]) -> None:
             if plan.idempotency_record is not None and plan.tool_call is not None:
                 remember_outcome(key_record=plan.idempotency_record, call=plan.tool_call, result=plan.result)
         _update_run(run, plans)
-    _record_spans(run, plans, now)
+        _record_spans(run, plans, now)
 
 
 def _update_run(run: Run, plans: list[Planned]) -> None:
@@ -100,7 +100,7 @@ def _update_run(run: Run, plans: list[Planned]) -> None:
 
 def _record_spans(run: Run, plans: list[Planned], now) -> None:
     try:
-        with transaction.atomic():
+        with transaction.atomic():  # a savepoint inside the batch's transaction: spans fail alone
             _record_span_rows(run, plans, now)
     except Exception:  # a trace is an observation: losing it must not change what the agent gets
         logger.exception("Could not record the spans of a batch in run %s", run.pk)
