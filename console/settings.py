@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "runs",
     "approvals",
     "traces",
+    "reliability",
 ]
 
 MIDDLEWARE = [

@@ -26,6 +26,7 @@ api_v1 = [
     path("", include("runs.api.urls")),
     path("", include("approvals.api.urls")),
     path("", include("traces.api.urls")),
+    path("", include("reliability.api_urls")),
 ]
 
 urlpatterns = [
@@ -37,6 +38,7 @@ urlpatterns = [
     path("runs/", include("runs.urls")),
     path("approvals/", include("approvals.urls")),
     path("traces/", include("traces.urls")),
+    path("reliability/", include("reliability.urls")),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-docs"),

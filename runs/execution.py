@@ -11,7 +11,7 @@ import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from reliability import execution as reliability
 from runs.adapters import InvocationContext, get_adapter
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, Transient
 
@@ -47,6 +48,8 @@ class Outcome:
     error: CallError | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    trail: Any = field(default=None, repr=False)  # reliability.execution.Trail: attempts, breaker, job
+    provenance: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -61,7 +64,8 @@ def _invoke(manifest: dict, arguments: dict, context: InvocationContext, outcome
     outcome.started_at = timezone.now()
     try:
         adapter = get_adapter(manifest["execution"]["adapter"])
-        outcome.content = adapter.invoke(manifest=manifest, arguments=arguments, context=context).content
+        outcome.content = reliability.invoke(adapter, manifest=manifest, arguments=arguments, context=context,
+                                             outcome=outcome)
     except CallError as exc:
         outcome.error = exc
     except Exception:
@@ -74,13 +78,13 @@ def _invoke(manifest: dict, arguments: dict, context: InvocationContext, outcome
 
 
 def submit(*, manifest: dict, arguments: dict, context: InvocationContext) -> tuple[Future, Outcome]:
-    outcome = Outcome()
+    outcome = Outcome(trail=reliability.prepare(manifest=manifest, context=context))
     return pool().submit(_invoke, manifest, arguments, context, outcome), outcome
 
 
 def wait(future: Future, outcome: Outcome, *, manifest: dict, effect: str, timeout_s: float) -> Outcome:
     try:
-        return future.result(timeout=timeout_s)
+        return reliability.finish(future.result(timeout=timeout_s), manifest=manifest, effect=effect)
     except FutureTimeout:
         outcome.finished_at = timezone.now()
         if effect in READ_EFFECTS:
@@ -90,7 +94,7 @@ def wait(future: Future, outcome: Outcome, *, manifest: dict, effect: str, timeo
             outcome.error = TimeoutUnknown(
                 f"The call did not finish within {timeout_s:g}s and its outcome is unknown; do not repeat it with a "
                 "new idempotency key. Repeat with the same key to get the recorded outcome.")
-        return outcome
+        return reliability.finish(outcome, manifest=manifest, effect=effect)
 
 
 def execute(*, manifest: dict, effect: str, arguments: dict, context: InvocationContext) -> Outcome:

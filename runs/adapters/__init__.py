@@ -17,6 +17,11 @@ def register_scheme(prefix: str, adapter: Adapter) -> None:
     _SCHEMES[prefix] = adapter
 
 
+from runs.adapters.mcp import McpAdapter  # noqa: E402 - the execution plane's scheme (reliability/)
+
+register_scheme("mcp://", McpAdapter())
+
+
 def get_adapter(uri: str) -> Adapter:
     for prefix, adapter in _SCHEMES.items():
         if uri.startswith(prefix):

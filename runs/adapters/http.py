@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import httpx
 
+from reliability.credentials import attached_headers
 from runs.adapters.base import AdapterResult, InvocationContext
-from runs.errors import CallError, NotFound, RateLimited, Transient, Unavailable, ValidationFailed
+from runs.errors import CallError, NotFound, NotPermitted, RateLimited, Transient, Unavailable, ValidationFailed
 
 
 def _retry_after(response: httpx.Response) -> int | None:
@@ -22,6 +23,8 @@ def error_for_status(response: httpx.Response) -> CallError:
         return RateLimited(message, code="downstream_rate_limited", retry_after=_retry_after(response) or 1)
     if status == 404:
         return NotFound(message, code="downstream_not_found")
+    if status in (401, 403):
+        return NotPermitted(message, code="downstream_forbidden")
     if status in (400, 409, 422):
         return ValidationFailed(message, code="downstream_rejected")
     if status in (502, 503, 504):
@@ -34,11 +37,14 @@ class HttpAdapter:
         headers = {"X-Airlock-Run": context.run_id, "X-Airlock-Call": context.call_id}
         if context.idempotency_key:
             headers["Idempotency-Key"] = context.idempotency_key
+        headers.update(attached_headers())  # the tenant's credential, if the manifest names one
         try:
             response = httpx.post(manifest["execution"]["adapter"], json=arguments, headers=headers,
                                   timeout=context.timeout_s)
         except httpx.TimeoutException as exc:
             raise Transient("The skill's service did not answer in time.", code="downstream_timeout") from exc
+        except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as exc:
+            raise Transient("The connection to the skill's service broke mid-call.", code="connection_reset") from exc
         except httpx.TransportError as exc:
             raise Unavailable("The skill's service could not be reached.", code="downstream_unreachable") from exc
         if response.status_code >= 300:

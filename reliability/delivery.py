@@ -1,0 +1,33 @@
+"""Delivering a call's final outcome after the agent got a provisional one (a job accepted, an
+unknown outcome): the call, its idempotency key, the run's event feed and the trace all learn it."""
+
+from __future__ import annotations
+
+import logging
+
+from django.utils import timezone
+
+from runs.events import append_event
+from runs.models import IdempotencyRecord, ToolCall
+
+logger = logging.getLogger(__name__)
+
+
+def deliver_final_result(*, call: ToolCall, result: dict, status: str, error_class: str = "", span_name: str,
+                         attributes: dict) -> None:
+    """Record `result` as the call's outcome and tell the run (event) and the trace (span)."""
+    from traces.recording import record_span
+
+    now = timezone.now()
+    ToolCall.objects.filter(pk=call.pk).update(status=status, result=result, error_class=error_class,
+                                                finished_at=now)
+    call.status, call.result, call.error_class = status, result, error_class
+    if call.idempotency_key:
+        IdempotencyRecord.objects.filter(tenant_id=call.run.tenant_id, key=call.idempotency_key).update(
+            outcome=result)
+    append_event(run=call.run, kind="call.completed", payload={"call_id": call.call_id, "result": result})
+    try:
+        record_span(run=call.run, kind="other", name=span_name, started_at=now, ended_at=now, call=call,
+                    skill_name=call.name, outcome=status, error_class=error_class, attributes=attributes)
+    except Exception:  # noqa: BLE001 - the outcome is recorded on the call already
+        logger.exception("Could not record the span for %s of call %s", span_name, call.pk)

@@ -1,0 +1,105 @@
+"""Registered MCP servers: what `mcp://<server>/<tool>` means, and calling one tool with the official SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from typing import Any
+
+from reliability.models import McpServer, McpTransport
+from runs.errors import CallError, NotPermitted, RateLimited, Transient, Unavailable
+
+IDEMPOTENCY_META = "airlock/idempotency_key"
+
+
+def parse(uri: str) -> tuple[str, str]:
+    server, _, tool = uri.removeprefix("mcp://").partition("/")
+    return server, tool
+
+
+def connection_for(uri: str) -> dict:
+    """The server's connection settings (headers unsealed), or `unavailable` for an unknown server."""
+    name, _ = parse(uri)
+    server = McpServer.objects.filter(name=name).first()
+    if server is None:
+        raise Unavailable(f"No MCP server named {name} is registered in this deployment.", code="unknown_server")
+    return {"name": server.name, "transport": server.transport, "url": server.url, "command": server.command,
+            "headers": server.headers()}
+
+
+async def _call(connection: dict, tool: str, arguments: dict, headers: dict, meta: dict) -> Any:
+    import httpx2
+    import mcp
+    from mcp.client.streamable_http import streamable_http_client
+
+    if connection["transport"] == McpTransport.STDIO:
+        parts = shlex.split(connection["command"])
+        async with mcp.Client(mcp.StdioServerParameters(command=parts[0], args=parts[1:])) as client:
+            return await client.call_tool(tool, arguments, meta=meta or None)
+    async with httpx2.AsyncClient(headers=headers) as http, \
+            mcp.Client(streamable_http_client(connection["url"], http_client=http)) as client:
+        return await client.call_tool(tool, arguments, meta=meta or None)
+
+
+def content_of(result: Any) -> Any:
+    """Structured content when the tool gives it, else its text (parsed when it is JSON)."""
+    if result.structured_content is not None:
+        return result.structured_content
+    texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
+    text = "\n".join(texts)
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def call_tool(connection: dict, tool: str, arguments: dict, *, headers: dict | None = None, timeout_s: float,
+              idempotency_key: str = "") -> Any:
+    """Call one tool and return its content; transport failures become typed CallErrors."""
+    meta = {IDEMPOTENCY_META: idempotency_key} if idempotency_key else {}
+    all_headers = {**connection.get("headers", {}), **(headers or {})}
+    try:
+        result = asyncio.run(asyncio.wait_for(_call(connection, tool, arguments, all_headers, meta), timeout_s))
+    except TimeoutError as exc:
+        raise Transient("The MCP server did not answer in time.", code="downstream_timeout") from exc
+    except Exception as exc:  # the SDK wraps transport errors in exception groups
+        raise error_for(exc) from exc
+    if result.is_error:
+        text = " ".join(getattr(block, "text", "") for block in result.content)[:300]
+        raise Unavailable(f"The MCP tool {tool} reported an error: {text}", code="tool_error")
+    return content_of(result)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    chain = [exc]
+    while exc.__cause__ is not None and len(chain) < 5:
+        exc = exc.__cause__
+        chain.append(exc)
+    return chain
+
+
+def error_for(exc: BaseException) -> CallError:
+    import httpx2
+
+    for leaf in _leaves(exc):
+        if isinstance(leaf, CallError):
+            return leaf
+        if isinstance(leaf, httpx2.HTTPStatusError):
+            status = leaf.response.status_code
+            if status == 429:
+                return RateLimited("The MCP server is rate limiting.", code="downstream_rate_limited", retry_after=1)
+            if status in (401, 403):
+                return NotPermitted(f"The MCP server answered HTTP {status}.", code="downstream_forbidden")
+            if status in (502, 503, 504):
+                return Transient(f"The MCP server answered HTTP {status}.", code="downstream_unavailable")
+            return Unavailable(f"The MCP server answered HTTP {status}.", code="downstream_error")
+        if isinstance(leaf, httpx2.ConnectError | ConnectionRefusedError):
+            return Unavailable("The MCP server could not be reached.", code="downstream_unreachable")
+        if isinstance(leaf, httpx2.TimeoutException | TimeoutError):
+            return Transient("The MCP server did not answer in time.", code="downstream_timeout")
+        if isinstance(leaf, httpx2.ReadError | httpx2.RemoteProtocolError | ConnectionResetError):
+            return Transient("The connection to the MCP server broke mid-call.", code="connection_reset")
+    return Unavailable("The MCP server failed to answer.", code="downstream_error")

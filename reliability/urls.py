@@ -1,0 +1,15 @@
+from django.urls import path
+
+from reliability import views
+
+app_name = "reliability"
+
+urlpatterns = [
+    path("reconciliation/", views.reconciliation_list, name="reconciliation_list"),
+    path("reconciliation/<int:item_id>/", views.reconciliation_detail, name="reconciliation_detail"),
+    path("reconciliation/<int:item_id>/resolve/", views.reconciliation_resolve, name="reconciliation_resolve"),
+    path("t/<slug:tenant_slug>/credentials/", views.credential_list, name="credential_list"),
+    path("t/<slug:tenant_slug>/credentials/<int:credential_id>/delete/", views.credential_delete,
+         name="credential_delete"),
+    path("mcp-servers/", views.mcp_server_list, name="mcp_server_list"),
+]

@@ -1,0 +1,23 @@
+"""`mcp://<server>/<tool>`: call a tool of a registered MCP server with the official SDK.
+
+The server's URL or command and its headers come from `reliability.McpServer` (never from the
+manifest); the tenant's credential, if the manifest names one, is added at execution only.
+"""
+
+from __future__ import annotations
+
+from reliability.credentials import attached_headers
+from reliability.execution import current_trail
+from reliability.mcp_servers import call_tool, connection_for, parse
+from runs.adapters.base import AdapterResult, InvocationContext
+
+
+class McpAdapter:
+    def invoke(self, *, manifest: dict, arguments: dict, context: InvocationContext) -> AdapterResult:
+        uri = manifest["execution"]["adapter"]
+        trail = current_trail()
+        connection = trail.mcp if trail is not None and trail.mcp else connection_for(uri)
+        headers = {"X-Airlock-Run": context.run_id, "X-Airlock-Call": context.call_id, **attached_headers()}
+        content = call_tool(connection, parse(uri)[1], arguments, headers=headers, timeout_s=context.timeout_s,
+                            idempotency_key=context.idempotency_key)
+        return AdapterResult(content=content, metadata={"mcp_server": connection["name"]})
