@@ -162,7 +162,8 @@ def _authorize(plan: Planned, state: BatchState) -> None:
     if not covering:
         raise NotPermitted(f"No grant lets {run.agent.role} agents of {run.tenant.slug} call {skill.name}.",
                            code="no_grant", available=_available(state))
-    if required and not any(required <= set(scopes) for scopes in covering):
+    # A grant without scopes does not restrict them; one with scopes must hold all the skill needs.
+    if required and not any(not scopes or required <= set(scopes) for scopes in covering):
         raise NotPermitted(f"{skill.name} needs the scopes {', '.join(sorted(required))}, which no grant gives.",
                            code="missing_scopes")
 

@@ -30,11 +30,13 @@ def catalog(acme):
         "inbox": make_skill("support.read_inbox", effect="read", adapter="python:test.echo", untrusted_output=True,
                             publish=False),
         "admin_only": make_skill("orders.admin_echo", adapter="python:test.echo", roles=["admin"], publish=False),
-        "scoped": make_skill("orders.scoped_echo", adapter="python:test.echo", scopes=["orders.read"],
-                             publish=False),
+        "scoped": make_skill("scoped.echo", adapter="python:test.echo", scopes=["orders.read"], publish=False),
+        "scoped_ok": make_skill("scopedok.echo", adapter="python:test.echo", scopes=["orders.read"], publish=False),
     }
     for pattern in ("orders.*", "support.*", "drafts.*", "admin.*"):
         grant(acme, pattern)
+    grant(acme, "scoped.*", oauth_scopes=["orders.write"])
+    grant(acme, "scopedok.*", oauth_scopes=["orders.read", "orders.write"])
     make_skill("billing.not_granted", adapter="python:test.echo")  # publishes the snapshot
     return skills
 
@@ -73,7 +75,7 @@ def test_allowed_read_executes_and_returns_content(agent_client, catalog):
     ([call("c1", "orders.echo", {})], "validation", "invalid_arguments"),
     ([call("c1", "billing.not_granted")], "authorization", "no_grant"),
     ([call("c1", "orders.admin_echo")], "authorization", "role_not_allowed"),
-    ([call("c1", "orders.scoped_echo")], "authorization", "missing_scopes"),
+    ([call("c1", "scoped.echo")], "authorization", "missing_scopes"),
     ([{"name": "orders.echo"}], "validation", "malformed_call"),
     ([call("c1", "orders.echo", {"order_id": "ord_1"}), call("c1", "orders.echo", {"order_id": "ord_1"})],
      "validation", "duplicate_call_id"),
@@ -84,6 +86,13 @@ def test_error_branches(agent_client, catalog, calls, error_class, code):
     result = body["results"][-1]
     assert result["status"] == "error" and result["is_error"] is True
     assert (result["error"]["class"], result["error"]["code"]) == (error_class, code)
+
+
+@pytest.mark.parametrize("name", ["scopedok.echo", "orders.echo_unscoped"])
+def test_scopes_held_or_unrestricted_grant_pass(agent_client, catalog, name):
+    make_skill("orders.echo_unscoped", adapter="python:test.echo", scopes=["orders.read"])
+    _, body = run_and_call(agent_client, [call("c1", name)])
+    assert body["results"][0]["status"] == "ok", body
 
 
 def test_unknown_skill_lists_what_the_agent_may_call(agent_client, catalog):
