@@ -126,8 +126,15 @@ def _check_shape(plan: Planned) -> None:
     plan.arguments = arguments
 
 
+def _offered(entry: dict, run: Run) -> bool:
+    permissions = entry["manifest"].get("permissions", {})
+    tenants, roles = permissions.get("allowed_tenants", ["*"]), permissions.get("allowed_agent_roles", ["*"])
+    return ("*" in tenants or run.tenant.slug in tenants) and ("*" in roles or run.agent.role in roles)
+
+
 def _available(state: BatchState) -> list[str]:
-    names = [entry["name"] for entry in state.index.current_entries()]
+    """What this agent may call: current skills its tenant and role are offered and a grant covers."""
+    names = [entry["name"] for entry in state.index.current_entries() if _offered(entry, state.run)]
     return grant_lookup.granted_names([pattern for pattern, _ in state.grants], names)
 
 
@@ -299,14 +306,15 @@ def _open_approval(plan: Planned, call: ToolCall, state: BatchState, open_approv
             IdempotencyRecord.objects.create(tenant_id=state.run.tenant_id, key=plan.idempotency_key,
                                              arguments_sha256=call.arguments_sha256, skill_name=call.name, call=call)
         approval = open_approval_request(call=call, decision=call.decision)
-        plan.result = {
+        stored = {
             "call_id": plan.call_id, "status": "approval_required", "is_error": False, "approval_id": approval.pk,
             "proposed_action": {"skill": plan.skill.name, "version": plan.skill.version, "effect": plan.effect,
                                 "data_classification": plan.skill.data_classification, "arguments": call.arguments},
             "reason": plan.decision.floor or plan.decision.reason, "expires_at": approval.expires_at.isoformat(),
         }
-        call.result = plan.result
+        call.result = stored  # kept with the redacted arguments; the agent gets back exactly what it proposed
         call.save(update_fields=["result"])
+        plan.result = {**stored, "proposed_action": {**stored["proposed_action"], "arguments": plan.arguments}}
 
 
 def _claim_key(plan: Planned, state: BatchState) -> None:

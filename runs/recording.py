@@ -68,7 +68,8 @@ def record_batch(*, run: Run, plans: list[Planned]) -> None:
         call = plan.tool_call
         if call is None:
             continue
-        call.result = plan.result
+        if call.status != CallStatus.AWAITING_APPROVAL:  # an approval's stored result keeps redacted arguments
+            call.result = plan.result
         call.warnings = plan.warnings
         call.finished_at = call.finished_at or (now if call.status != CallStatus.AWAITING_APPROVAL else None)
         (saved_calls if call.pk else new_calls).append(call)
@@ -92,7 +93,7 @@ def _update_run(run: Run, plans: list[Planned]) -> None:
     waiting = [p for p in plans if p.result and p.result.get("status") == "approval_required"
                and not (p.tool_call and p.tool_call.decision.get("replay"))]
     if waiting and run.status == RunStatus.RUNNING:
-        run.status, run.status_reason = RunStatus.PAUSED, f"waiting on {len(waiting)} approval(s)"
+        run.status, run.status_reason = RunStatus.PAUSED, "waiting on approval"
         fields.update(status=run.status, status_reason=run.status_reason)
     if fields:
         Run.objects.filter(pk=run.pk).update(**fields, updated_at=timezone.now())

@@ -99,6 +99,7 @@ def test_unknown_skill_lists_what_the_agent_may_call(agent_client, catalog):
     _, body = run_and_call(agent_client, [call("c1", "orders.nope")])
     available = body["results"][0]["error"]["available"]
     assert "orders.echo" in available and "billing.not_granted" not in available
+    assert "orders.admin_echo" not in available  # granted, but the manifest does not offer it to this role
 
 
 def test_validation_error_lists_fields_and_schema_version(agent_client, catalog):
@@ -187,6 +188,8 @@ def test_confirm_pauses_run_opens_approval_and_seals_raw_arguments(agent_client,
     stored = ToolCall.objects.get(call_id="c1")
     assert unseal(stored.sealed_arguments)["token"] == "sk-live-abcdefghijklmnopqrstu"
     assert "sk-live-abcdefghijklmnopqrstu" not in str(stored.arguments)
+    assert result["proposed_action"]["arguments"]["token"] == secret  # the agent sees exactly what it proposed
+    assert secret not in str(stored.result)  # storage keeps the redacted form only
 
 
 def test_cross_tenant_run_id_is_404(agent_client, outsider_agent_client, catalog):
