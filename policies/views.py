@@ -145,8 +145,17 @@ def draft_save(request: HttpRequest, policy_id: int) -> HttpResponse:
 @require_POST
 def condition_check(request: HttpRequest) -> HttpResponse:
     """htmx: inline syntax and type errors of one condition while it is typed."""
-    errors = engine.check_condition(request.POST.get("condition", ""))
+    errors = engine.check_condition(_condition_being_typed(request))
     return render(request, "policies/detail.html#condition-errors", {"errors": errors})
+
+
+def _condition_being_typed(request: HttpRequest) -> str:
+    """htmx posts the whole editor form; the triggering textarea's id (cond-<row>) says which row to check."""
+    conditions = request.POST.getlist("condition")
+    trigger = request.headers.get("HX-Trigger", "")
+    if trigger.startswith("cond-") and trigger[5:].isdigit() and int(trigger[5:]) < len(conditions):
+        return conditions[int(trigger[5:])]
+    return conditions[0] if conditions else ""
 
 
 @login_required

@@ -118,6 +118,13 @@ def test_condition_check_partial_for_htmx(client, tenant_admin):
     assert b"valid" in good.content
 
 
+def test_condition_check_uses_the_row_that_triggered(client, tenant_admin):
+    login(client, tenant_admin)
+    response = client.post(reverse("policies:condition_check"), {"condition": ["run.tainted", "args.x ==", ""]},
+                           HTTP_HX_REQUEST="true", HTTP_HX_TRIGGER="cond-1")
+    assert b"Syntax error" in response.content
+
+
 def test_simulate_partial(client, acme, tenant_admin):
     policy = tenant_policy(acme, [rule("d", "deny")])
     login(client, tenant_admin)
