@@ -113,6 +113,10 @@ def prepare(*, manifest: dict, context: InvocationContext) -> Trail:
     )
     try:
         trail.headers = resolve_headers(manifest=manifest, tenant_slug=context.tenant, end_user=context.end_user)
+        if execution.get("job_status"):
+            from reliability.jobs import callback_url_for
+
+            trail.headers["X-Airlock-Callback"] = callback_url_for(context.run_id, context.call_id)
         if adapter.startswith("mcp://"):
             from reliability.mcp_servers import connection_for
 

@@ -8,12 +8,15 @@ or a duplicate task never follows a job twice at once, and never starts it again
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
+from django.urls import reverse
 from django.utils import timezone
 
 from reliability import contracts, hygiene
@@ -33,6 +36,17 @@ def job_config() -> dict:
             **getattr(settings, "AIRLOCK_JOBS", {})}
 
 
+def callback_token_for(run_id: str, call_id: str) -> str:
+    return hmac.new(settings.SECRET_KEY.encode(), f"airlock-job:{run_id}:{call_id}".encode(),
+                    hashlib.sha256).hexdigest()[:48]
+
+
+def callback_url_for(run_id: str, call_id: str) -> str:
+    """Sent to long-running tools as X-Airlock-Callback; they POST the job's end there."""
+    path = reverse("reliability_api:job_complete", args=[callback_token_for(run_id, call_id)])
+    return getattr(settings, "AIRLOCK_PUBLIC_URL", "").rstrip("/") + path
+
+
 def accepted_content(job: LongJob) -> dict:
     return {"job": {"id": job.job_id, "status": job.status},
             "message": "The skill started a long-running job; its result arrives as a call.completed event on "
@@ -43,6 +57,7 @@ def register_job(*, run: Run, call_id: str, skill: str, job_id: str) -> dict:
     """Record the job once and schedule its first status check; what the agent gets meanwhile."""
     job, created = LongJob.objects.get_or_create(run=run, call_id=call_id, defaults={
         "tenant_id": run.tenant_id, "skill_name": skill, "job_id": job_id,
+        "callback_token": callback_token_for(str(run.pk), call_id),
         "next_check_at": timezone.now() + timedelta(seconds=job_config()["first_check_s"])})
     if created:
         from reliability.tasks import follow_job
