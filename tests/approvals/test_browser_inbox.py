@@ -24,9 +24,30 @@ from playwright.sync_api import expect
 from approvals.models import ApprovalRequest
 from console.celery import app as celery_app
 from tests.approvals.gate_world import build_refund_world
-from tests.browser.conftest import *  # noqa: F403 - asgi_live_server, browser, page, login_as
+from tests.browser.conftest import *  # noqa: F403 - asgi_live_server, page, login_as (browser: below)
 
 pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Module-scoped here: Playwright's sync API keeps an event loop running in this thread while it
+    is started, which makes Django refuse database work in every later test of the session."""
+    import shutil
+
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+
+    if not (shutil.which(CHROMIUM) or Path(CHROMIUM).is_file()):
+        if os.environ.get("AIRLOCK_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"needs Chromium at {CHROMIUM}", pytrace=False)
+        pytest.skip(f"needs Chromium at {CHROMIUM} (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    playwright = sync_playwright().start()
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    yield chromium
+    chromium.close()
+    playwright.stop()
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs"
 
