@@ -16,7 +16,7 @@ PAGE_SIZE = 50
 @login_required
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
-    runs = Run.objects.visible_to(request.user).select_related("agent", "tenant")
+    runs = Run.objects.visible_to(request.user).select_related("agent", "tenant", "snapshot")
     if request.tenant is not None:
         runs = runs.filter(tenant=request.tenant)
     status = request.GET.get("status", "")
