@@ -1,10 +1,108 @@
-"""Console pages of the execution plane (filled in below)."""
-from django.http import Http404
+"""Console pages of the execution plane: reconciliation inbox, tenant credentials, MCP servers."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from console.models import Role
+from console.tenancy import get_visible_or_404, has_role, is_platform_admin, tenant_for_user_or_404
+from registry.models import Skill
+from reliability import services
+from reliability.forms import CredentialForm, McpServerForm, ResolveForm
+from reliability.models import Credential, McpServer, ReconciliationItem, ReconciliationStatus
+
+PAGE_SIZE = 100
 
 
-def _todo(request, **kwargs):
-    raise Http404
+def can_resolve(user, item: ReconciliationItem) -> bool:
+    """Tenant admins, and members of the team that owns the skill."""
+    if has_role(user, item.tenant, Role.ADMIN):
+        return True
+    skill = Skill.objects.filter(name=item.skill_name).select_related("owner_team").first()
+    return skill is not None and skill.is_owned_by(user)
 
 
-reconciliation_list = reconciliation_detail = reconciliation_resolve = credential_list = credential_delete = \
-    mcp_server_list = _todo
+def _item_for_user(request: HttpRequest, item_id: int) -> ReconciliationItem:
+    return get_visible_or_404(ReconciliationItem.objects.select_related("tenant", "run", "call", "resolved_by"),
+                              request.user, pk=item_id)
+
+
+@login_required
+@require_GET
+def reconciliation_list(request: HttpRequest) -> HttpResponse:
+    items = ReconciliationItem.objects.visible_to(request.user).select_related("tenant", "call")
+    if request.tenant is not None:
+        items = items.filter(tenant=request.tenant)
+    status = request.GET.get("status", ReconciliationStatus.OPEN)
+    if status in ReconciliationStatus.values:
+        items = items.filter(status=status)
+    return render(request, "reliability/reconciliation_list.html",
+                  {"items": items[:PAGE_SIZE], "status": status, "statuses": ReconciliationStatus.values})
+
+
+@login_required
+@require_GET
+def reconciliation_detail(request: HttpRequest, item_id: int) -> HttpResponse:
+    item = _item_for_user(request, item_id)
+    return render(request, "reliability/reconciliation_detail.html",
+                  {"item": item, "form": ResolveForm(), "can_resolve": can_resolve(request.user, item)})
+
+
+@login_required
+@require_POST
+def reconciliation_resolve(request: HttpRequest, item_id: int) -> HttpResponse:
+    item = _item_for_user(request, item_id)
+    if not can_resolve(request.user, item):
+        raise PermissionDenied("Only the skill's owners and tenant admins resolve unknown outcomes.")
+    form = ResolveForm(request.POST)
+    if not form.is_valid():
+        return render(request, "reliability/reconciliation_detail.html",
+                      {"item": item, "form": form, "can_resolve": True}, status=400)
+    try:
+        services.resolve_item(item=item, user=request.user, **form.cleaned_data)
+        messages.success(request, "Resolved; the run and its trace now show the outcome.")
+    except services.AlreadyResolved:
+        messages.warning(request, "Someone resolved this item first.")
+    return redirect("reliability:reconciliation_detail", item_id=item.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def credential_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, role=Role.ADMIN)
+    form = CredentialForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        services.save_credential(tenant=tenant, user=request.user, **form.cleaned_data)
+        messages.success(request, f"Saved {form.cleaned_data['name']}; the value is sealed and will not be shown.")
+        return redirect("reliability:credential_list", tenant_slug=tenant.slug)
+    credentials = Credential.objects.filter(tenant=tenant).defer("sealed_value")
+    return render(request, "reliability/credentials.html", {"tenant": tenant, "credentials": credentials,
+                                                            "form": form}, status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def credential_delete(request: HttpRequest, tenant_slug: str, credential_id: int) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, role=Role.ADMIN)
+    services.delete_credential(credential=get_object_or_404(Credential, tenant=tenant, pk=credential_id))
+    messages.success(request, "Credential deleted.")
+    return redirect("reliability:credential_list", tenant_slug=tenant.slug)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def mcp_server_list(request: HttpRequest) -> HttpResponse:
+    if not is_platform_admin(request.user):
+        raise PermissionDenied("Platform admins register MCP servers.")
+    form = McpServerForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        services.register_mcp_server(**form.cleaned_data)
+        messages.success(request, f"Registered {form.cleaned_data['name']}.")
+        return redirect("reliability:mcp_server_list")
+    return render(request, "reliability/mcp_servers.html", {"servers": McpServer.objects.all(), "form": form},
+                  status=400 if form.errors else 200)

@@ -1,0 +1,45 @@
+from django import forms
+
+from reliability.models import McpTransport, Resolution
+
+
+class ResolveForm(forms.Form):
+    resolution = forms.ChoiceField(choices=Resolution.choices, widget=forms.RadioSelect,
+                                   help_text="What really happened downstream.")
+    note = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=2000,
+                           help_text="How you know (a ticket, a log line, the downstream console).")
+
+
+class CredentialForm(forms.Form):
+    name = forms.SlugField(max_length=100, help_text="The name manifests use in execution.credential.")
+    value = forms.CharField(widget=forms.PasswordInput(render_value=False), max_length=4000,
+                            help_text="Stored sealed; never shown again.")
+    end_user = forms.CharField(max_length=200, required=False, help_text="Only for this end user (blank: all).")
+    header = forms.CharField(max_length=100, initial="Authorization")
+    scheme = forms.CharField(max_length=30, initial="Bearer", required=False)
+
+
+class McpServerForm(forms.Form):
+    name = forms.SlugField(max_length=63, help_text="Adapters say mcp://<name>/<tool>.")
+    transport = forms.ChoiceField(choices=McpTransport.choices)
+    url = forms.URLField(required=False, max_length=500, assume_scheme="https")
+    command = forms.CharField(required=False, max_length=500)
+    headers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                              help_text="One 'Header: value' a line; stored sealed, never shown again.")
+
+    def clean(self):
+        data = super().clean()
+        if data.get("transport") == McpTransport.HTTP and not data.get("url"):
+            self.add_error("url", "Streamable HTTP needs the server's URL.")
+        if data.get("transport") == McpTransport.STDIO and not data.get("command"):
+            self.add_error("command", "stdio needs the command that starts the server.")
+        headers = {}
+        for line in (data.get("headers") or "").splitlines():
+            if line.strip():
+                key, sep, value = line.partition(":")
+                if not sep or not key.strip():
+                    self.add_error("headers", f"Not a header line: {line[:40]}")
+                    break
+                headers[key.strip()] = value.strip()
+        data["headers"] = headers
+        return data
