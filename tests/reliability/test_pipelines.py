@@ -103,3 +103,19 @@ def test_another_tenants_agent_cannot_see_or_submit(agent_client, outsider_agent
     assert submit(outsider_agent_client, run["run_id"], STEPS).status_code == 404
     assert outsider_agent_client.get(reverse("reliability_api:pipeline_detail",
                                              args=[run["run_id"], "p1"])).status_code == 404
+
+
+def test_run_page_shows_steps_receipts_and_compensations(client, viewer, agent_client, shop,
+                                                         django_capture_on_commit_callbacks):
+    from tests.conftest import login
+
+    shop.default("/notify", 422)
+    run = start_run(agent_client)
+    with django_capture_on_commit_callbacks(execute=True):
+        submit(agent_client, run["run_id"], STEPS)
+    login(client, viewer)
+    page = client.get(reverse("runs:run_detail", args=[run["run_id"]])).content.decode()
+    assert "Pipeline <span class=\"mono\">p1</span>" in page
+    assert "Compensated" in page or "compensated" in page
+    assert "billing.cancel_refund · done" in page
+    assert "Done; no compensation declared" in page and "Reconciliation" in page
