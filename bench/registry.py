@@ -19,8 +19,8 @@ import time
 
 from bench.common import Figure, print_table, summary
 
-SKILLS = 5_000  # two published versions each: 10,000 skill versions
-SEARCHES = 300
+SKILLS = int(os.environ.get("BENCH_REGISTRY_SKILLS", "5000"))  # two versions each: 10,000 skill versions
+SEARCHES = int(os.environ.get("BENCH_REGISTRY_SEARCHES", "300"))
 NAMESPACES = [
     "billing",
     "customer",

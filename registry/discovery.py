@@ -75,23 +75,42 @@ def _tokens(text: str) -> list[str]:
     return [word[:-1] if len(word) > 3 and word.endswith("s") else word for word in words if word not in STOP_WORDS]
 
 
-def _rank_python(query: str, entries: list[dict], limit: int) -> list[dict]:
-    """The SQLite fallback: token overlap, with matches in the name weighing more than the description."""
-    wanted = set(_tokens(query))
-    if not wanted:
-        return []
-    scored = []
-    for entry in entries:
+_token_index_cache: OrderedDict[tuple, dict[str, dict[int, int]]] = OrderedDict()
+
+
+def _token_index(index: SnapshotIndex) -> dict[str, dict[int, int]]:
+    """token -> {skill_version_id: weight} for a snapshot's current versions; built once per snapshot."""
+    key = (index.number, index.sha256)
+    with _permitted_lock:
+        if key in _token_index_cache:
+            return _token_index_cache[key]
+    inverted: dict[str, dict[int, int]] = {}
+    for entry in index.current_entries():
+        version_id = entry["skill_version_id"]
         name_tokens = set(_tokens(entry["name"].replace(".", " ").replace("_", " ")))
-        text_tokens = set(_tokens(entry["manifest"].get("description", "")))
-        score = 3 * len(wanted & name_tokens) + len(wanted & text_tokens)
-        if score:
-            scored.append((-score, entry["name"], entry))
-    scored.sort(key=lambda item: (item[0], item[1]))
-    return [entry for _, _, entry in scored[:limit]]
+        for token in name_tokens | set(_tokens(entry["manifest"].get("description", ""))):
+            inverted.setdefault(token, {})[version_id] = 3 * (token in name_tokens) + 1
+    with _permitted_lock:
+        _token_index_cache[key] = inverted
+        while len(_token_index_cache) > 4:
+            _token_index_cache.popitem(last=False)
+    return inverted
 
 
-def _rank_postgres(query: str, entries: list[dict], limit: int) -> list[dict]:
+def _rank_python(query: str, entries: list[dict], limit: int, index: SnapshotIndex) -> list[dict]:
+    """The SQLite fallback: token overlap, a match in the name weighing more than one in the description."""
+    inverted = _token_index(index)
+    permitted = {entry["skill_version_id"]: entry for entry in entries}
+    scores: dict[int, int] = {}
+    for token in set(_tokens(query)):
+        for version_id, weight in inverted.get(token, {}).items():
+            if version_id in permitted:
+                scores[version_id] = scores.get(version_id, 0) + weight
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], permitted[item[0]]["name"]))
+    return [permitted[version_id] for version_id, _ in ranked[:limit]]
+
+
+def _rank_postgres(query: str, entries: list[dict], limit: int, index: SnapshotIndex) -> list[dict]:
     by_id = {entry["skill_version_id"]: entry for entry in entries}
     if not by_id:
         return []
@@ -124,7 +143,7 @@ def search_skills(
     if not query.strip():
         return SearchResult(permitted[:limit], None)
     rank = _rank_postgres if connection.vendor == "postgresql" else _rank_python
-    results = rank(query, permitted, limit)
+    results = rank(query, permitted, limit, index)
     fallback = None
     if not results:
         fallback_namespace = namespace or _namespace_in_query(query, permitted)
@@ -169,6 +188,7 @@ def clear_discovery_cache() -> None:
     with _permitted_lock:
         _permitted_cache.clear()
         _view_cache.clear()
+        _token_index_cache.clear()
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ def create_draft_version(*, manifest: dict, author, skill: Skill | None = None) 
     Re-submitting the version number of an existing draft replaces that draft; published
     versions are never touched (immutability), a new version number is needed instead.
     """
+    if skill is not None and author is not None:  # authorization before validation: a non-owner learns nothing
+        _require_owner(skill, author)
     errors = check_manifest(manifest=manifest, skill=skill)
     existing = skill.versions.filter(version=manifest.get("version")).first() if skill else None
     if existing is not None and existing.status != VersionStatus.DRAFT:
@@ -177,11 +179,11 @@ def can_review(version: SkillVersion, user) -> bool:
 def approve_version(*, version: SkillVersion, user) -> SkillVersion:
     """A second person (owning-team member or platform admin, never the author) activates a version in review."""
     version = SkillVersion.objects.select_for_update().select_related("skill__owner_team").get(pk=version.pk)
+    _require_owner(version.skill, user)  # before the state check: a non-owner gets 403, not the version's status
     if version.status != VersionStatus.IN_REVIEW:
         raise ManifestInvalid([problem("$.status", "not_in_review", "This version is not waiting for review.")])
     if user.pk == version.author_id:
         raise PermissionDenied("The author cannot review their own version; ask another team member.")
-    _require_owner(version.skill, user)
     return _activate(version, reviewer=user)
 
 

@@ -7,6 +7,7 @@ returning `(key, json_value)`), canonicalised with RFC 8785, hashed (SHA-256) an
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from lib import signing
-from lib.canonical import canonical_json, sha256_of
+from lib.canonical import canonical_json
 from registry.models import SkillVersion, Snapshot, VersionStatus
 
 SNAPSHOT_FORMAT = "airlock.snapshot/1"
@@ -95,11 +96,11 @@ def publish_snapshot(*, reason: str) -> Snapshot:
                 number = _next_number()
                 created_at = timezone.now()
                 body = build_document(number=number, reason=reason[:200], created_at=created_at)
-                payload = canonical_json(body)
+                payload = canonical_json(body)  # once: RFC 8785 in pure Python is the costly step
                 return Snapshot.objects.create(
                     number=number,
                     body=body,
-                    canonical_sha256=sha256_of(body),
+                    canonical_sha256=hashlib.sha256(payload).hexdigest(),
                     signature=signing.sign(payload),
                     key_id=signing.key_id(),
                     reason=reason[:200],
@@ -109,6 +110,18 @@ def publish_snapshot(*, reason: str) -> Snapshot:
             if attempt == 4:
                 raise
     raise AssertionError("unreachable")
+
+
+def latest_index() -> SnapshotIndex:
+    """The index of the newest snapshot: one small query; the body is read only on a cache miss."""
+    latest = Snapshot.objects.order_by("-number").values_list("number", "canonical_sha256").first()
+    if latest is None:
+        return index_for(latest_snapshot())
+    with _cache_lock:
+        index = _cache.get(latest)
+        if index is not None:
+            return index
+    return index_for(Snapshot.objects.get(number=latest[0]))
 
 
 def latest_snapshot() -> Snapshot:
@@ -299,6 +312,7 @@ def clear_snapshot_cache() -> None:
 
 __all__ = [
     "SNAPSHOT_SECTIONS",
+    "latest_index",
     "ResolvedSkill",
     "SnapshotIndex",
     "clear_snapshot_cache",

@@ -22,7 +22,7 @@ from registry.definitions import FORMATS, definitions_for
 from registry.diff import diff_manifests
 from registry.discovery import agent_snapshot, discoverable_entries, search_skills, summary
 from registry.models import Skill, SkillVersion
-from registry.snapshots import index_for, latest_snapshot
+from registry.snapshots import latest_index
 from registry.validation import lint_manifest, manifest_schema
 
 
@@ -81,7 +81,7 @@ def skill_data(skill: Skill, versions: list[SkillVersion]) -> dict:
 @permission_classes([IsAgent])
 def snapshot_latest(request: Request) -> Response:
     """The latest snapshot filtered to what this agent may discover, signed for it; ETag / If-None-Match."""
-    view = agent_snapshot(request.auth, index_for(latest_snapshot()))
+    view = agent_snapshot(request.auth, latest_index())
     if view.etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
         return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": view.etag})
     return Response(
@@ -118,7 +118,7 @@ def skill_search(request: Request) -> Response:
         limit = int(request.query_params.get("limit", 10))
     except ValueError:
         return Response(error_body("validation", "invalid_limit", "limit must be an integer."), status=400)
-    index = index_for(latest_snapshot())
+    index = latest_index()
     query = request.query_params.get("q", "")[:300]
     result = search_skills(
         agent=request.auth, index=index, query=query, namespace=request.query_params.get("namespace", ""), limit=limit
@@ -157,7 +157,7 @@ class ToolDefinitions(APIView):
             return Response(
                 error_body("validation", "invalid_format", f"format must be one of {', '.join(FORMATS)}."), status=400
             )
-        index = index_for(latest_snapshot())
+        index = latest_index()
         entries = discoverable_entries(request.auth, index)
         return Response({"format": fmt, "snapshot": index.number, "tools": definitions_for(entries, fmt)})
 
