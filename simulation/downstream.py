@@ -1,6 +1,6 @@
 """A small, deliberately unreliable downstream service the simulated skills call over `http:`.
 
-- `/check_stock`: flaky; every third request answers 503 (the gate reports `transient`).
+- `/check_stock`: flaky; every second request answers 503 (the gate reports `transient`).
 - `/quote_rates`: rate limited; a second request within a second answers 429 with Retry-After.
 - `/book_courier`: slow on the first attempt of each idempotency key (longer than the skill's
   timeout, so the gate reports `timeout_unknown`), yet the booking is made; a repeat with the
@@ -56,7 +56,7 @@ class Handler(BaseHTTPRequestHandler):
         handler(arguments)
 
     def check_stock(self, arguments: dict) -> None:
-        if next(self.state.stock_requests) % 3 == 0:
+        if next(self.state.stock_requests) % 2 == 0:
             self._send(503, {"error": "inventory service is restarting"})
             return
         sku = arguments.get("sku", "")

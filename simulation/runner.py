@@ -141,18 +141,17 @@ class Simulator:
         interval = 1 / self.options.rate if self.options.rate > 0 else 0
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(self.options.agents, 1), thread_name_prefix="sim-agent") as pool:
-            futures = []
-            for count in itertools.count():
-                if self.stop.is_set() or (deadline and time.monotonic() >= deadline):
-                    break
+            futures: list = []
+            submitted = 0
+            while not self.stop.is_set() and not (deadline and time.monotonic() >= deadline):
                 futures = [f for f in futures if not f.done()]
                 if len(futures) >= self.options.agents:
-                    time.sleep(0.01)
+                    self.stop.wait(0.01)
                     continue
                 futures.append(pool.submit(self.episode, next(order)))
+                submitted += 1
                 if interval:
-                    next_start = started + (count + 1) * interval
-                    time.sleep(max(0.0, next_start - time.monotonic()))
+                    self.stop.wait(max(0.0, started + submitted * interval - time.monotonic()))
         self.stop.set()
         self.waiters.shutdown(wait=False, cancel_futures=True)
         return self.stats

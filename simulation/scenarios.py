@@ -176,9 +176,14 @@ def failures(ctx: Context) -> None:
     [booking] = ctx.call(run, [{"name": book, "arguments": arguments, "idempotency_key": key}])
     steps.append((book, booking))
     if isinstance(booking, Error) and booking.error_class == "timeout_unknown":
-        time.sleep(2.5)  # let the slow booking finish, then ask again with the same key: no second booking
+        # Never book again under a new key: ask with the same key (the gate replays what it recorded),
+        # then read the run's record; an outcome still unknown is left to reconciliation.
+        time.sleep(2.5)
         [again] = ctx.call(run, [{"name": book, "arguments": arguments, "idempotency_key": key}])
         steps.append((book, again))
+        recorded = {c["call_id"]: c["status"] for c in run.status().get("calls", [])}
+        ctx.log(f"[{ctx.agent}] run {run.run_id[:8]}: booking outcome as recorded: "
+                f"{recorded.get(booking.call_id, 'unknown')}")
     _summary(ctx, run, steps)
 
 

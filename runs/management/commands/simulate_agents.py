@@ -5,6 +5,7 @@ Against the local database (the default) the command creates its own agents in t
 once, and publishes its own unreliable skills backed by a small downstream service it runs.
 """
 
+import logging
 import signal
 import sys
 import time
@@ -40,6 +41,7 @@ class Command(BaseCommand):
         if gentle and burst:
             raise CommandError("Choose --gentle or --burst, not both.")
         log = self._log
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per run is enough
         if not wait_for_server(base_url, wait_timeout, log):
             raise CommandError(f"Airlock did not answer at {base_url} within {wait_timeout:g} s.")
         try:
