@@ -28,7 +28,7 @@ def is_platform_admin(user: AnyUser) -> bool:
 
 
 def tenants_for(user: AnyUser, role: str | None = None) -> models.QuerySet[Tenant]:
-    """Tenants the user may see (any role), or act for with `role`. Admins of a tenant may also view it."""
+    """Tenants the user may see (any membership: every role can view), or act for with `role`."""
     if not user.is_authenticated:
         return Tenant.objects.none()
     if user.is_superuser:
