@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -229,6 +230,8 @@ def skill_detail(request: Request, name: str) -> Response:
 def version_create(request: Request, name: str) -> Response:
     """A new draft version of an existing skill (re-sending a draft's version number replaces that draft)."""
     skill = _skill(name)
+    if not skill.is_owned_by(request.user):  # the role before the body: a non-owner gets 403, never a 400
+        raise PermissionDenied(f"Only the {skill.owner_team.slug} team or a platform admin may change {skill.name}.")
     manifest = _manifest_from(request)
     if manifest is None:
         return _invalid([{"path": "$", "code": "schema", "message": 'Send {"manifest": {...}}.'}])
