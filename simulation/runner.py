@@ -92,7 +92,7 @@ class Simulator:
         try:
             while result is None and not self.stop.is_set():
                 try:
-                    result = run.wait(approval.approval_id, timeout=30)
+                    result = run.wait(approval.approval_id, timeout=10)
                 except ApprovalTimeout:
                     continue
                 except AirlockError as exc:

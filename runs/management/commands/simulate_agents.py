@@ -63,13 +63,15 @@ class Command(BaseCommand):
             duration=duration if duration is not None else (30 if burst else 0),
         )
         simulator = Simulator(sim_options, keys, log)
-        signal.signal(signal.SIGTERM, lambda *_: simulator.stop.set())
+        previous = signal.signal(signal.SIGTERM, lambda *_: simulator.stop.set())
         started = time.monotonic()
         try:
             stats = simulator.run()
         except KeyboardInterrupt:
             simulator.stop.set()
             stats = simulator.stats
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         for line in report(stats, time.monotonic() - started):
             log(line)
 
