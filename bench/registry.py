@@ -144,7 +144,7 @@ def _build_catalog() -> None:
     from django.utils import timezone
 
     from console.models import Team
-    from registry.models import Skill, SkillVersion
+    from registry.models import Skill, SkillVersion, refresh_search_vectors
 
     rng = random.Random(7)
     team = Team.objects.create(slug="bench-team", name="Bench team")
@@ -179,6 +179,7 @@ def _build_catalog() -> None:
                 )
             )
     SkillVersion.objects.bulk_create(versions, batch_size=1000)
+    refresh_search_vectors(SkillVersion.objects.all())
 
 
 def _measure_one() -> list[dict]:

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 
-from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
+from django.db.models import F
 
 from console.models import Agent
 from registry.models import DiscoveryQuery, SkillVersion
@@ -111,15 +112,14 @@ def _rank_python(query: str, entries: list[dict], limit: int, index: SnapshotInd
 
 
 def _rank_postgres(query: str, entries: list[dict], limit: int, index: SnapshotIndex) -> list[dict]:
+    """Full-text ranking on the stored, GIN-indexed tsvector, restricted to the permitted versions."""
     by_id = {entry["skill_version_id"]: entry for entry in entries}
     if not by_id:
         return []
-    vector = SearchVector("search_text", config="english")
     search = SearchQuery(" OR ".join(_tokens(query)) or query, config="english", search_type="websearch")
     ids = (
-        SkillVersion.objects.filter(pk__in=list(by_id))
-        .annotate(rank=SearchRank(vector, search))
-        .filter(rank__gt=0)
+        SkillVersion.objects.filter(pk__in=list(by_id), search_vector=search)
+        .annotate(rank=SearchRank(F("search_vector"), search))
         .order_by("-rank", "pk")
         .values_list("pk", flat=True)[:limit]
     )

@@ -1,5 +1,6 @@
 from django.conf import settings
-from django.db import models
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import connection, models
 from django.utils import timezone
 
 from console.models import Team
@@ -103,6 +104,9 @@ class SkillVersion(models.Model):
         default=list, blank=True, help_text="Why this version needs a second person's review, if it does."
     )
     search_text = models.TextField(blank=True, help_text="Name, namespace and description, for discovery.")
+    search_vector = SearchVectorField(
+        null=True, editable=False, help_text="PostgreSQL only: tsvector of search_text (GIN-indexed)."
+    )
     imported_from = models.JSONField(
         default=dict, blank=True, help_text="For MCP imports: server, tool and the annotations the defaults came from."
     )
@@ -130,6 +134,8 @@ class SkillVersion(models.Model):
             [self.skill.name, self.skill.name.replace(".", " ").replace("_", " "), self.description]
         )
         super().save(*args, **kwargs)
+        if connection.vendor == "postgresql":
+            refresh_search_vectors(SkillVersion.objects.filter(pk=self.pk))
         self._loaded_status = self.status
         self._loaded_manifest = self.manifest
         self._loaded_version = self.version
@@ -161,6 +167,12 @@ class SkillVersion(models.Model):
             "sunset_at": self.sunset_at.isoformat() if self.sunset_at else None,
         }
         return manifest
+
+
+def refresh_search_vectors(queryset: models.QuerySet) -> None:
+    """Recompute the full-text vectors (PostgreSQL); bulk loaders call it once after bulk_create."""
+    if connection.vendor == "postgresql":
+        queryset.update(search_vector=SearchVector("search_text", config="english"))
 
 
 class DiscoveryQuery(models.Model):
