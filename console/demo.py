@@ -14,7 +14,8 @@ from console.services import create_agent
 
 DEMO_PASSWORD = "airlock-demo"
 
-DEMO_SEEDERS: list[str] = ["console.demo:seed", "registry.demo:seed", "policies.demo:seed", "traces.demo:seed"]
+DEMO_SEEDERS: list[str] = ["console.demo:seed", "registry.demo:seed", "policies.demo:seed", "traces.demo:seed",
+                           "approvals.demo:seed"]
 
 PEOPLE = [
     # username, tenant memberships {slug: roles}, teams, superuser

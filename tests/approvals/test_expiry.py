@@ -55,3 +55,12 @@ def test_overdue_requests_are_escalated_once_by_email_to_tenant_admins(acme, age
     assert f"approval {request.pk}" in mail.outbox[0].subject
     request.refresh_from_db()
     assert request.escalated_at is not None and request.events.filter(action="escalated").count() == 1
+
+
+def test_beat_schedule_has_expiry_and_escalation():
+    from console.celery import app
+
+    app.loader.import_default_modules()
+    app.finalize()
+    tasks = {entry["task"] for entry in app.conf.beat_schedule.values()}
+    assert {"approvals.tasks.expire_approvals", "approvals.tasks.escalate_approvals"} <= tasks

@@ -1,0 +1,30 @@
+"""Demo approvals for `seed_demo`: one run of acme's support bot waiting on two confirm calls."""
+
+from __future__ import annotations
+
+from approvals.models import ApprovalRequest
+
+CALLS = [
+    {"call_id": "refund-1", "name": "billing.create_refund_request",
+     "arguments": {"order_id": "ord_5001", "amount_cents": 12900, "currency": "USD", "reason_code": "damaged",
+                   "note": "Arrived with a cracked screen; photo in ticket 8841."}},
+    {"call_id": "mail-1", "name": "support.send_email",
+     "arguments": {"to": "ada@example.org", "subject": "Your refund for order ord_5001",
+                   "body_text": "Hello Ada, we have requested a full refund of 129.00 USD for your order."}},
+]
+
+
+def seed(context) -> None:
+    acme = context.tenants.get("acme")
+    agent = context.agents.get("acme/support-bot")
+    if acme is None or agent is None or ApprovalRequest.objects.filter(tenant=acme).exists():
+        return
+    from runs.gate import process_batch
+    from runs.services import start_run
+
+    run = start_run(agent=agent, end_user="cus_ada100", end_user_roles=["customer"],
+                    task="Refund Ada's damaged order and tell her by email")
+    results = process_batch(run=run, calls=CALLS)
+    waiting = [r for r in results if r.get("status") == "approval_required"]
+    if waiting:
+        context.lines.append(f"approvals: {len(waiting)} demo requests waiting in acme's inbox")
