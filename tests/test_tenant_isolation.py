@@ -109,6 +109,7 @@ ROUTES: list[Route] = [
     Route("traces:detail", lambda w: _traces().trace_kwargs(w)),
     Route("traces:span", lambda w: _traces().span_kwargs(w)),
     Route("traces:why", lambda w: _traces().why_kwargs(w)),
+    Route("traces:for_run", lambda w: _traces().run_kwargs(w)),
     Route("traces:settings", lambda w: {"tenant_slug": w.acme.slug}),
     Route("traces:settings", lambda w: {"tenant_slug": w.acme.slug}, "post"),
     # approvals

@@ -7,6 +7,7 @@ app_name = "traces"
 urlpatterns = [
     path("", views.trace_list, name="list"),
     path("<int:pk>/", views.trace_detail, name="detail"),
+    path("runs/<uuid:run_id>/", views.trace_for_run, name="for_run"),
     path("<int:pk>/spans/<str:span_id>/", views.span_detail, name="span"),
     path("<int:pk>/calls/<int:call_pk>/why/", views.call_why, name="why"),
     path("alerts/", views.alert_list, name="alerts"),

@@ -104,6 +104,16 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
+def trace_for_run(request: HttpRequest, run_id: str) -> HttpResponse:
+    """`/traces/runs/<run id>/`: other pages link a run to its timeline without knowing the trace row."""
+    trace = readable_traces(request.user).filter(run_id=run_id).values_list("pk", flat=True).first()
+    if trace is None:
+        raise Http404("No trace for this run.")
+    return redirect("traces:detail", pk=trace)
+
+
+@login_required
+@require_GET
 def span_detail(request: HttpRequest, pk: int, span_id: str) -> HttpResponse:
     access = trace_access_or_404(request.user, pk)
     span = get_object_or_404(access.spans().select_related("call"), span_id=span_id)

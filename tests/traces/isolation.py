@@ -27,3 +27,10 @@ def span_kwargs(world) -> dict:
 def why_kwargs(world) -> dict:
     built = acme_trace_span(world)
     return {"pk": built["pk"], "call_pk": built["call_pk"]}
+
+
+def run_kwargs(world) -> dict:
+    from traces.models import Trace
+
+    built = acme_trace_span(world)
+    return {"run_id": Trace.objects.get(pk=built["pk"]).run_id}

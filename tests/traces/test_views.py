@@ -184,3 +184,12 @@ def test_unrelated_member_of_another_role_cannot_see_settings_or_skill(client, a
     client.force_login(approver_only)
     assert client.get(reverse("traces:settings", args=["acme"])).status_code == 403
     assert json  # keep import used for future payload checks
+
+
+def test_run_link_redirects_to_its_trace(client, viewer, outsider, run):
+    trace = seed(run)
+    client.force_login(viewer)
+    response = client.get(reverse("traces:for_run", args=[run.id]))
+    assert response.status_code == 302 and response["Location"] == reverse("traces:detail", args=[trace.pk])
+    client.force_login(outsider)
+    assert client.get(reverse("traces:for_run", args=[run.id])).status_code == 404
