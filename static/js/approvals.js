@@ -76,6 +76,16 @@
     }
     connect();
 
+    // A refused decision (400 invalid, 403 not allowed, 409 already decided) still answers with the
+    // card or note to show; htmx does not swap error responses unless told to.
+    document.body.addEventListener("htmx:beforeSwap", (event) => {
+      const target = event.detail.target;
+      if ([400, 403, 409].includes(event.detail.xhr.status) && target && target.id && target.id.startsWith("approval-")) {
+        event.detail.shouldSwap = true;
+        event.detail.isError = false;
+      }
+    });
+
     document.body.addEventListener("htmx:afterSwap", () => {
       syncEmpty();
       tick();

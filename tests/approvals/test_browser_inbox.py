@@ -8,6 +8,7 @@ worker subprocess on PostgreSQL, and saves docs/inbox.png.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,7 +81,7 @@ def _second_page(browser, server_url: str, user):
 
 
 def _flow(asgi_live_server, page, browser, login_as, acme, approver, second_approver, agent_and_key,
-          screenshot: Path | None) -> None:
+          screenshot: Path | None, keyboard: bool = False) -> None:
     build_refund_world(acme)
     inbox_url = asgi_live_server.url + reverse("approvals:inbox")
     login_as(approver)
@@ -117,7 +118,14 @@ def _flow(asgi_live_server, page, browser, login_as, acme, approver, second_appr
         poller.start()
         time.sleep(0.3)  # the agent is waiting in its long poll
         clicked = time.monotonic()
-        page.locator(f"#approval-{target} button[data-action=approve]").click()
+        if keyboard:  # newest first: the target is the second card; j, j selects it, a approves it
+            page.locator("h1").click()
+            page.keyboard.press("j")
+            page.keyboard.press("j")
+            expect(page.locator(f"#approval-{target}")).to_have_class(re.compile("selected"))
+            page.keyboard.press("a")
+        else:
+            page.locator(f"#approval-{target} button[data-action=approve]").click()
         expect(page.locator(f"#approval-{target}")).to_contain_text("approved by approver")
         poller.join(45)
         assert found, "the long poll never returned the executed result"
@@ -139,7 +147,8 @@ def test_live_inbox(asgi_live_server, page, browser, login_as, acme, approver, s
     from channels.layers import channel_layers
 
     channel_layers.backends.clear()
-    _flow(asgi_live_server, page, browser, login_as, acme, approver, second_approver, agent_and_key, None)
+    _flow(asgi_live_server, page, browser, login_as, acme, approver, second_approver, agent_and_key, None,
+          keyboard=True)
 
 
 @pytest.mark.postgres
