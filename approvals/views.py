@@ -88,6 +88,8 @@ def _detail_context(approval: ApprovalRequest, user, error: str = "") -> dict:
 @require_POST
 def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     approval = _get_approval_for_user(request.user, approval_id)
+    if not has_role(request.user, approval.tenant, Role.APPROVER):  # the role before the form: viewers get 403
+        raise PermissionDenied("Only approvers of this tenant decide its requests.")
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return _decision_reply(request, approval, error="Choose approve or decline.", status=400)
