@@ -1,0 +1,506 @@
+"""Load: many concurrent agents through a live deployment, a scripted approver, then the books.
+
+The deployment is real: uvicorn with two workers (console.asgi), a Celery worker, PostgreSQL and
+Redis. Each simulated agent loops: start a run, send a batch (two reads and, in turn, a write that
+is allowed or a refund that needs approval), follow the run's events by long poll until every
+approved call has its outcome, read the run. A scripted approver listens on /ws/approvals/ with a
+session cookie (two sockets, two people, so decisions race) and decides through the approver API
+with a personal access token; it declines one request in five, and re-reads the pending list every
+second because a websocket message is a hint, not the only copy.
+
+The skills call a small ledger service in this process over `http:`; it counts every side effect
+by (run, call), which is how "executed exactly once" is checked across processes.
+
+Then the books, from the database (any discrepancy fails the run):
+- every call has exactly one outcome (a final status and a stored result);
+- every approval request was decided or expired exactly once (audit log), none left pending;
+- every approved call executed exactly once (the ledger) and no declined call executed at all;
+- every run is final, or paused with a reason, or running with nothing outstanding;
+- no span is missing (each call has its tool_call span, each approval its requested/decided spans).
+
+Run: `make load` (200 agents × 60 s) or `.venv/bin/python -m bench.load --agents 20 --seconds 10`.
+Environment: `AIRLOCK_LOAD_DATABASE_URL` (a database this script DROPS and recreates; default
+postgres://postgres@127.0.0.1:5432/airlock_load), `AIRLOCK_LOAD_REDIS_URL` (else REDIS_URL, else
+redis://127.0.0.1:6379/0; the db is flushed), `LOAD_AGENTS`, `LOAD_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from bench.common import Figure, percentile, print_table
+
+ROOT = Path(__file__).resolve().parent.parent
+APPROVERS = 2
+DECLINE_EVERY = 5
+SETTLE_SECONDS = 90
+AGENT_KEYS = 50  # agent rows; simulated agents share them round-robin
+
+
+def _database_url() -> str:
+    return os.environ.get("AIRLOCK_LOAD_DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/airlock_load"
+
+
+def _redis_url() -> str:
+    return os.environ.get("AIRLOCK_LOAD_REDIS_URL") or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+
+
+def _fresh_database(url: str) -> None:
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    admin = parts._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        connection.execute(f'CREATE DATABASE "{name}"')
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# --- the ledger: the skills' downstream service, counting side effects by (run, call) ---------
+
+class Ledger:
+    def __init__(self) -> None:
+        self.effects: Counter = Counter()
+        self.lock = threading.Lock()
+        ledger = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.endswith("/effect"):
+                    with ledger.lock:
+                        ledger.effects[(self.headers.get("X-Airlock-Run"), self.headers.get("X-Airlock-Call"))] += 1
+                body = b'{"ok": true}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+# --- seeding, in a subprocess on the load database ------------------------------------------
+
+def seed(ledger_url: str, agents: int) -> dict:
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+
+    call_command("migrate", verbosity=0)
+    from console.models import Membership, Role, Team, Tenant
+    from console.services import create_agent, create_personal_token
+    from registry.snapshots import publish_snapshot
+    from tests.runs.factories import grant, make_skill
+
+    tenant = Tenant.objects.create(slug="load", name="Load")
+    team = Team.objects.create(slug="load-team", name="Load team")
+    amount = {"type": "object", "properties": {"amount_cents": {"type": "integer", "minimum": 1},
+                                               "note": {"type": "string"}},
+              "required": ["amount_cents"], "additionalProperties": False}
+    make_skill("load.lookup", effect="read", team=team, publish=False, adapter=f"{ledger_url}/lookup")
+    make_skill("load.note", effect="write", team=team, publish=False, adapter=f"{ledger_url}/effect", schema=amount)
+    make_skill("load.refund", effect="external", approval="required", team=team, publish=False,
+               adapter=f"{ledger_url}/effect", schema=amount)
+    grant(tenant, "load.*")
+    publish_snapshot(reason="load test")
+    approvers = []
+    for i in range(APPROVERS):
+        user = get_user_model().objects.create_user(f"load-approver{i}", email=f"a{i}@example.com")
+        Membership.objects.create(tenant=tenant, user=user, role=Role.APPROVER)
+        client = Client()
+        client.force_login(user)
+        approvers.append({"cookie": client.cookies[settings.SESSION_COOKIE_NAME].value,
+                          "pat": create_personal_token(user=user, name="load")[1]})
+    keys = [create_agent(tenant=tenant, name=f"load-bot-{i}", role="support")[1]
+            for i in range(min(agents, AGENT_KEYS))]
+    return {"keys": keys, "approvers": approvers, "cookie_name": settings.SESSION_COOKIE_NAME}
+
+
+# --- the agents ------------------------------------------------------------------------------
+
+@dataclass
+class Stats:
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    statuses: Counter = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    runs: int = 0
+    calls: int = 0
+    waited: int = 0
+    decisions: Counter = field(default_factory=Counter)
+
+    async def request(self, http, endpoint: str, method: str, url: str, **kwargs):
+        started = time.perf_counter()
+        response = await http.request(method, url, **kwargs)
+        self.latencies[endpoint].append((time.perf_counter() - started) * 1000)
+        self.statuses[(endpoint, response.status_code)] += 1
+        if response.status_code >= 500:
+            self.errors.append(f"{endpoint} {response.status_code}: {response.text[:200]}")
+        return response
+
+
+async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Event) -> None:
+    headers = {"Authorization": f"Bearer {key}"}
+    episode = 0
+    while not stop.is_set():
+        episode += 1
+        response = await stats.request(http, "POST /runs", "POST", "/api/v1/runs", headers=headers,
+                                       json={"end_user": f"user-{index}", "task": "load"})
+        if response.status_code != 201:
+            continue
+        run_id = response.json()["run_id"]
+        stats.runs += 1
+        third = ({"call_id": "c3", "name": "load.refund", "arguments": {"amount_cents": 100 + episode},
+                  "idempotency_key": f"{run_id}:refund"} if episode % 2 else
+                 {"call_id": "c3", "name": "load.note", "arguments": {"amount_cents": 1, "note": "n"}})
+        calls = [{"call_id": "c1", "name": "load.lookup", "arguments": {"q": "a"}},
+                 {"call_id": "c2", "name": "load.lookup", "arguments": {"q": "b"}}, third]
+        response = await stats.request(http, "POST /runs/{id}/calls", "POST", f"/api/v1/runs/{run_id}/calls",
+                                       headers=headers, json={"calls": calls})
+        if response.status_code != 200:
+            continue
+        stats.calls += len(calls)
+        waiting = {r["call_id"] for r in response.json()["results"] if r["status"] == "approval_required"}
+        cursor = 0
+        deadline = time.monotonic() + 60
+        while waiting and time.monotonic() < deadline:
+            response = await stats.request(http, "GET /runs/{id}/events (long poll)", "GET",
+                                           f"/api/v1/runs/{run_id}/events", headers=headers,
+                                           params={"after": cursor, "wait": 20})
+            if response.status_code != 200:
+                await asyncio.sleep(0.5)
+                continue
+            body = response.json()
+            cursor = body["next_cursor"]
+            for event in body["events"]:
+                if event["kind"] == "call.completed":
+                    waiting.discard(event["payload"]["call_id"])
+        if waiting:
+            stats.errors.append(f"run {run_id}: no outcome within 60 s for {sorted(waiting)}")
+        else:
+            stats.waited += 1 if episode % 2 else 0
+        await stats.request(http, "GET /runs/{id}", "GET", f"/api/v1/runs/{run_id}", headers=headers)
+
+
+# --- the scripted approver -------------------------------------------------------------------
+
+async def approver_loop(base: str, seeded: dict, who: int, stats: Stats, stop: asyncio.Event) -> None:
+    """Listens on the websocket, decides by the approver API; re-reads pending every second."""
+    import httpx
+    from websockets.asyncio.client import connect
+
+    person = seeded["approvers"][who]
+    hints: asyncio.Queue[int] = asyncio.Queue()
+    seen: set[int] = set()
+    headers = {"Authorization": f"Bearer {person['pat']}"}
+
+    async def listen() -> None:
+        while not stop.is_set():
+            try:
+                async with connect(base.replace("http://", "ws://") + "/ws/approvals/", origin=base,
+                                   additional_headers={"Cookie": f"{seeded['cookie_name']}={person['cookie']}"}) as ws:
+                    async for message in ws:
+                        data = json.loads(message)
+                        if data.get("status") == "pending":
+                            stats.decisions["websocket hints"] += 1
+                            hints.put_nowait(data["approval_id"])
+            except Exception:  # noqa: BLE001 - reconnect; the pending re-read covers the gap
+                await asyncio.sleep(0.5)
+
+    async def reread() -> None:
+        while not stop.is_set():
+            await asyncio.sleep(1)
+            response = await http.get("/api/v1/approvals", params={"status": "pending"}, headers=headers)
+            if response.status_code == 200:
+                for approval in response.json()["results"]:
+                    hints.put_nowait(approval["id"])
+
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        tasks = [asyncio.create_task(listen()), asyncio.create_task(reread())]
+        try:
+            while not stop.is_set():
+                try:
+                    approval_id = await asyncio.wait_for(hints.get(), 0.5)
+                except TimeoutError:
+                    continue
+                if approval_id in seen:
+                    continue
+                seen.add(approval_id)
+                decision = "decline" if approval_id % DECLINE_EVERY == 0 else "approve"
+                response = await stats.request(http, "POST /approvals/{id}/decision", "POST",
+                                               f"/api/v1/approvals/{approval_id}/decision", headers=headers,
+                                               json={"decision": decision, "reason": "load"})
+                stats.decisions[f"{decision} → {response.status_code}"] += 1
+        finally:
+            for task in tasks:
+                task.cancel()
+
+
+async def drive(base: str, seeded: dict, agents: int, seconds: float) -> tuple[Stats, float]:
+    import httpx
+
+    stats = Stats()
+    stop_agents, stop_approvers = asyncio.Event(), asyncio.Event()
+    limits = httpx.Limits(max_connections=agents + 20, max_keepalive_connections=agents + 20)
+    approvers = [asyncio.create_task(approver_loop(base, seeded, i, stats, stop_approvers))
+                 for i in range(len(seeded["approvers"]))]
+    await asyncio.sleep(1)  # sockets connected before the first request
+    async with httpx.AsyncClient(base_url=base, timeout=90, limits=limits) as http:
+        started = time.perf_counter()
+        tasks = [asyncio.create_task(agent_loop(i, http, seeded["keys"][i % len(seeded["keys"])], stats, stop_agents))
+                 for i in range(agents)]
+        await asyncio.sleep(seconds)
+        stop_agents.set()
+        await asyncio.wait(tasks, timeout=SETTLE_SECONDS)
+        elapsed = time.perf_counter() - started
+    stop_approvers.set()
+    await asyncio.wait(approvers, timeout=5)
+    return stats, elapsed
+
+
+# --- the books ------------------------------------------------------------------------------
+
+def check_books(effects: Counter) -> dict:
+    """In a subprocess on the load database: every discrepancy, by kind (empty lists = balanced)."""
+    import django
+
+    django.setup()
+    from django.db.models import Count, Q
+
+    from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalStatus
+    from runs.models import CallStatus, Run, RunStatus, ToolCall
+    from traces.models import Span
+
+    problems: dict[str, list[str]] = defaultdict(list)
+    final_calls = {CallStatus.DENIED, CallStatus.INVALID, CallStatus.SUCCEEDED, CallStatus.FAILED,
+                   "declined", "expired", "timeout_unknown", "reconciled", "cancelled"}
+    calls = list(ToolCall.objects.select_related("run").annotate(
+        tool_spans=Count("spans", filter=Q(spans__kind="tool_call"))))
+    for call in calls:
+        label = f"{call.run_id}/{call.call_id}"
+        if call.status not in final_calls or call.result is None:
+            problems["call without exactly one outcome"].append(f"{label} is {call.status}")
+        if call.tool_spans < 1:
+            problems["span missing"].append(f"{label}: no tool_call span")
+    by_call = {(str(c.run_id), c.call_id): c for c in calls}
+    approvals = list(ApprovalRequest.objects.select_related("call"))
+    closing = Counter(ApprovalEvent.objects.filter(from_status=ApprovalStatus.PENDING)
+                      .exclude(to_status="").values_list("request_id", flat=True))
+    executed_events = Counter(ApprovalEvent.objects.filter(to_status=ApprovalStatus.EXECUTED)
+                              .values_list("request_id", flat=True))
+    span_names = defaultdict(set)
+    for call_id, name in Span.objects.filter(kind="approval").values_list("call_id", "name"):
+        span_names[call_id].add(name)
+    for approval in approvals:
+        label = f"approval {approval.pk}"
+        if approval.status == ApprovalStatus.PENDING:
+            problems["approval never decided"].append(label)
+            continue
+        if closing[approval.pk] != 1:
+            problems["approval not decided exactly once (audit log)"].append(f"{label}: {closing[approval.pk]}")
+        key = (str(approval.call.run_id), approval.call.call_id)
+        if approval.status in (ApprovalStatus.EXECUTED, ApprovalStatus.APPROVED, ApprovalStatus.EXECUTING):
+            if approval.status != ApprovalStatus.EXECUTED or executed_events[approval.pk] != 1:
+                problems["approved action not executed exactly once"].append(f"{label}: {approval.status}")
+            if effects[key] != 1:
+                problems["approved action not executed exactly once"].append(f"{label}: {effects[key]} side effects")
+        elif effects[key]:
+            problems["declined or expired action executed"].append(f"{label}: {effects[key]} side effects")
+        names = span_names[approval.call_id]
+        if "approval.requested" not in names or not any(n != "approval.requested" for n in names):
+            problems["span missing"].append(f"{label}: approval spans {sorted(names)}")
+    for (run_id, call_id), count in effects.items():
+        call = by_call.get((run_id, call_id))
+        if call is None or count != 1:
+            problems["side effect not matched to one call"].append(f"{run_id}/{call_id}: {count}")
+    for run in Run.objects.prefetch_related("calls"):
+        outstanding = [c for c in run.calls.all() if c.status not in final_calls]
+        if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
+            continue
+        if run.status == RunStatus.PAUSED and run.status_reason and outstanding:
+            continue
+        if run.status == RunStatus.RUNNING and not outstanding:
+            continue
+        problems["run neither final nor paused with a reason"].append(
+            f"{run.pk}: {run.status} ({run.status_reason!r}), {len(outstanding)} outstanding")
+    return {"counts": {"runs": Run.objects.count(), "calls": len(calls), "approvals": len(approvals),
+                       "executed": sum(a.status == ApprovalStatus.EXECUTED for a in approvals),
+                       "declined": sum(a.status == ApprovalStatus.DECLINED for a in approvals),
+                       "side effects": sum(effects.values()), "spans": Span.objects.count()},
+            "problems": {k: v for k, v in problems.items()}}
+
+
+# --- orchestration --------------------------------------------------------------------------
+
+def _env(workdir: Path) -> dict:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    pem = Ed25519PrivateKey.generate().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption()).decode()
+    env = dict(os.environ)
+    env.update({
+        "DJANGO_SETTINGS_MODULE": "bench.gate_settings", "DEBUG": "0", "SECRET_KEY": "load-" + "z" * 50,
+        "ALLOWED_HOSTS": "127.0.0.1", "SECURE_SSL_REDIRECT": "0", "SESSION_COOKIE_SECURE": "0",
+        "AIRLOCK_SIGNING_KEY": pem, "AIRLOCK_VAR_DIR": str(workdir), "PYTHONPATH": str(ROOT),
+        "DATABASE_URL": _database_url(), "REDIS_URL": _redis_url(),
+        "AIRLOCK_CHANNEL_PREFIX": f"load{os.getpid()}", "LOG_LEVEL": "WARNING",
+    })
+    return env
+
+
+def _subprocess_json(args: list[str], env: dict, payload: str = "") -> dict:
+    done = subprocess.run([sys.executable, "-m", "bench.load", *args], env=env, cwd=ROOT, input=payload,
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.load {args[0]} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _wait_ready(check, process: subprocess.Popen, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}")
+        if check():
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} did not start in time")
+
+
+@dataclass
+class LoadResult:
+    figures: list[Figure]
+    stats: Stats
+    books: dict
+    elapsed: float
+
+    @property
+    def balanced(self) -> bool:
+        return not self.books["problems"] and not self.stats.errors
+
+
+def load(agents: int, seconds: float, log=print) -> LoadResult:
+    import httpx
+    import redis
+
+    redis.Redis.from_url(_redis_url()).flushdb()
+    _fresh_database(_database_url())
+    workdir = Path(tempfile.mkdtemp(prefix="airlock-load-"))
+    env = _env(workdir)
+    ledger = Ledger()
+    seeded = _subprocess_json(["--seed", ledger.url, str(agents)], env)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1",
+                               "--port", str(port), "--workers", "2", "--log-level", "warning"], env=env, cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=(workdir / "server.log").open("w"))
+    worker_log = workdir / "worker.log"
+    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "console", "worker", "--concurrency=4",
+                               "-n", f"load{os.getpid()}@%h", "--without-gossip", "--without-mingle",
+                               "--loglevel=INFO"], env=env, cwd=ROOT, stdout=worker_log.open("w"),
+                              stderr=subprocess.STDOUT)
+    try:
+        def server_up() -> bool:
+            try:
+                return httpx.get(base + "/healthz", timeout=2).status_code < 500
+            except httpx.HTTPError:
+                return False
+
+        _wait_ready(server_up, server, "uvicorn")
+        _wait_ready(lambda: "ready" in worker_log.read_text(), worker, "the Celery worker")
+        log(f"[load] {agents} agents for {seconds:g} s against {base} (logs in {workdir})")
+        stats, elapsed = asyncio.run(drive(base, seeded, agents, seconds))
+    finally:
+        for process in (server, worker):
+            process.terminate()
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        ledger.server.shutdown()
+    effects = json.dumps([[run, call, count] for (run, call), count in ledger.effects.items()])
+    books = _subprocess_json(["--books"], env, payload=effects)
+    total = sum(len(v) for v in stats.latencies.values())
+    figures = [Figure(f"{agents} agents × {seconds:g} s: requests", total / elapsed, "req/s"),
+               Figure(f"{agents} agents × {seconds:g} s: tool calls", stats.calls / elapsed, "calls/s")]
+    for endpoint, samples in sorted(stats.latencies.items()):
+        for label, pct in (("p50", 50), ("p95", 95), ("p99", 99)):
+            figures.append(Figure(f"{endpoint} {label}", percentile(samples, pct), "ms"))
+    return LoadResult(figures=figures, stats=stats, books=books, elapsed=elapsed)
+
+
+def report(result: LoadResult) -> None:
+    stats = result.stats
+    print(f"\n{stats.runs} runs, {stats.calls} tool calls, {sum(len(v) for v in stats.latencies.values())} "
+          f"requests in {result.elapsed:.1f} s")
+    print("responses: " + ", ".join(f"{e} {s}: {n}" for (e, s), n in sorted(stats.statuses.items())))
+    print("approver: " + ", ".join(f"{k}: {v}" for k, v in sorted(stats.decisions.items())))
+    print("books: " + ", ".join(f"{k} {v}" for k, v in result.books["counts"].items()))
+    for kind, items in result.books["problems"].items():
+        print(f"DISCREPANCY {kind}: {len(items)} (e.g. {items[:3]})")
+    for error in stats.errors[:10]:
+        print(f"ERROR {error}")
+    print("BOOKS BALANCE" if result.balanced else "BOOKS DO NOT BALANCE")
+
+
+def run() -> list[Figure]:
+    """For `make bench`: the full load (LOAD_AGENTS, LOAD_SECONDS; default 200 × 60 s)."""
+    result = load(int(os.environ.get("LOAD_AGENTS", 200)), float(os.environ.get("LOAD_SECONDS", 60)),
+                  log=lambda line: print(line, file=sys.stderr))
+    report(result)
+    if not result.balanced:
+        raise RuntimeError("the books do not balance (see DISCREPANCY lines)")
+    return result.figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=int(os.environ.get("LOAD_AGENTS", 200)))
+    parser.add_argument("--seconds", type=float, default=float(os.environ.get("LOAD_SECONDS", 60)))
+    args = parser.parse_args()
+    result = load(args.agents, args.seconds)
+    print_table(result.figures, f"Load: {args.agents} agents for {args.seconds:g} s")
+    report(result)
+    return 0 if result.balanced else 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--seed"]:
+        print(json.dumps(seed(sys.argv[2], int(sys.argv[3]))))
+    elif sys.argv[1:2] == ["--books"]:
+        rows = json.loads(sys.stdin.read())
+        print(json.dumps(check_books(Counter({(run, call): count for run, call, count in rows}))))
+    else:
+        sys.exit(main())
