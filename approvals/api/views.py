@@ -30,7 +30,7 @@ def _queryset():
     return ApprovalRequest.objects.select_related("tenant").prefetch_related("votes__user")
 
 
-@extend_schema(responses={200: dict})
+@extend_schema(operation_id="approvals_list", responses={200: dict})
 @api_view(["GET"])
 @permission_classes([IsHuman])
 def approval_list(request: Request) -> Response:
@@ -45,14 +45,14 @@ def approval_list(request: Request) -> Response:
     return Response({"results": [approval_to_dict(a) for a in approvals.order_by("-created_at", "-id")[:LIST_LIMIT]]})
 
 
-@extend_schema(responses={200: dict})
+@extend_schema(operation_id="approvals_retrieve", responses={200: dict})
 @api_view(["GET"])
 @permission_classes([IsHuman])
 def approval_detail(request: Request, approval_id: int) -> Response:
     return Response(approval_to_dict(get_visible_or_404(_queryset(), request.user, pk=approval_id)))
 
 
-@extend_schema(request=DecisionBody, responses={200: dict, 409: dict})
+@extend_schema(operation_id="approvals_decide", request=DecisionBody, responses={200: dict, 409: dict})
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def approval_decision(request: Request, approval_id: int) -> Response:
