@@ -112,18 +112,23 @@ def _rank_python(query: str, entries: list[dict], limit: int, index: SnapshotInd
 
 
 def _rank_postgres(query: str, entries: list[dict], limit: int, index: SnapshotIndex) -> list[dict]:
-    """Full-text ranking on the stored, GIN-indexed tsvector, restricted to the permitted versions."""
+    """Full-text scores from the GIN-indexed tsvector; unpermitted rows are dropped before ordering.
+
+    ts_rank scores each row on its own, so dropping rows first or after gives the same order;
+    passing thousands of permitted ids as an IN list cost more than the search itself.
+    """
     by_id = {entry["skill_version_id"]: entry for entry in entries}
     if not by_id:
         return []
     search = SearchQuery(" OR ".join(_tokens(query)) or query, config="english", search_type="websearch")
-    ids = (
-        SkillVersion.objects.filter(pk__in=list(by_id), search_vector=search)
+    scored = (
+        SkillVersion.objects.filter(search_vector=search, status="active")
         .annotate(rank=SearchRank(F("search_vector"), search))
-        .order_by("-rank", "pk")
-        .values_list("pk", flat=True)[:limit]
+        .values_list("pk", "rank")
     )
-    return [by_id[pk] for pk in ids]
+    permitted = [(rank, pk) for pk, rank in scored if pk in by_id]
+    permitted.sort(key=lambda item: (-item[0], item[1]))
+    return [by_id[pk] for _, pk in permitted[:limit]]
 
 
 @dataclass
