@@ -151,7 +151,7 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
                         "arguments_sha256": request.arguments_sha256})
         append_event(run=run, kind="approval.requested", payload={"approval_id": request.pk, "call_id": call.call_id})
         broadcast.approval_changed(request)
-    _record_span(run=run, kind="approval", name="approval.requested", started_at=now, ended_at=now, call=call,
+    _record_span(run=run, kind="approval_request", name="approval.requested", started_at=now, ended_at=now, call=call,
                  skill_name=call.name, skill_version=skill_version or "", verdict="confirm",
                  attributes={"approval_id": request.pk, "rule_id": request.rule_id, "reason": request.reason})
     return request
@@ -270,8 +270,8 @@ def _finish_decision(approval: ApprovalRequest, *, user, to_status: str, reason:
                              extra=extra)
     if not won:
         _refuse_if_not_pending(approval)
-    _record_span(run=approval.call.run, kind="approval", name=f"approval.{to_status}", started_at=approval.created_at,
-                 ended_at=now, call=approval.call, skill_name=approval.skill_name,
+    _record_span(run=approval.call.run, kind="approval_decision", name=f"approval.{to_status}",
+                 started_at=approval.created_at, ended_at=now, call=approval.call, skill_name=approval.skill_name,
                  skill_version=approval.skill_version, verdict="confirm", outcome=to_status,
                  attributes={"approval_id": approval.pk, "decided_by": approval.decided_by_label,
                              "edited": edit is not None})

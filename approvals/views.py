@@ -6,11 +6,13 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals import queries, services
 from approvals.forms import DecisionForm, InboxFilterForm
 from approvals.models import ApprovalEvent, ApprovalRequest
+from approvals.services import escalation_threshold
 from console.models import Agent, Role
 from console.tenancy import get_visible_or_404, has_role, tenants_for
 
@@ -28,7 +30,8 @@ def _filters(request: HttpRequest) -> dict:
 def _card_context(approval: ApprovalRequest, user) -> dict:
     return {"approval": approval, "arguments_json": json.dumps(approval.action.get("arguments"), indent=2,
                                                                ensure_ascii=False, sort_keys=True),
-            "overdue": approval.escalated_at is not None or approval.is_expired_now,
+            "overdue": approval.is_pending and (approval.escalated_at is not None or
+                                                timezone.now() - approval.created_at >= escalation_threshold(approval)),
             "own_run": approval.acts_for(user), "my_vote": any(v.user_id == user.pk for v in approval.votes.all())}
 
 

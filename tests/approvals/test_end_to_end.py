@@ -79,6 +79,11 @@ def test_edited_arguments_run_through_the_gate(agent_client, world, approver, dj
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.EXECUTED and approval.outcome["content"]["amount_cents"] == 2500
     assert worker_tools.executions()[0]["result"]["amount_cents"] == 2500
+    from traces.models import Span
+
+    kinds = set(Span.objects.filter(trace__run_id=run["run_id"]).values_list("kind", "name"))
+    assert {("approval_request", "approval.requested"), ("approval_decision", "approval.approved"),
+            ("approval", "approval.resumed")} <= kinds
 
 
 class WorkerKilled(BaseException):
