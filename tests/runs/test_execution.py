@@ -230,3 +230,44 @@ def test_gate_failure_fails_closed(agent_client, skills, monkeypatch):
     assert result["error"]["class"] == "internal" and "policy store" not in str(result)
     assert ToolCall.objects.get(call_id="c1").status == CallStatus.FAILED
     assert not IdempotencyRecord.objects.exists()
+
+
+@pytest.mark.redis
+def test_rate_limit_counts_in_redis(agent_client, skills, settings):
+    from django.core.cache import caches
+
+    assert "redis" in type(caches["default"]).__module__
+    settings.AIRLOCK_RATE_LIMITS = {"agent_per_minute": 1}
+    run = start_run(agent_client)
+    body = post_calls(agent_client, run["run_id"], [call("c1", "orders.echo_write", {"i": 1}),
+                                                    call("c2", "orders.echo_write", {"i": 2})]).json()
+    assert [r["status"] for r in body["results"]] == ["ok", "error"]
+    assert body["results"][1]["error"]["retry_after"] >= 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_batches_with_one_key_execute_once(agent_client, acme):
+    """Two requests racing with the same idempotency key: one executes, the other gets in_progress
+    or the recorded outcome; the refund exists once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connections
+
+    make_skill("billing.create_refund_request", effect="write", adapter="python:demo.create_refund_request")
+    grant(acme, "billing.*")
+    arguments = {"order_id": "ord_5001", "amount_cents": 100, "currency": "EUR", "reason_code": "late"}
+    runs = [start_run(agent_client)["run_id"] for _ in range(4)]
+
+    def propose(run_id):
+        try:
+            return post_calls(agent_client, run_id, [call("c1", "billing.create_refund_request", arguments,
+                                                          idempotency_key="race-1")]).json()["results"][0]
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(propose, runs))
+    assert len(demo_tools.refunds()) == 1
+    assert {r["status"] for r in results} <= {"ok", "error"}
+    assert all(r["status"] == "ok" or r["error"]["code"] == "in_progress" for r in results)
