@@ -142,3 +142,37 @@ def test_list_and_skill_page(asgi_live_server, owner, acme, agent, snapshot, own
         _shot(page, "skill")
 
     in_browser(asgi_live_server, owner, script)
+
+
+def test_alerts_page_and_settings_form(asgi_live_server, owner, tenant_admin, run, owned_skill):  # noqa: F811
+    from traces.models import AlertKind, AlertRule
+    from traces.services import evaluate_alert_rules
+
+    AlertRule.objects.create(skill_name=owned_skill.name, kind=AlertKind.ERROR_RATE, threshold=0.2,
+                             window=timedelta(hours=1), min_calls=2)
+    start = timezone.now() - timedelta(minutes=3)
+    for i in range(4):
+        record_span(run=run, kind="tool_call", name=owned_skill.name, skill_name=owned_skill.name,
+                    started_at=start + timedelta(seconds=i), error_class="timeout" if i < 2 else "")
+    evaluate_alert_rules()
+    alerts_url = asgi_live_server.url + reverse("traces:alerts")
+    settings_url = asgi_live_server.url + reverse("traces:settings", args=["acme"])
+
+    def alerts(page):
+        page.goto(alerts_url)
+        expect(page.locator("tbody tr")).to_contain_text("2 of 4 calls failed")
+        _shot(page, "alerts")
+
+    def settings_form(page):
+        page.goto(settings_url)
+        page.fill("#id_retention_days", "14")
+        page.check("#id_forward_enabled")
+        page.fill("#id_forward_endpoint", "https://collector.example:4318/v1/traces")
+        page.click("main form.stack button[type=submit]")
+        expect(page.locator(".messages")).to_contain_text("Trace settings saved.")
+        _shot(page, "settings")
+
+    in_browser(asgi_live_server, owner, alerts)
+    in_browser(asgi_live_server, tenant_admin, settings_form)
+    run.tenant.refresh_from_db()
+    assert run.tenant.trace_retention == timedelta(days=14)

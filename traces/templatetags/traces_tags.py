@@ -48,3 +48,14 @@ KIND_LABELS = {"run": "run", "model_turn": "model", "tool_call": "tool", "policy
 @register.filter
 def kind_label(value: str) -> str:
     return KIND_LABELS.get(value, value)
+
+
+@register.filter
+def window(value: Any) -> str:
+    """A timedelta as people say it: 15 min, 1 h, 7 d."""
+    seconds = int(value.total_seconds()) if value else 0
+    if seconds and seconds % 86400 == 0:
+        return f"{seconds // 86400} d"
+    if seconds and seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min"
