@@ -67,3 +67,17 @@ def test_a_span_earlier_than_the_run_moves_the_trace_start_back(run):
     record_span(run=run, kind="model_turn", name="plan", started_at=earlier, ended_at=earlier + timedelta(seconds=1))
     trace.refresh_from_db()
     assert trace.started_at == earlier
+
+
+def test_finish_span_closes_an_open_span_and_counts_its_error(run):
+    from traces.recording import finish_span
+
+    start = timezone.now()
+    span = record_span(run=run, kind="execution_attempt", name="attempt 1", started_at=start)
+    finish_span(span, ended_at=start + timedelta(milliseconds=250), outcome="failed", error_class="timeout",
+                attributes={"authorization": "Bearer abcdefghijklmnop"})
+    span.refresh_from_db()
+    assert span.duration_ms == pytest.approx(250) and span.outcome == "failed"
+    assert span.attributes["authorization"]["redacted"] is True
+    trace = Trace.objects.get()
+    assert trace.error_count == 1 and trace.ended_at == start + timedelta(milliseconds=250)
