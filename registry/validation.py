@@ -342,7 +342,7 @@ def _lint_name(name: str, input_schema: dict, effect: str) -> list[dict]:
                 "Name the lookup key: use a specific parameter (user_id, order_id) or _by_<key>.",
             )
         )
-    if effect == "destructive" and "permanently" not in tool:
+    if effect == "destructive" and "permanently" not in tool and verb not in AMBIGUOUS_VERBS:
         warnings.append(
             problem(
                 "$.name",

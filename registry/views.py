@@ -97,7 +97,7 @@ def schema_fields(schema: dict, prefix: str = "") -> list[dict]:
             continue
         types = sub.get("type", "any")
         constraints = [
-            f"{key} {sub[key]}"
+            f"{key} {json.dumps(sub[key]) if key == 'default' else sub[key]}"
             for key in ("minLength", "maxLength", "minimum", "maximum", "pattern", "format", "default")
             if key in sub
         ]

@@ -25,4 +25,9 @@ def notify_customer(ticket_id: str, message: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run(transport="stdio")
+    import sys
+
+    if len(sys.argv) > 1:  # a port: serve streamable HTTP at http://127.0.0.1:<port>/mcp
+        server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    else:
+        server.run(transport="stdio")

@@ -51,3 +51,40 @@ def test_command_imports_from_a_stdio_subprocess(owner_team):
     )
     assert "3 draft(s) in mcp.desk" in out.getvalue()
     assert SkillVersion.objects.filter(skill__namespace="mcp.desk", defaults_confirmed=False).count() == 3
+
+
+@pytest.fixture
+def http_server_url():
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "tests/registry/mcp_demo_server.py", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_console_form_imports_over_streamable_http(client, owner, owner_team, http_server_url):
+    from django.urls import reverse
+
+    from tests.conftest import login
+
+    login(client, owner)
+    response = client.post(reverse("registry:import_mcp"),
+                           {"target": http_server_url, "team": "support-tools", "server_name": "helpdesk"})
+    assert response.status_code == 200, response.content.decode()[:2000]
+    assert "mcp.helpdesk.delete_ticket" in response.content.decode()
+    assert SkillVersion.objects.filter(skill__namespace="mcp.helpdesk").count() == 3
