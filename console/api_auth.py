@@ -1,8 +1,11 @@
 """API key authentication for agents (and personal access tokens for human approvers)."""
 
+import time
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
@@ -12,6 +15,38 @@ from console.models import Agent, PersonalAccessToken
 class KeyError401(exceptions.AuthenticationFailed):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(detail=message, code=code)
+
+
+class TooManyBadKeys(exceptions.AuthenticationFailed):
+    """429 for a client that keeps sending unknown keys; the key is not even looked up.
+
+    An AuthenticationFailed, so that the plain-Django endpoints (events, OTLP) refuse it too."""
+
+    status_code = 429
+
+    def __init__(self, wait: int) -> None:
+        self.wait = wait
+        super().__init__(detail=f"Too many invalid keys from this client; retry in {wait} s.", code="too_many_bad_keys")
+
+
+def _bad_key_counter(request) -> str:
+    window = int(time.time() // 60)
+    return f"airlock:bad-keys:{request.META.get('REMOTE_ADDR', '')}:{window}"
+
+
+def _refuse_if_guessing(request) -> None:
+    limit = getattr(settings, "AIRLOCK_BAD_KEYS_PER_MINUTE", 30)
+    if (cache.get(_bad_key_counter(request)) or 0) >= limit:
+        raise TooManyBadKeys(wait=60 - int(time.time()) % 60)
+
+
+def _count_bad_key(request) -> None:
+    counter = _bad_key_counter(request)
+    cache.add(counter, 0, timeout=120)
+    try:
+        cache.incr(counter)
+    except ValueError:  # expired between add and incr
+        cache.set(counter, 1, timeout=120)
 
 
 @dataclass(frozen=True)
@@ -49,6 +84,14 @@ class AgentKeyAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1")
         if not header:
             return None
+        _refuse_if_guessing(request)
+        try:
+            return self._authenticate_token(header)
+        except KeyError401:
+            _count_bad_key(request)
+            raise
+
+    def _authenticate_token(self, header: str):
         scheme, _, token = header.partition(" ")
         token = token.strip()
         if scheme.lower() != self.keyword.lower() or not token or " " in token:
