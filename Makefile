@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install migrate seed lint bench worker beat clean
+.PHONY: run test install migrate seed lint bench load worker beat clean
 
 $(VENV)/.installed: pyproject.toml sdk/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("Airlock needs Python 3.11 or newer") if sys.version_info < (3, 11) else None'
@@ -34,6 +34,10 @@ lint: install
 
 bench: install
 	$(PY) -m bench
+
+# 200 agents for 60 s through uvicorn (2 workers), a Celery worker, PostgreSQL and Redis; then the books.
+load: install
+	$(PY) -m bench.load --agents $${LOAD_AGENTS:-200} --seconds $${LOAD_SECONDS:-60}
 
 worker: install
 	$(VENV)/bin/celery -A console worker --loglevel INFO
