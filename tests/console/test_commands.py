@@ -85,6 +85,7 @@ def test_seed_demo_printed_keys_work():
 def test_serve_banner_prints_the_url_and_the_demo_logins(settings):
     from console.management.commands.serve import Command
 
+    settings.REDIS_URL = ""
     out = StringIO()
     Command(stdout=out)._banner("127.0.0.1", 8011)
     text = out.getvalue()

@@ -46,9 +46,7 @@ def load_schedule() -> list[Entry]:
 
 
 def run_entry(entry: Entry) -> bool:
-    close_old_connections()
     result = app.tasks[entry.task].apply(args=entry.args, kwargs=entry.kwargs)
-    close_old_connections()
     entry.last_run_at = app.now()
     if result.failed():
         logger.error("Periodic task %s failed:\n%s", entry.name, result.traceback)
@@ -78,7 +76,10 @@ class Command(BaseCommand):
             for entry in entries:
                 is_due, next_check = entry.schedule.is_due(entry.last_run_at)
                 if is_due:
+                    # A long-lived process: drop connections the database may have closed meanwhile.
+                    close_old_connections()
                     run_entry(entry)
+                    close_old_connections()
                 else:
                     wait = min(wait, next_check)
             time.sleep(max(wait, 0.1))
