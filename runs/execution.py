@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -82,9 +83,12 @@ def submit(*, manifest: dict, arguments: dict, context: InvocationContext) -> tu
     return pool().submit(_invoke, manifest, arguments, context, outcome), outcome
 
 
-def wait(future: Future, outcome: Outcome, *, manifest: dict, effect: str, timeout_s: float) -> Outcome:
+def wait(future: Future, outcome: Outcome, *, manifest: dict, effect: str, timeout_s: float,
+         remaining_s: float | None = None) -> Outcome:
+    """The outcome within the call's timeout; `remaining_s` when part of it was already spent waiting on others."""
     try:
-        return reliability.finish(future.result(timeout=timeout_s), manifest=manifest, effect=effect)
+        return reliability.finish(future.result(timeout=timeout_s if remaining_s is None else remaining_s),
+                                  manifest=manifest, effect=effect)
     except FutureTimeout:
         outcome.finished_at = timezone.now()
         if effect in READ_EFFECTS:
@@ -117,5 +121,7 @@ def execute_concurrently(items: list[tuple[dict, str, dict, InvocationContext]])
     for manifest, effect, arguments, context in items:
         timeout_s = timeout_of(manifest)
         future, outcome = submit(manifest=manifest, arguments=arguments, context=_with_timeout(context, timeout_s))
-        started.append((future, outcome, manifest, effect, timeout_s))
-    return [wait(f, o, manifest=m, effect=e, timeout_s=t) for f, o, m, e, t in started]
+        started.append((future, outcome, manifest, effect, timeout_s, time.monotonic() + timeout_s))
+    # Each call's timeout runs from its start, not from when we got round to waiting on it.
+    return [wait(f, o, manifest=m, effect=e, timeout_s=t, remaining_s=max(0.0, deadline - time.monotonic()))
+            for f, o, m, e, t, deadline in started]

@@ -271,3 +271,13 @@ def test_concurrent_batches_with_one_key_execute_once(agent_client, acme):
     assert len(demo_tools.refunds()) == 1
     assert {r["status"] for r in results} <= {"ok", "error"}
     assert all(r["status"] == "ok" or r["error"]["code"] == "in_progress" for r in results)
+
+
+def test_concurrent_read_timeouts_run_from_each_start_not_in_sequence(agent_client, skills):
+    run = start_run(agent_client)
+    started = time.monotonic()
+    body = post_calls(agent_client, run["run_id"], [call(f"c{i}", "orders.slow_read", {"seconds": 2})
+                                                    for i in range(5)]).json()
+    elapsed = time.monotonic() - started
+    assert [r["error"]["class"] for r in body["results"]] == ["transient"] * 5
+    assert elapsed < 0.9  # five 200 ms timeouts waited one after another would take at least 1 s
