@@ -210,3 +210,13 @@ def test_policy_list_shows_only_editable(client, acme, globex, tenant_admin):
     login(client, tenant_admin)
     page = client.get(reverse("policies:policy_list"))
     assert b"tenant rules" in page.content and b"globex secret" not in page.content
+
+
+def test_policy_page_query_count(client, acme, tenant_admin, django_assert_max_num_queries):
+    policy = tenant_policy(acme, [rule(f"r{i}", "allow", f"args.n == {i}") for i in range(20)])
+    for i in range(5):
+        PolicyTest.objects.create(policy=policy, name=f"t{i}", call={}, expected_verdict="allow")
+    login(client, tenant_admin)
+    client.get(reverse("policies:policy_detail", args=[policy.pk]))
+    with django_assert_max_num_queries(20):
+        assert client.get(reverse("policies:policy_detail", args=[policy.pk])).status_code == 200

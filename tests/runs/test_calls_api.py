@@ -209,3 +209,10 @@ def test_get_run_lists_calls(agent_client, catalog):
 def test_wrong_method_and_missing_key(client, agent_client, catalog):
     assert agent_client.get(reverse("runs_api:run_create")).status_code == 405
     assert client.post(reverse("runs_api:run_create"), {}, content_type="application/json").status_code == 401
+
+
+def test_get_run_query_count_is_constant(agent_client, catalog, django_assert_max_num_queries):
+    run, _ = run_and_call(agent_client, [call(f"c{i}", "orders.echo", {"order_id": "ord_1"}) for i in range(8)])
+    with django_assert_max_num_queries(4):  # auth, run (+snapshot, agent, tenant), calls
+        body = agent_client.get(reverse("runs_api:run_detail", args=[run["run_id"]])).json()
+    assert len(body["calls"]) == 8
