@@ -23,13 +23,37 @@ def _exposed_tools(call: Any, spans: list[Span]) -> Answer:
     for span in spans:
         exposed = span.attributes.get("airlock.resolver.exposed") or span.attributes.get("airlock.tools.exposed")
         if exposed:
-            names = exposed if isinstance(exposed, list) else [exposed]
-            status = "ok" if call.name in names else "bad"
-            return Answer(q, f"{len(names)} tools; {call.name} {'was' if status == 'ok' else 'was not'} among them",
-                          status, [("exposed", ", ".join(map(str, names)))])
-    snapshot = getattr(call.run, "snapshot_id", None)
-    return Answer(q, f"Not recorded per call; the run resolved names in snapshot #{snapshot}." if snapshot
-                  else "Not recorded.", "neutral")
+            return _exposure_answer(q, call.name, exposed if isinstance(exposed, list) else [exposed], "recorded")
+    names = _reconstructed_exposure(call.run)
+    if names is None:
+        return Answer(q, "Not recorded.", "neutral")
+    return _exposure_answer(q, call.name, names, "from the run's pinned snapshot and the grants as they are now")
+
+
+def _exposure_answer(question: str, name: str, names: list, source: str) -> Answer:
+    found = name in names
+    return Answer(question, f"{len(names)} tools; {name} {'was' if found else 'was not'} among them",
+                  "ok" if found else "bad", [("exposed", ", ".join(map(str, names)) or "none"), ("source", source)])
+
+
+def _reconstructed_exposure(run: Any) -> list[str] | None:
+    """Skills of the pinned snapshot offered to the tenant and agent role and covered by a grant.
+    Read-only display; when the pieces are missing the panel says "not recorded" instead."""
+    try:
+        from policies.grants import active_patterns, granted_names
+        from registry.snapshots import load_snapshot
+
+        index = load_snapshot(run.snapshot.number)
+        offered = []
+        for entry in index.current_entries():
+            permissions = entry.get("manifest", {}).get("permissions", {})
+            tenants = permissions.get("allowed_tenants", ["*"])
+            roles = permissions.get("allowed_agent_roles", ["*"])
+            if ("*" in tenants or run.tenant.slug in tenants) and ("*" in roles or run.agent.role in roles):
+                offered.append(entry["name"])
+        return granted_names(active_patterns(tenant_id=run.tenant_id, agent_role=run.agent.role), offered)
+    except Exception:  # a display aid must not break the panel
+        return None
 
 
 def _skill_and_version(call: Any, spans: list[Span]) -> Answer:
