@@ -19,9 +19,9 @@ Fixtures:
   database) and on PostgreSQL alike, and it shares the in-memory channel layer's process.
   Rows you create before the request must be committed: the fixture requests
   `transactional_db`, so just create them as usual.
-- `browser`: one headless Debian Chromium (/usr/bin/chromium) per test process, via Playwright,
-  shared by every module that uses these fixtures (closed at exit). Skipped with a clear
-  reason when Chromium is missing, unless AIRLOCK_REQUIRE_SERVICES=1.
+- `browser`: a headless Debian Chromium (/usr/bin/chromium) via Playwright, started for each
+  test and stopped after it (a live sync Playwright breaks the ORM in later tests). Skipped
+  with a clear reason when Chromium is missing, unless AIRLOCK_REQUIRE_SERVICES=1.
 - `page`: a fresh browser context and page per test (1280x800); on failure a full-page
   screenshot is saved under test-artifacts/browser/<test name>.png.
 - `login_as(user, tenant=None)`: logs `user` in by planting a session cookie (no form), and
@@ -33,7 +33,6 @@ one in the test's thread, so these fixtures set DJANGO_ALLOW_ASYNC_UNSAFE for br
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import socket
@@ -105,42 +104,29 @@ def asgi_live_server(transactional_db, settings, monkeypatch) -> Iterator[LiveSe
         sock.close()
 
 
-_SHARED: dict = {}
+@pytest.fixture
+def browser(monkeypatch):
+    """Playwright and Chromium for one test, stopped after it.
 
-
-def _shared_chromium():
-    """One Playwright and one Chromium per process, whichever conftest or module asks first.
-
-    Playwright's sync API cannot start twice in one thread, and a test module that imports
-    these fixtures gets its own copy of each session fixture, so the instance lives here.
+    Playwright's sync API leaves its event loop marked as running in this thread while it is
+    alive, which breaks the ORM and asyncio.run() in every later test; so it never outlives
+    the test (about half a second to start).
     """
-    if "browser" not in _SHARED:
-        from playwright.sync_api import sync_playwright
-
-        playwright = sync_playwright().start()
-        _SHARED["playwright"] = playwright
-        _SHARED["browser"] = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        atexit.register(_close_shared_chromium)
-    return _SHARED["browser"]
-
-
-def _close_shared_chromium() -> None:
-    browser = _SHARED.pop("browser", None)
-    playwright = _SHARED.pop("playwright", None)
-    if browser is not None:
-        browser.close()
-    if playwright is not None:
-        playwright.stop()
-
-
-@pytest.fixture(scope="session")
-def browser():
     if not (shutil.which(CHROMIUM) or Path(CHROMIUM).is_file()):
         message = f"needs Chromium at {CHROMIUM} (apt-get install -y chromium)"
         if os.environ.get("AIRLOCK_REQUIRE_SERVICES") == "1":
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    return _shared_chromium()
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    playwright = sync_playwright().start()
+    try:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+    finally:
+        playwright.stop()
 
 
 @pytest.fixture
