@@ -81,3 +81,15 @@ def test_session_api_requires_csrf(approver, pending):
     response = client.post(reverse("approvals_api:approval_decision", args=[pending.pk]), {"decision": "approve"},
                            format="json")
     assert response.status_code == 403
+
+
+def test_list_query_count_does_not_grow(approver, acme, agent, django_assert_max_num_queries):
+    client, _ = _pat_client(approver)
+    for _ in range(2):
+        open_request(tenant=acme, agent=agent)
+    with django_assert_max_num_queries(15) as few:
+        client.get(reverse("approvals_api:approval_list"))
+    for _ in range(8):
+        open_request(tenant=acme, agent=agent)
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        assert len(client.get(reverse("approvals_api:approval_list")).json()["results"]) == 10
