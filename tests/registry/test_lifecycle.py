@@ -107,6 +107,8 @@ def test_deprecate_with_replacement_and_sunset_then_retire(owner):
     resolved = index.resolve("docs.search_documentation", "1.0.0")
     assert resolved.deprecated and resolved.replacement_name == "docs.search_pages"
     assert [e["name"] for e in index.current_entries()] == ["docs.search_pages"]
+    by_name = index.resolve("docs.search_documentation")  # no version: still callable, flagged
+    assert by_name.deprecated and by_name.replacement == "docs.search_pages"
     retire_skill(skill=old.skill, user=owner)
     assert load_snapshot(Snapshot.objects.latest().number).resolve("docs.search_documentation", "1.0.0") is None
 
