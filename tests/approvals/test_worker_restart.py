@@ -53,9 +53,7 @@ def worker_env(tmp_path, monkeypatch):
            "REDIS_URL": settings.REDIS_URL, "CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
            "AIRLOCK_TEST_LEDGER": str(ledger)}
     celery_app.conf.task_always_eager = False
-    import redis
-
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()  # this test's own Redis db: no stale tasks
+    celery_app.control.purge()  # no stale tasks from earlier runs
     yield env
     celery_app.conf.task_always_eager = True
 
