@@ -119,7 +119,21 @@ ROUTES: list[Route] = [
     Route("approvals_api:approval_detail", lambda w: _approvals().approval_kwargs(w)),
     Route("approvals_api:approval_decision", lambda w: _approvals().approval_kwargs(w), "post"),
     Route("runs_api:run_events", lambda w: _approvals().run_kwargs(w), client="agent"),
+    # reliability (execution plane)
+    Route("reliability:reconciliation_detail", lambda w: _reliability().item_kwargs(w)),
+    Route("reliability:reconciliation_resolve", lambda w: _reliability().item_kwargs(w), "post"),
+    Route("reliability:credential_list", lambda w: {"tenant_slug": w.acme.slug}),
+    Route("reliability:credential_list", lambda w: {"tenant_slug": w.acme.slug}, "post"),
+    Route("reliability:credential_delete", lambda w: _reliability().credential_kwargs(w), "post"),
+    Route("reliability_api:pipeline_submit", lambda w: _reliability().run_kwargs(w), "post", "agent"),
+    Route("reliability_api:pipeline_detail", lambda w: _reliability().pipeline_kwargs(w), client="agent"),
 ]
+
+
+def _reliability():
+    from tests.reliability import isolation
+
+    return isolation
 
 
 def _approvals():
