@@ -70,6 +70,7 @@ def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:
 
     PostgreSQL connections close after each request (CONN_MAX_AGE 0): Django advises against
     persistent connections under ASGI. `?conn_max_age=N` overrides it, e.g. for Celery workers.
+    `?pool_max_size=N` uses a psycopg connection pool of at most N connections per process instead.
     """
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
@@ -89,6 +90,12 @@ def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:
             conn_max_age = int(raw_age)
         except ValueError:
             raise ImproperlyConfigured(f"{name} has conn_max_age={raw_age!r}, which is not a whole number.") from None
+        raw_pool = options.pop("pool_max_size", "")
+        if raw_pool:  # a bounded psycopg pool per process: many concurrent requests, few server connections
+            if not raw_pool.isdigit() or int(raw_pool) < 1 or conn_max_age:
+                raise ImproperlyConfigured(f"{name} has pool_max_size={raw_pool!r}: use a whole number >= 1, "
+                                           "without conn_max_age.")
+            options["pool"] = {"min_size": 1, "max_size": int(raw_pool), "timeout": 30}
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": database,
