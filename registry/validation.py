@@ -248,13 +248,17 @@ def validate_manifest(manifest: Any, *, skill: Skill | None = None, previous: Sk
     if not isinstance(manifest, dict):
         return [problem("$", "schema", "The manifest must be a JSON object.")]
     errors = _schema_errors(manifest)
-    errors += _nested_schema_errors(manifest, "input_schema")
-    errors += _nested_schema_errors(manifest, "output_schema")
-    errors += _closed_objects(manifest)
-    errors += _risk_rules(manifest)
-    errors += _bounds(manifest)
-    errors += _references(manifest, skill)
-    errors += _versioning(manifest, previous)
+    rules = (lambda: _nested_schema_errors(manifest, "input_schema"),
+             lambda: _nested_schema_errors(manifest, "output_schema"), lambda: _closed_objects(manifest),
+             lambda: _risk_rules(manifest), lambda: _bounds(manifest), lambda: _references(manifest, skill),
+             lambda: _versioning(manifest, previous))
+    for rule in rules:
+        try:
+            errors += rule()
+        except (TypeError, AttributeError, KeyError, ValueError):
+            if not errors:  # a manifest the schema accepts must never trip a rule
+                raise
+            # A section of the wrong shape: the schema errors above already say what is wrong.
     return errors
 
 
