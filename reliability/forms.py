@@ -22,7 +22,7 @@ class CredentialForm(forms.Form):
 class McpServerForm(forms.Form):
     name = forms.SlugField(max_length=63, help_text="Adapters say mcp://<name>/<tool>.")
     transport = forms.ChoiceField(choices=McpTransport.choices)
-    url = forms.URLField(required=False, max_length=500, assume_scheme="https")
+    url = forms.URLField(label="URL", required=False, max_length=500, assume_scheme="https")
     command = forms.CharField(required=False, max_length=500)
     headers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
                               help_text="One 'Header: value' a line; stored sealed, never shown again.")

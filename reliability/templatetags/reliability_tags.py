@@ -45,3 +45,8 @@ PILL = {"closed": "ok", "open": "bad", "half_open": "warn", "succeeded": "ok", "
 @register.filter
 def pill(state: str) -> str:
     return PILL.get(state, "neutral")
+
+
+@register.filter
+def state_label(state: str) -> str:
+    return state.replace("_", "-")
