@@ -8,6 +8,7 @@ import asyncio
 import time
 
 from asgiref.sync import sync_to_async
+from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from rest_framework import exceptions
 
@@ -40,6 +41,16 @@ def _authenticate(request: HttpRequest) -> Agent | JsonResponse:
     return result[1]
 
 
+def _events_after_releasing(*, run_id, after: int) -> list[dict]:
+    """One poll; then give the connection back, so a waiting agent holds no connection (or pool slot)
+    between polls: 200 waiting agents would otherwise need 200 PostgreSQL connections."""
+    try:
+        return events_after(run_id=run_id, after=after)
+    finally:
+        if not connection.in_atomic_block:  # a test's transaction, not a request's connection
+            connection.close()
+
+
 def _parse(request: HttpRequest) -> tuple[int, float] | JsonResponse:
     try:
         after = int(request.GET.get("after") or 0)
@@ -67,7 +78,7 @@ async def run_events(request: HttpRequest, run_id) -> JsonResponse:
     deadline = time.monotonic() + wait
     interval = FIRST_POLL_INTERVAL
     while True:
-        events = await sync_to_async(events_after)(run_id=run.pk, after=after)
+        events = await sync_to_async(_events_after_releasing)(run_id=run.pk, after=after)
         remaining = deadline - time.monotonic()
         if events or remaining <= 0:
             break
