@@ -4,11 +4,14 @@ Channel layers deliver at most once, so a notification only says *which* request
 browser re-reads the card, the list and the count from ordinary permission-checked views.
 """
 
+import logging
 from dataclasses import asdict, dataclass
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+
+logger = logging.getLogger(__name__)
 
 
 def tenant_group(tenant_id: int) -> str:
@@ -27,8 +30,13 @@ class ApprovalChanged:
 
 def send_now(tenant_id: int, message: ApprovalChanged) -> None:
     layer = get_channel_layer()
-    if layer is not None:
+    if layer is None:
+        return
+    try:
         async_to_sync(layer.group_send)(tenant_group(tenant_id), asdict(message))
+    except Exception:  # Redis down: the hint is lost, the row is committed; inboxes re-read on reconnect
+        logger.warning("could not broadcast approval %s (channel layer unavailable)", message.approval_id,
+                       exc_info=True)
 
 
 def approval_changed(request) -> None:
