@@ -1,0 +1,79 @@
+"""PostgreSQL connections dropped: between requests (a persistent connection is health-checked and
+replaced) and in the middle of a request (the batch's outcome is one transaction: nothing of it is
+written, and the agent's retry of the same batch records each call once)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.urls import reverse
+
+from runs.adapters.python import register
+from runs.models import ToolCall
+from tests.runs.factories import grant, make_skill
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+KILL = {"armed": False}
+
+
+def _terminate_every_other_backend() -> int:
+    db = settings.DATABASES["default"]
+    with psycopg.connect(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname="postgres",
+                         autocommit=True) as admin:
+        rows = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                             "AND pid <> pg_backend_pid()", [connection.settings_dict["NAME"]]).fetchall()
+    return len(rows)
+
+
+@register("faults.lookup")
+def lookup(*, arguments, context):
+    if KILL["armed"]:
+        KILL["armed"] = False
+        _terminate_every_other_backend()  # the request's own connection dies while the tool runs
+    return {"found": True}
+
+
+@pytest.fixture
+def world(acme):
+    make_skill("faults.lookup", adapter="python:faults.lookup", publish=False)
+    grant(acme, "faults.*")
+    from registry.snapshots import publish_snapshot
+
+    publish_snapshot(reason="faults")
+
+
+def test_a_dropped_persistent_connection_is_replaced_before_the_next_request(world, agent_client):
+    connection.close()
+    connection.settings_dict.update(CONN_MAX_AGE=600, CONN_HEALTH_CHECKS=True)  # as a Celery worker would run
+    try:
+        assert agent_client.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json").status_code == 201
+        assert connection.connection is not None  # kept open after the request
+        assert _terminate_every_other_backend() >= 1
+        # What the request handler does at request_started (Django's test client disconnects it):
+        # CONN_HEALTH_CHECKS finds the dead connection and drops it, so the request reconnects.
+        close_old_connections()
+        response = agent_client.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json")
+        assert response.status_code == 201, response.content
+    finally:
+        connection.settings_dict.update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=False)
+
+
+def test_a_connection_dropped_mid_request_writes_nothing_half(world, agent_client):
+    run_id = agent_client.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json").json()["run_id"]
+    batch = {"calls": [{"call_id": "c1", "name": "faults.lookup", "arguments": {}},
+                       {"call_id": "c2", "name": "faults.lookup", "arguments": {}}]}
+    url = reverse("runs_api:run_calls", kwargs={"run_id": run_id})
+    agent_client.raise_request_exception = False
+    KILL["armed"] = True
+    failed = agent_client.post(url, batch, format="json")
+    assert failed.status_code >= 500
+    connection.close()  # the test's side of the same dead connection
+    assert ToolCall.objects.filter(run_id=run_id).count() == 0  # all of the batch or none of it
+
+    retried = agent_client.post(url, batch, format="json")
+    assert retried.status_code == 200, retried.content
+    assert [r["status"] for r in retried.json()["results"]] == ["ok", "ok"]
+    assert sorted(ToolCall.objects.filter(run_id=run_id).values_list("call_id", "status")) == [
+        ("c1", "succeeded"), ("c2", "succeeded")]
