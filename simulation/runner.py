@@ -27,7 +27,8 @@ def wait_for_server(base_url: str, timeout: float, log: Callable[[str], None]) -
     announced = False
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{base_url.rstrip('/')}/healthz", timeout=2).status_code < 500:
+            # The agent API being up is what matters (healthz may report a missing Celery worker, for example).
+            if httpx.get(f"{base_url.rstrip('/')}/api/v1/snapshots/public-key", timeout=2).status_code == 200:
                 return True
         except httpx.HTTPError:
             pass
