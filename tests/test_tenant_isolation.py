@@ -119,6 +119,7 @@ ROUTES: list[Route] = [
     Route("approvals_api:approval_detail", lambda w: _approvals().approval_kwargs(w)),
     Route("approvals_api:approval_decision", lambda w: _approvals().approval_kwargs(w), "post"),
     Route("runs_api:run_events", lambda w: _approvals().run_kwargs(w), client="agent"),
+    Route("runs_api:client_result", lambda w: _sdk().client_result_kwargs(w), "post", "agent"),
     # reliability (execution plane)
     Route("reliability:reconciliation_detail", lambda w: _reliability().item_kwargs(w)),
     Route("reliability:reconciliation_resolve", lambda w: _reliability().item_kwargs(w), "post"),
@@ -132,6 +133,12 @@ ROUTES: list[Route] = [
 
 def _reliability():
     from tests.reliability import isolation
+
+    return isolation
+
+
+def _sdk():
+    from tests.sdk import isolation
 
     return isolation
 
