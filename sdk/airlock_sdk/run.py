@@ -78,8 +78,9 @@ class Run:
 
         Arguments that fail the cached schema come back as `Error(error_class="validation",
         local=True)` without a network hop. Client-executed skills the gate allows are run
-        here, and their shaped results returned. A batch sent without an answer raises
-        OutcomeUnknown (it is never resent blindly).
+        here, and their shaped results returned. A batch sent without an answer is resent once
+        with the same call ids (the gate replays, never re-executes, a call id it has seen);
+        a second silence raises OutcomeUnknown.
         """
         prepared = [self._normalise(call) for call in calls]
         results: dict[str, Result] = {}
@@ -94,20 +95,29 @@ class Run:
             else:
                 to_send.append(call)
         if to_send:
-            try:
-                response = self.airlock.transport.json("POST", f"{self.path}/calls", safe=False,
-                                                       json={"calls": to_send})
-            except TransportError as exc:
-                if not exc.sent:
-                    raise
-                raise OutcomeUnknown(f"{exc} Check run.status() before resending; calls with an idempotency key "
-                                     "can be resent safely.", call_ids=[c["call_id"] for c in to_send]) from exc
+            response = self._send(to_send)
             self.run_status = response.get("run_status", self.run_status)
             self.tainted = bool(response.get("tainted", self.tainted))
             by_id = {c["call_id"]: c for c in to_send}
             for raw in response.get("results", []):
                 results[str(raw.get("call_id"))] = self._finish(raw, by_id.get(str(raw.get("call_id"))))
         return [results[call["call_id"]] for call in prepared]
+
+    def _send(self, calls: list[dict]) -> dict:
+        """POST the batch. Sent without an answer, it is resent once with the same call ids: the gate
+        keeps each call id of a run once and replays what it recorded (or answers `in_progress`),
+        so nothing runs twice. A second silence raises OutcomeUnknown."""
+        for attempt in (1, 2):
+            try:
+                return self.airlock.transport.json("POST", f"{self.path}/calls", safe=False, json={"calls": calls})
+            except TransportError as exc:
+                if not exc.sent:
+                    raise
+                if attempt == 2:
+                    raise OutcomeUnknown(f"{exc} Check run.status() before proposing these calls again, and reuse "
+                                         "their call ids.", call_ids=[c["call_id"] for c in calls]) from exc
+                logger.warning("No answer to a batch of %d calls; resending it with the same call ids", len(calls))
+        raise AssertionError("unreachable")
 
     def _finish(self, raw: dict, call: dict | None) -> Result:
         typed = result_from_dict(raw)

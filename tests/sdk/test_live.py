@@ -31,6 +31,7 @@ class Switchable(httpx.BaseTransport):
         self.inner = httpx.HTTPTransport()
         self.down = False
         self.tamper: str | None = None
+        self.lose_answers = 0  # drop this many answers after the server handled the request
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         if self.down:
@@ -39,6 +40,10 @@ class Switchable(httpx.BaseTransport):
         if tampering:  # a man in the middle answers 200 with a forged body, whatever the client cached
             del request.headers["If-None-Match"]
         response = self.inner.handle_request(request)
+        if self.lose_answers and request.method == "POST":
+            self.lose_answers -= 1
+            response.read()
+            raise httpx.ReadTimeout("the answer was lost", request=request)
         if tampering:
             response.read()
             data = response.json()
@@ -103,6 +108,18 @@ def test_a_batch_with_mixed_outcomes_comes_back_typed_and_in_order(airlock):
     assert isinstance(bad, Error) and bad.error_class == "validation" and bad.local  # refused before the network
     assert not ToolCall.objects.filter(call_id="bad").exists()
     assert OUTBOX == []  # nothing sent before a person approves
+
+
+def test_a_lost_answer_is_resent_and_nothing_runs_twice(airlock, switch):
+    from tests.sdk.conftest import REFUNDS
+
+    run = airlock.start_run(end_user="customer:c-100", task="Refund")
+    switch.lose_answers = 1
+    [refund] = run.call([{"call_id": "refund-1", "name": "billing.create_refund_request",
+                          "arguments": {"order_id": "o-5002", "amount_cents": 1500}}])
+    assert isinstance(refund, Ok) and refund.content["refund_id"] == "r-1"
+    assert len(REFUNDS) == 1  # executed once, replayed for the resend
+    assert any("nothing ran again" in warning for warning in refund.warnings)
 
 
 def test_approval_wait_by_long_poll_returns_the_executed_result(airlock, asgi_live_server, approver_token):

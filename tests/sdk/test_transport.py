@@ -25,7 +25,19 @@ def test_a_get_is_retried_after_a_read_timeout_and_a_503(tmp_path):
     assert len(fake.sent("GET", "/api/v1/runs/r-1")) == 3
 
 
-def test_a_batch_that_got_no_answer_is_not_resent(tmp_path):
+def test_a_batch_that_got_no_answer_is_resent_once_with_the_same_call_ids(tmp_path):
+    fake = FakeAirlock()
+    fake.on("GET", "/api/v1/runs/r-1", httpx.Response(200, json=RUN))
+    fake.on("POST", "/api/v1/runs/r-1/calls", httpx.ReadTimeout("gone"),
+            httpx.Response(200, json={"run_id": "r-1", "run_status": "running", "results": [OK]}))
+    run = fake.client(tmp_path, use_cache=False).get_run("r-1")
+    [result] = run.call([{"call_id": "c1", "name": "a.b", "arguments": {}}])
+    assert result.ok
+    sent = fake.sent("POST", "/api/v1/runs/r-1/calls")
+    assert len(sent) == 2 and sent[0].content == sent[1].content
+
+
+def test_a_batch_that_gets_no_answer_twice_is_an_unknown_outcome(tmp_path):
     fake = FakeAirlock()
     fake.on("GET", "/api/v1/runs/r-1", httpx.Response(200, json=RUN))
     fake.on("POST", "/api/v1/runs/r-1/calls", httpx.ReadTimeout("gone"))
@@ -33,7 +45,7 @@ def test_a_batch_that_got_no_answer_is_not_resent(tmp_path):
     with pytest.raises(OutcomeUnknown) as caught:
         run.call([{"call_id": "c1", "name": "billing.create_refund_request", "arguments": {"order_id": "o-1"}}])
     assert caught.value.call_ids == ["c1"] and caught.value.sent
-    assert len(fake.sent("POST", "/api/v1/runs/r-1/calls")) == 1
+    assert len(fake.sent("POST", "/api/v1/runs/r-1/calls")) == 2
 
 
 def test_a_batch_whose_connection_was_refused_is_retried_then_reported_unavailable(tmp_path):
