@@ -91,3 +91,47 @@ async def test_a_denied_call_reaches_the_model_as_a_typed_error(tmp_path):
     assert result.final_output == "I may not do that."
     [output] = [i for i in model.calls[-1].input if isinstance(i, dict) and i.get("type") == "function_call_output"]
     assert json.loads(output["output"])["error"]["class"] == "authorization"
+
+
+def test_against_a_live_airlock_the_approval_lands_in_the_inbox_and_the_model_gets_the_outcome(
+        asgi_live_server, catalog, agent_and_key, approver_token, tmp_path):
+    import threading
+
+    from airlock_sdk import Airlock, ClientSkillRegistry
+    from django.db import connection
+
+    from approvals.models import ApprovalRequest
+    from tests.sdk.conftest import OUTBOX
+
+    airlock = Airlock(asgi_live_server.url, agent_and_key[1], cache_dir=tmp_path, client_skills=ClientSkillRegistry())
+    run = airlock.start_run(end_user="customer:c-100", task="Tell the customer about their orders")
+    model = ScriptedModel([
+        [function_call("customer__list_orders", {"customer_id": "c-100"}, call_id="call_1")],
+        [function_call("support__send_email", {"to": "ada@example.org", "subject": "Orders",
+                                                "body": "You have two orders."}, call_id="call_2")],
+        [assistant_message("Sent.")],
+    ])
+
+    def approve_when_it_arrives():  # the person in the inbox
+        try:
+            for _ in range(200):
+                pending = ApprovalRequest.objects.filter(call__run_id=run.run_id, status="pending").first()
+                if pending is not None:
+                    httpx.post(f"{asgi_live_server.url}/api/v1/approvals/{pending.pk}/decision",
+                               json={"decision": "approve"}, headers={"Authorization": f"Bearer {approver_token}"})
+                    return
+                threading.Event().wait(0.05)
+        finally:
+            connection.close()
+
+    approver = threading.Thread(target=approve_when_it_arrives)
+    approver.start()
+    agent = Agent(name="support", model=model, tools=airlock_function_tools(airlock, run, approval_timeout=30))
+    result = Runner.run_sync(agent, "Tell the customer about their orders")
+    approver.join()
+
+    assert result.final_output == "Sent."
+    assert ApprovalRequest.objects.get(call__run_id=run.run_id).call.call_id == "call_2"
+    assert [m["to"] for m in OUTBOX] == ["ada@example.org"]
+    outputs = [i for i in model.calls[-1].input if isinstance(i, dict) and i.get("type") == "function_call_output"]
+    assert json.loads(outputs[1]["output"])["status"] == "sent"
