@@ -91,6 +91,16 @@ class Trail:
     def uses_breaker(self) -> bool:
         return not self.adapter.startswith(("python:", "client:"))
 
+    def span_attributes(self) -> dict[str, Any]:
+        """What the call's own span shows of its execution: attempts, breaker, contract."""
+        attributes: dict[str, Any] = {"airlock.attempts": len(self.attempts)} if self.attempts else {}
+        if self.uses_breaker and self.attempts:
+            attributes["airlock.breaker.domain"] = self.domain
+            attributes["airlock.breaker.state"] = self.attempts[-1].breaker
+        if self.contract_violation:
+            attributes["airlock.contract_violation"] = self.contract_violation
+        return attributes
+
 
 def current_trail() -> Trail | None:
     return _current.get()

@@ -121,6 +121,8 @@ def _record_span_rows(run: Run, plans: list[Planned], now) -> None:
                 attributes[f"airlock.decision.{key}"] = decision[key]
         if any(entry.get("differs") for entry in decision.get("shadow", [])):
             attributes["airlock.decision.shadow_differs"] = True
+        if plan.outcome is not None and plan.outcome.trail is not None:
+            attributes.update(plan.outcome.trail.span_attributes())  # attempts, breaker, contract (reliability/)
         record_span(run=run, kind="tool_call", name=call.name or "unknown", started_at=call.started_at
                     or call.created_at, ended_at=call.finished_at or now, call=call, skill_name=call.name,
                     skill_version=plan.skill.version if plan.skill else "", verdict=call.verdict,

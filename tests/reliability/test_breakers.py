@@ -37,6 +37,8 @@ def test_breaker_opens_fails_fast_half_opens_and_closes(world, flaky):
     assert flaky.hits["/item"] == 3  # failed fast: the service was not called
     span = Span.objects.filter(trace__run=run, kind="execution_attempt").order_by("-started_at").first()
     assert span.attributes["airlock.breaker.state"] == "open"
+    call_span = Span.objects.filter(trace__run=run, kind="tool_call").order_by("-started_at").first()
+    assert call_span.attributes["airlock.breaker.state"] == "open"
 
     time.sleep(0.6)
     assert breakers.state_of(domain) == "half_open"

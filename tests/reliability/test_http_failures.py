@@ -34,6 +34,8 @@ def test_read_is_retried_after_503s_and_succeeds_with_one_span_per_attempt(world
     assert [s.attributes["airlock.attempt"] for s in spans] == [1, 2, 3]
     assert [s.error_class for s in spans] == ["transient", "transient", ""]
     assert all(s.attributes["airlock.breaker.state"] == "closed" for s in spans)
+    call_span = Span.objects.get(trace__run=run, kind="tool_call")
+    assert call_span.attributes["airlock.attempts"] == 3 and call_span.attributes["airlock.breaker.state"] == "closed"
     assert result["provenance"]["source"] == "catalog.get_item@1.0.0"
 
 
