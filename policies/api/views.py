@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.request import Request
@@ -18,7 +18,7 @@ from policies.models import Grant
 
 class GrantSerializer(serializers.ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    granted_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    granted_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     skill_pattern = serializers.RegexField(r"^[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?$", max_length=200)
     agent_role = serializers.RegexField(r"^[a-z][a-z0-9_-]{0,63}$", max_length=64)
     oauth_scopes = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list)
@@ -30,7 +30,9 @@ class GrantSerializer(serializers.ModelSerializer):
         read_only_fields = ["granted_at", "revoked_at"]
 
 
-@extend_schema(request=GrantSerializer, responses=GrantSerializer(many=True), tags=["grants"])
+@extend_schema(request=GrantSerializer, responses={
+    200: inline_serializer("GrantList", {"results": GrantSerializer(many=True)}), 201: GrantSerializer},
+    tags=["grants"])
 @api_view(["GET", "POST"])
 @permission_classes([IsHuman])
 def tenant_grants(request: Request, tenant_slug: str) -> Response:
