@@ -98,7 +98,6 @@ def test_against_a_live_airlock_the_approval_lands_in_the_inbox_and_the_model_ge
     import threading
 
     from airlock_sdk import Airlock, ClientSkillRegistry
-    from django.db import connection
 
     from approvals.models import ApprovalRequest
     from tests.sdk.conftest import OUTBOX
@@ -112,17 +111,16 @@ def test_against_a_live_airlock_the_approval_lands_in_the_inbox_and_the_model_ge
         [assistant_message("Sent.")],
     ])
 
-    def approve_when_it_arrives():  # the person in the inbox
-        try:
-            for _ in range(200):
-                pending = ApprovalRequest.objects.filter(call__run_id=run.run_id, status="pending").first()
-                if pending is not None:
-                    httpx.post(f"{asgi_live_server.url}/api/v1/approvals/{pending.pk}/decision",
-                               json={"decision": "approve"}, headers={"Authorization": f"Bearer {approver_token}"})
-                    return
-                threading.Event().wait(0.05)
-        finally:
-            connection.close()
+    def approve_when_it_arrives():  # the person in the inbox, through the approver API
+        headers = {"Authorization": f"Bearer {approver_token}"}
+        for _ in range(200):
+            pending = httpx.get(f"{asgi_live_server.url}/api/v1/approvals", params={"status": "pending"},
+                                headers=headers).json()["results"]
+            if pending:
+                httpx.post(f"{asgi_live_server.url}/api/v1/approvals/{pending[0]['id']}/decision",
+                           json={"decision": "approve"}, headers=headers)
+                return
+            threading.Event().wait(0.05)
 
     approver = threading.Thread(target=approve_when_it_arrives)
     approver.start()
