@@ -82,14 +82,13 @@ REQUIRED = ["skill_id", "name", "version", "description", "input_schema", "risk"
 
 
 @PROPERTY_SETTINGS
-@given(key=st.sampled_from(REQUIRED), junk=json_scalars)
+@given(key=st.sampled_from(REQUIRED), junk=st.none() | st.booleans() | st.integers() | st.floats())
 def test_a_manifest_missing_or_mangling_a_required_field_is_refused(team, key, junk):
     missing = _valid_manifest()
     del missing[key]
     assert validate_manifest(missing), f"a manifest without {key} was accepted"
     mangled = _valid_manifest()
     mangled[key] = junk
-    assume(not (key == "description" and isinstance(junk, str) and len(junk) > 40))
     assert validate_manifest(mangled), f"a manifest with {key}={junk!r} was accepted"
 
 
@@ -117,7 +116,8 @@ def test_every_open_object_in_the_input_schema_is_refused(team, path):
 # --- arguments -------------------------------------------------------------------------------------
 
 FIELD_TYPES = {"string": st.text(max_size=20), "integer": st.integers(-10**6, 10**6), "boolean": st.booleans()}
-WRONG = {"string": st.integers() | st.booleans() | st.none(), "integer": st.text(max_size=5) | st.floats(0.5, 9.5),
+FRACTIONS = st.floats(0.5, 9.5).filter(lambda f: not f.is_integer())  # 1.0 is a valid JSON Schema integer
+WRONG = {"string": st.integers() | st.booleans() | st.none(), "integer": st.text(max_size=5) | FRACTIONS,
          "boolean": st.integers(2, 9) | st.text(max_size=5)}
 
 

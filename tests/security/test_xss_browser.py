@@ -57,7 +57,7 @@ def hostile_world(acme, approver, agent_client, settings):
             "span": span}
 
 
-def _assert_inert(page, url: str) -> None:
+def _assert_inert(page, url: str) -> None:  # noqa: F811 - the page fixture's object
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     response = page.goto(url)

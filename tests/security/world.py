@@ -44,8 +44,11 @@ def build_world() -> World:
 
 def _run(w: World):
     from tests.runs.factories import run_for
+    from traces.recording import ensure_trace
 
-    return run_for(w.acme_agent)
+    run = run_for(w.acme_agent)
+    ensure_trace(run)  # the run's timeline page needs its trace
+    return run
 
 
 def _call(w: World):
