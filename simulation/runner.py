@@ -64,6 +64,7 @@ class Simulator:
         self.stop = threading.Event()
         self.clients: dict[str, Airlock] = {}
         self.skills: dict[str, dict[str, str]] = {}
+        self.can_finish = [True]
         for scenario, agent in keys.items():
             client = Airlock(options.base_url, agent.key, cache_dir=options.cache_dir, retries=3)
             register_client_skills(client)
@@ -116,7 +117,7 @@ class Simulator:
         agent_key, function = SCENARIOS[scenario]
         return Context(airlock=self.clients[agent_key], agent=self.keys[agent_key].name, rng=self.rng,
                        stats=self.stats, log=self.log, on_approval=self.on_approval,
-                       skills=self.skills.get(agent_key, {}))
+                       skills=self.skills.get(agent_key, {}), can_finish=self.can_finish)
 
     def episode(self, scenario: str) -> None:
         function = SCENARIOS[scenario][1]

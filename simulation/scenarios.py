@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
-from airlock_sdk import Airlock, ApprovalRequired, Error, Ok, Result, Run
+from airlock_sdk import Airlock, AirlockError, ApprovalRequired, Error, NotFound, Ok, Result, Run
 
 # The demo data set's customers (runs/demo_tools.py) and the external addresses the agent writes to.
 CUSTOMERS = {"cus_ada100": "ada@example.org", "cus_grace101": "grace@example.org", "cus_alan102": "alan@example.net"}
@@ -53,10 +53,22 @@ class Context:
     log: Callable[[str], None]
     on_approval: Callable[..., None]  # (run, approval, what, then=None): then(result) runs after the decision
     skills: dict[str, str] = field(default_factory=dict)
+    can_finish: list[bool] = field(default_factory=lambda: [True])  # shared by the simulator's contexts
 
     def skill(self, short: str, default: str) -> str:
         """The agent's skill whose name ends with `short` (the demo catalog's namespaces may differ)."""
         return self.skills.get(short) or default
+
+    def finish(self, run: Run, status: str = "completed", reason: str = "") -> None:
+        """Close the run when the server offers it (a proposed endpoint; see Run.finish)."""
+        if not self.can_finish[0]:
+            return
+        try:
+            run.finish(status, reason)
+        except NotFound:
+            self.can_finish[0] = False  # not offered by this server: runs stay open
+        except AirlockError as exc:
+            self.log(f"[{self.agent}] could not finish run {run.run_id[:8]}: {exc}")
 
     def call(self, run: Run, calls: list[dict]) -> list[Result]:
         started = time.perf_counter()
@@ -95,13 +107,18 @@ def support(ctx: Context) -> None:
     order = ctx.rng.choice(found)
     name = profile.content.get("name", "there") if isinstance(profile, Ok) else "there"
 
-    def email(_refund: Result | None = None) -> None:
+    def email(refund_outcome: Result | None = None) -> None:
+        if refund_outcome is not None and not isinstance(refund_outcome, Ok):
+            ctx.finish(run, "failed", f"refund {describe(refund_outcome)}")
+            return
         email_name = ctx.skill("send_email", "support.send_email")
         [sent] = ctx.call(run, [{"name": email_name, "arguments": {
             "to": CUSTOMERS[customer], "subject": f"Your refund for {order['order_id']}",
             "body_text": f"Dear {name}, we are sorry the order arrived damaged; your refund has been requested."}}])
         if isinstance(sent, ApprovalRequired):
-            ctx.on_approval(run, sent, f"email to {CUSTOMERS[customer]}")
+            ctx.on_approval(run, sent, f"email to {CUSTOMERS[customer]}", then=lambda _result: ctx.finish(run))
+        else:
+            ctx.finish(run)
         ctx.log(f"[{ctx.agent}] run {run.run_id[:8]}: send_email {describe(sent)}")
 
     refund_name = ctx.skill("create_refund_request", "billing.create_refund_request")
@@ -130,6 +147,7 @@ def docs(ctx: Context) -> None:
         steps += [(notes, r) for r in ctx.call(run, [{"name": notes, "arguments": {
             "customer_id": ctx.rng.choice(list(CUSTOMERS))}}])]
     _summary(ctx, run, steps)
+    ctx.finish(run)
 
 
 def injection(ctx: Context) -> None:
@@ -149,6 +167,8 @@ def injection(ctx: Context) -> None:
     if isinstance(delete, ApprovalRequired):
         ctx.on_approval(run, delete, "injected admin call (decline it)")
     _summary(ctx, run, steps)
+    if not isinstance(delete, ApprovalRequired):
+        ctx.finish(run, "failed", "the only action asked for was refused")
 
 
 def failures(ctx: Context) -> None:
@@ -185,6 +205,7 @@ def failures(ctx: Context) -> None:
         ctx.log(f"[{ctx.agent}] run {run.run_id[:8]}: booking outcome as recorded: "
                 f"{recorded.get(booking.call_id, 'unknown')}")
     _summary(ctx, run, steps)
+    ctx.finish(run)
 
 
 SCENARIOS: dict[str, tuple[str, Callable[[Context], None]]] = {

@@ -165,6 +165,17 @@ class Run:
         self.tainted = bool(data.get("tainted", self.tainted))
         return data
 
+    def finish(self, status: str = "completed", reason: str = "") -> dict:
+        """Tell Airlock the run is over (completed, failed or cancelled).
+
+        Proposed contract addition, `POST /api/v1/runs/{run_id}/finish` {"status", "reason"}: raises
+        NotFound while the server does not offer it.
+        """
+        data = self.airlock.transport.json("POST", f"{self.path}/finish", safe=True,
+                                           json={"status": status, "reason": reason})
+        self.run_status = (data or {}).get("status", status)
+        return data
+
     def events(self, *, wait: float = 0) -> list[dict]:
         """New events since the last ones seen; with `wait`, long-polls up to that many seconds (max 30)."""
         wait = max(0, min(math.ceil(wait), MAX_LONG_POLL))

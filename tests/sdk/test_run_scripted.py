@@ -142,3 +142,19 @@ def test_tools_are_served_from_the_cache_while_the_control_plane_is_down(tmp_pat
     cached = down.client(tmp_path).tools(format="openai", query="refund")
     assert cached.stale and "unreachable" in cached.notice
     assert [t["function"]["name"] for t in cached] == ["billing_create_refund_request"]
+
+
+def test_finish_reports_the_end_of_the_run_or_says_the_server_lacks_it(tmp_path):
+    from airlock_sdk import NotFound
+
+    fake = FakeAirlock()
+    fake.on("POST", "/api/v1/runs/r-1/finish", lambda request: httpx.Response(200, json={
+        "run_id": "r-1", "status": body(request)["status"]}))
+    _, run = started(fake, tmp_path)
+    run.finish("completed", "done")
+    assert run.run_status == "completed"
+    assert body(fake.sent("POST", "/api/v1/runs/r-1/finish")[0]) == {"status": "completed", "reason": "done"}
+    bare = FakeAirlock()
+    _, other = started(bare, tmp_path)
+    with pytest.raises(NotFound):
+        other.finish()
