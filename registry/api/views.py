@@ -215,7 +215,7 @@ def _skill(name: str) -> Skill:
     return get_object_or_404(Skill.objects.select_related("owner_team"), name=name)
 
 
-@extend_schema(responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@extend_schema(operation_id="v1_skills_detail", responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
 @api_view(["GET"])
 @permission_classes([IsHuman])
 def skill_detail(request: Request, name: str) -> Response:

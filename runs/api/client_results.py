@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.request import Request
@@ -17,6 +19,7 @@ from runs.models import Run, ToolCall
 STATUS_BY_CLASS = {"validation": 400, "authorization": 403, "expired": 410, "conflict": 409}
 
 
+@extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT}, tags=["runs"])
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def report_client_result(request: Request, run_id, call_id: str) -> Response:
