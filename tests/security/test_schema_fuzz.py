@@ -31,7 +31,21 @@ schema = _load_schema()
 
 
 @pytest.fixture
-def fuzz_world(db):
+def _keep_the_test_connection():
+    """The WSGI handler closes connections at request end; Django's own test client switches that off,
+    and so must we, or the test's transaction goes with the first request (PostgreSQL)."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def fuzz_world(db, _keep_the_test_connection):
     from console.services import create_personal_token
     from tests.approvals.factories import open_request
     from tests.runs.factories import grant, make_skill, run_for
