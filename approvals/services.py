@@ -440,6 +440,7 @@ def _record_negative_call_outcome(approval: ApprovalRequest, result: dict) -> No
 
 def _resume_run_if_unblocked(run) -> None:
     """The run waits on approvals while any of its calls does; once none does, it runs again."""
+    Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True).first()  # see runs.recording
     if ToolCall.objects.filter(run=run, status=CallStatus.AWAITING_APPROVAL).exists():
         return
     if Run.objects.filter(pk=run.pk, status=RunStatus.PAUSED).update(status=RunStatus.RUNNING, status_reason=""):

@@ -93,8 +93,15 @@ def _update_run(run: Run, plans: list[Planned]) -> None:
     waiting = [p for p in plans if p.result and p.result.get("status") == "approval_required"
                and not (p.tool_call and p.tool_call.decision.get("replay"))]
     if waiting and run.status == RunStatus.RUNNING:
-        run.status, run.status_reason = RunStatus.PAUSED, "waiting on approval"
-        fields.update(status=run.status, status_reason=run.status_reason)
+        # Pause only while a call still awaits a person: a fast approver may have decided (and the resume
+        # settled the run) before this batch commits. The run's row lock orders this check with the
+        # resume's (approvals.services._resume_run_if_unblocked takes the same lock), so the later of
+        # the two sees the other's commit and the run is never left paused with nothing to wait for.
+        Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True).first()
+        if ToolCall.objects.filter(run=run, status=CallStatus.AWAITING_APPROVAL).exists() and \
+                Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+                    status=RunStatus.PAUSED, status_reason="waiting on approval", updated_at=timezone.now()):
+            run.status, run.status_reason = RunStatus.PAUSED, "waiting on approval"
     if fields:
         Run.objects.filter(pk=run.pk).update(**fields, updated_at=timezone.now())
 
