@@ -366,6 +366,13 @@ def cancel_approvals_for_run(*, run, reason: str) -> int:
                                    reason=reason))
 
 
+def cancel_when_run_closes(event) -> None:
+    """Run event listener: a run the agent closed will never resume, so its pending requests are cancelled."""
+    status = event.payload.get("status")
+    if event.kind == "run.status" and status in {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}:
+        cancel_approvals_for_run(run=event.run, reason=f"The agent closed the run as {status}.")
+
+
 def escalation_threshold(approval: ApprovalRequest) -> timedelta:
     """Escalate after AIRLOCK_APPROVAL_ESCALATE_AFTER (default 15 min) or half the TTL, whichever is first."""
     configured = getattr(settings, "AIRLOCK_APPROVAL_ESCALATE_AFTER", timedelta(minutes=15))

@@ -15,7 +15,10 @@ from runs.models import Run, RunEvent
 EVENT_KINDS = {"approval.requested", "approval.decided", "call.completed", "run.status"}
 
 # "module:function" paths, each called as function(event) after an event is appended.
-EVENT_LISTENERS: list[str] = ["approvals.webhooks:schedule_deliveries"]
+EVENT_LISTENERS: list[str] = [
+    "approvals.webhooks:schedule_deliveries",
+    "approvals.services:cancel_when_run_closes",
+]
 
 
 @cache

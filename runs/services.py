@@ -10,7 +10,7 @@ from django.utils import timezone
 from registry.snapshots import index_for, latest_snapshot
 from runs import execution, recording
 from runs.errors import Internal, NotFound
-from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
+from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
 
 FINAL_STATUSES = {CallStatus.SUCCEEDED, CallStatus.FAILED, CallStatus.DENIED, CallStatus.INVALID,
                   CallStatus.DECLINED, CallStatus.EXPIRED, CallStatus.TIMEOUT_UNKNOWN, CallStatus.RECONCILED}
@@ -99,3 +99,35 @@ def run_summary(run: Run, calls: list[ToolCall]) -> dict:
         "calls": [{"call_id": c.call_id, "name": c.name, "status": c.status, "verdict": c.verdict,
                    "error_class": c.error_class} for c in calls],
     }
+
+
+class RunAlreadyClosed(Exception):
+    def __init__(self, run: Run) -> None:
+        super().__init__(f"The run is already {run.status}.")
+        self.run = run
+
+
+CLOSED_RUN_STATUSES = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+def finish_run(*, run: Run, status: str, reason: str = "") -> Run:
+    """The agent says the run is over. Idempotent for the same status; pending approvals are cancelled
+    by the `run.status` event's listeners, so nothing resumes a closed run."""
+    from runs.events import append_event
+    from traces.recording import record_span
+
+    if status not in CLOSED_RUN_STATUSES:
+        raise ValueError(f"A run finishes as one of {', '.join(sorted(CLOSED_RUN_STATUSES))}, not {status!r}.")
+    now = timezone.now()
+    with transaction.atomic():
+        closed = Run.objects.filter(pk=run.pk).exclude(status__in=CLOSED_RUN_STATUSES).update(
+            status=status, status_reason=reason[:300], finished_at=now)
+        run.refresh_from_db()
+        if not closed:
+            if run.status == status:
+                return run
+            raise RunAlreadyClosed(run)
+        append_event(run=run, kind="run.status", payload={"status": status, "reason": run.status_reason})
+        record_span(run=run, kind="run", name=f"run {status}", started_at=run.created_at, ended_at=now,
+                    outcome=status, attributes={"airlock.run.reason": run.status_reason})
+    return run

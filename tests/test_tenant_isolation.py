@@ -94,6 +94,7 @@ ROUTES: list[Route] = [
     Route("runs:run_detail", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}),
     Route("runs_api:run_detail", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}, client="agent"),
     Route("runs_api:run_calls", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}, "post", "agent"),
+    Route("runs_api:run_finish", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}, "post", "agent"),
     Route("policies:grant_list", lambda w: {"tenant_slug": w.acme.slug}),
     Route("policies:grant_create", lambda w: {"tenant_slug": w.acme.slug}, "post"),
     Route("policies:grant_revoke", lambda w: {"tenant_slug": w.acme.slug,

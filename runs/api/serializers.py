@@ -23,3 +23,8 @@ class ProposedCallSerializer(serializers.Serializer):
 
 class CallBatchSerializer(serializers.Serializer):
     calls = serializers.ListField(child=serializers.DictField(), min_length=1, max_length=50)
+
+
+class RunFinishSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["completed", "failed", "cancelled"])
+    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=300)

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from console.api_auth import IsAgent
 from console.api_errors import error_body
 from runs import gate, services
-from runs.api.serializers import CallBatchSerializer, RunCreateSerializer
+from runs.api.serializers import CallBatchSerializer, RunCreateSerializer, RunFinishSerializer
 from runs.models import Run, RunStatus, ToolCall
 
 CLOSED = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
@@ -63,3 +63,18 @@ def run_calls(request: Request, run_id) -> Response:
                         status=409)
     results = gate.process_batch(run=run, calls=serializer.validated_data["calls"])
     return Response({"run_id": str(run.pk), "run_status": run.status, "tainted": run.tainted, "results": results})
+
+
+@extend_schema(request=RunFinishSerializer, responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+               tags=["runs"], description="Close the run; pending approvals of the run are cancelled.")
+@api_view(["POST"])
+@permission_classes([IsAgent])
+def run_finish(request: Request, run_id) -> Response:
+    run = _run_for_agent(request, run_id)
+    serializer = RunFinishSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    try:
+        run = services.finish_run(run=run, **serializer.validated_data)
+    except services.RunAlreadyClosed as exc:
+        return Response(error_body("conflict", "run_closed", str(exc)), status=409)
+    return Response({"run_id": str(run.pk), "status": run.status, "status_reason": run.status_reason})

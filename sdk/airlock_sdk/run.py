@@ -166,10 +166,9 @@ class Run:
         return data
 
     def finish(self, status: str = "completed", reason: str = "") -> dict:
-        """Tell Airlock the run is over (completed, failed or cancelled).
+        """Tell Airlock the run is over (completed, failed or cancelled); pending approvals are cancelled.
 
-        Proposed contract addition, `POST /api/v1/runs/{run_id}/finish` {"status", "reason"}: raises
-        NotFound while the server does not offer it.
+        `POST /api/v1/runs/{run_id}/finish` is idempotent for the same status, so it is safe to repeat.
         """
         data = self.airlock.transport.json("POST", f"{self.path}/finish", safe=True,
                                            json={"status": status, "reason": reason})
