@@ -73,12 +73,28 @@ def hash_key(secret: str) -> str:
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-def _touch(instance: models.Model) -> None:
-    """Record use at most once a minute, so authentication does not write on every request."""
-    now = timezone.now()
-    if instance.last_used_at is None or now - instance.last_used_at > LAST_USED_RESOLUTION:
-        type(instance).objects.filter(pk=instance.pk).update(last_used_at=now)
-        instance.last_used_at = now
+class BearerKeyMixin:
+    """A secret `<prefix>_<lookup>_<secret>` key stored only as a hash: the lookup finds the row,
+    the hash of the whole key proves possession. Subclasses set `key_prefix`."""
+
+    key_prefix = ""
+
+    def issue_key(self) -> str:
+        """A fresh key; the caller must show it once, it is never stored."""
+        self.key_lookup = secrets.token_hex(6)
+        full_key = f"{self.key_prefix}_{self.key_lookup}_{secrets.token_urlsafe(32)}"
+        self.key_hash = hash_key(full_key)
+        return full_key
+
+    def key_matches(self, full_key: str) -> bool:
+        return secrets.compare_digest(self.key_hash, hash_key(full_key))
+
+    def touch(self) -> None:
+        """Record use at most once a minute, so authentication does not write on every request."""
+        now = timezone.now()
+        if self.last_used_at is None or now - self.last_used_at > LAST_USED_RESOLUTION:
+            type(self).objects.filter(pk=self.pk).update(last_used_at=now)
+            self.last_used_at = now
 
 
 class AgentQuerySet(models.QuerySet):
@@ -86,7 +102,7 @@ class AgentQuerySet(models.QuerySet):
         return self.filter(revoked_at__isnull=True)
 
 
-class Agent(models.Model):
+class Agent(BearerKeyMixin, models.Model):
     """A named agent identity in one tenant, authenticated by an API key stored only as a hash.
 
     Keys look like `ak_<lookup>_<secret>`: the lookup part finds the row, the hash of the
@@ -105,6 +121,7 @@ class Agent(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
+    key_prefix = KEY_PREFIX
     objects = AgentQuerySet.as_manager()
 
     class Meta:
@@ -118,21 +135,8 @@ class Agent(models.Model):
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
 
-    def issue_key(self) -> str:
-        """Give the agent a fresh key; the caller must show it once, it is never stored."""
-        self.key_lookup = secrets.token_hex(6)
-        full_key = f"{KEY_PREFIX}_{self.key_lookup}_{secrets.token_urlsafe(32)}"
-        self.key_hash = hash_key(full_key)
-        return full_key
 
-    def key_matches(self, full_key: str) -> bool:
-        return secrets.compare_digest(self.key_hash, hash_key(full_key))
-
-    def touch(self) -> None:
-        _touch(self)
-
-
-class PersonalAccessToken(models.Model):
+class PersonalAccessToken(BearerKeyMixin, models.Model):
     """A token a human approver creates to use the approver API from a chat bot or script."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="access_tokens")
@@ -143,20 +147,11 @@ class PersonalAccessToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
+    key_prefix = "pat"
+
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
         return f"{self.user}: {self.name}"
 
-    def issue_key(self) -> str:
-        self.key_lookup = secrets.token_hex(6)
-        full_key = f"pat_{self.key_lookup}_{secrets.token_urlsafe(32)}"
-        self.key_hash = hash_key(full_key)
-        return full_key
-
-    def key_matches(self, full_key: str) -> bool:
-        return secrets.compare_digest(self.key_hash, hash_key(full_key))
-
-    def touch(self) -> None:
-        _touch(self)
