@@ -15,23 +15,28 @@ from runs.models import ToolCall
 from tests.runs.factories import grant, make_skill
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-KILL = {"armed": False}
+KILL: dict = {"pid": None}
 
 
-def _terminate_every_other_backend() -> int:
+def _request_backend_pid() -> int:
+    """The server process behind this thread's connection: the one a request in this thread uses."""
+    connection.ensure_connection()
+    return connection.connection.info.backend_pid
+
+
+def _terminate(pid: int) -> bool:
+    """Only that one connection: other threads' connections (live servers, async helpers) live on."""
     db = settings.DATABASES["default"]
     with psycopg.connect(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname="postgres",
                          autocommit=True) as admin:
-        rows = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
-                             "AND pid <> pg_backend_pid()", [connection.settings_dict["NAME"]]).fetchall()
-    return len(rows)
+        return admin.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0]
 
 
 @register("faults.lookup")
 def lookup(*, arguments, context):
-    if KILL["armed"]:
-        KILL["armed"] = False
-        _terminate_every_other_backend()  # the request's own connection dies while the tool runs
+    if KILL["pid"]:
+        _terminate(KILL.pop("pid"))  # the request's own connection dies while the tool runs
+        KILL["pid"] = None
     return {"found": True}
 
 
@@ -50,7 +55,7 @@ def test_a_dropped_persistent_connection_is_replaced_before_the_next_request(wor
     try:
         assert agent_client.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json").status_code == 201
         assert connection.connection is not None  # kept open after the request
-        assert _terminate_every_other_backend() >= 1
+        assert _terminate(_request_backend_pid())
         # What the request handler does at request_started (Django's test client disconnects it):
         # CONN_HEALTH_CHECKS finds the dead connection and drops it, so the request reconnects.
         close_old_connections()
@@ -66,7 +71,7 @@ def test_a_connection_dropped_mid_request_writes_nothing_half(world, agent_clien
                        {"call_id": "c2", "name": "faults.lookup", "arguments": {}}]}
     url = reverse("runs_api:run_calls", kwargs={"run_id": run_id})
     agent_client.raise_request_exception = False
-    KILL["armed"] = True
+    KILL["pid"] = _request_backend_pid()
     failed = agent_client.post(url, batch, format="json")
     assert failed.status_code >= 500
     connection.close()  # the test's side of the same dead connection
