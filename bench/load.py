@@ -60,7 +60,8 @@ def _redis_url() -> str:
     return os.environ.get("AIRLOCK_LOAD_REDIS_URL") or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 
 
-def _fresh_database(url: str) -> None:
+def _fresh_database(url: str, *, create: bool = True) -> None:
+    """Drop the load database and, unless told otherwise, create it empty again."""
     import psycopg
 
     parts = urlsplit(url)
@@ -68,7 +69,12 @@ def _fresh_database(url: str) -> None:
     admin = parts._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
     with psycopg.connect(admin, autocommit=True) as connection:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.execute(f'CREATE DATABASE "{name}"')
+        if create:
+            connection.execute(f'CREATE DATABASE "{name}"')
+
+
+def drop_database() -> None:
+    _fresh_database(_database_url(), create=False)
 
 
 def _free_port() -> int:

@@ -14,7 +14,10 @@ def test_twenty_agents_for_ten_seconds_balance_the_books(monkeypatch):
     monkeypatch.setenv("AIRLOCK_LOAD_DATABASE_URL", f"postgres://{database['USER']}@{database['HOST']}:"
                                                     f"{database['PORT'] or 5432}/{database['NAME']}_load")
     monkeypatch.setenv("AIRLOCK_LOAD_REDIS_URL", settings.REDIS_URL)
-    result = load.load(20, 10, log=lambda line: None)
+    try:
+        result = load.load(20, 10, log=lambda line: None)
+    finally:
+        load.drop_database()
     load.report(result)
     assert result.stats.runs >= 20 and result.books["counts"]["approvals"] >= 5
     assert not result.books["problems"], result.books["problems"]
