@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bench.common import Figure, percentile, print_table
+from bench.common import Figure, free_port, percentile, print_table, server_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SOCKET_COUNTS = (1, 10, 100)
@@ -62,29 +61,6 @@ def _fresh_database() -> None:
     with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as connection:
         connection.execute(f"DROP DATABASE IF EXISTS {DATABASE_NAME} WITH (FORCE)")
         connection.execute(f"CREATE DATABASE {DATABASE_NAME}")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _env(workdir: Path) -> dict:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    pem = Ed25519PrivateKey.generate().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                     serialization.NoEncryption()).decode()
-    env = dict(os.environ)
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "bench.gate_settings", "DEBUG": "0", "SECRET_KEY": "bench-" + "y" * 50,
-        "ALLOWED_HOSTS": "127.0.0.1", "SECURE_SSL_REDIRECT": "0", "SESSION_COOKIE_SECURE": "0",
-        "AIRLOCK_SIGNING_KEY": pem, "AIRLOCK_VAR_DIR": str(workdir), "PYTHONPATH": str(ROOT),
-        "DATABASE_URL": _database_url(), "REDIS_URL": _redis_url(), "AIRLOCK_ALLOW_PRIVATE_CALLBACKS": "1",
-        "AIRLOCK_CHANNEL_PREFIX": f"benchappr{os.getpid()}", "LOG_LEVEL": "WARNING",
-    })
-    return env
 
 
 def seed() -> dict:
@@ -268,10 +244,11 @@ def run() -> list[Figure]:
         print(f"[bench] approvals needs Redis and PostgreSQL: {exc}", file=sys.stderr)
         return []
     workdir = Path(tempfile.mkdtemp(prefix="airlock-bench-approvals-"))
-    env = _env(workdir)
+    env = server_env(workdir, DATABASE_URL=_database_url(), REDIS_URL=_redis_url(),
+                     AIRLOCK_ALLOW_PRIVATE_CALLBACKS="1", AIRLOCK_CHANNEL_PREFIX=f"benchappr{os.getpid()}")
     seeded = json.loads(subprocess.run([sys.executable, "-m", "bench.approvals", "--seed"], env=env, cwd=ROOT,
                                        check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([sys.executable, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1",
                                "--port", str(port), "--log-level", "warning"], env=env,

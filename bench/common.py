@@ -57,3 +57,37 @@ def print_table(figures: list[Figure], title: str = "") -> None:
         print(f"{figure.name:<58} {figure.value:12.2f} {figure.unit:<10} {reference} {ratio}")
         if figure.reference_name:
             print(f"{'':<4}reference: {figure.reference_name}")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_env(workdir, **overrides: str) -> dict[str, str]:
+    """The environment of a production-like Airlock server a benchmark starts: DEBUG off, a fresh
+    signing key, plain HTTP on loopback. `overrides` set or replace variables; None removes one."""
+    from pathlib import Path
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    env = dict(os.environ)
+    env.update({
+        "DJANGO_SETTINGS_MODULE": "bench.gate_settings", "DEBUG": "0", "SECRET_KEY": "bench-" + "x" * 50,
+        "ALLOWED_HOSTS": "127.0.0.1", "SECURE_SSL_REDIRECT": "0", "SESSION_COOKIE_SECURE": "0",
+        "AIRLOCK_SIGNING_KEY": pem, "AIRLOCK_VAR_DIR": str(workdir), "LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    })
+    for name, value in overrides.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env

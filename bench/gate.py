@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Figure, percentile, print_table
+from bench.common import Figure, free_port, percentile, print_table, server_env
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = 50
@@ -151,26 +150,9 @@ def bench_policy_engines() -> list[Figure]:
 
 # Live ASGI server ------------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _server_env(workdir: Path) -> dict:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    pem = Ed25519PrivateKey.generate().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                     serialization.NoEncryption()).decode()
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL",)}
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "bench.gate_settings", "DEBUG": "0", "SECRET_KEY": "bench-" + "x" * 50,
-        "ALLOWED_HOSTS": "127.0.0.1", "SECURE_SSL_REDIRECT": "0", "AIRLOCK_SIGNING_KEY": pem,
-        "AIRLOCK_VAR_DIR": str(workdir), "PYTHONPATH": str(ROOT),
-        "DATABASE_URL": os.environ.get("AIRLOCK_BENCH_DATABASE_URL", f"sqlite:///{workdir / 'bench.sqlite3'}"),
-    })
-    return env
+    database_url = os.environ.get("AIRLOCK_BENCH_DATABASE_URL", f"sqlite:///{workdir / 'bench.sqlite3'}")
+    return server_env(workdir, REDIS_URL=None, SESSION_COOKIE_SECURE=None, LOG_LEVEL=None, DATABASE_URL=database_url)
 
 
 def seed() -> dict:
@@ -264,7 +246,7 @@ def bench_live_gate() -> list[Figure]:
         seeded = subprocess.run([sys.executable, "-m", "bench.gate", "--seed"], env=env, cwd=ROOT, check=True,
                                 capture_output=True, text=True)
         key = json.loads(seeded.stdout.strip().splitlines()[-1])["key"]
-        port = _free_port()
+        port = free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1", "--port",
              str(port), "--log-level", "warning", "--no-access-log"], env=env, cwd=ROOT,

@@ -41,7 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bench.common import Figure, percentile, print_table
+from bench.common import Figure, free_port, percentile, print_table, server_env
 
 ROOT = Path(__file__).resolve().parent.parent
 APPROVERS = 2
@@ -75,14 +75,6 @@ def _fresh_database(url: str, *, create: bool = True) -> None:
 
 def drop_database() -> None:
     _fresh_database(_database_url(), create=False)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # --- the ledger: the skills' downstream service, counting side effects by (run, call) ---------
@@ -384,23 +376,6 @@ def check_books(effects: Counter) -> dict:
 
 # --- orchestration --------------------------------------------------------------------------
 
-def _env(workdir: Path) -> dict:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    pem = Ed25519PrivateKey.generate().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                     serialization.NoEncryption()).decode()
-    env = dict(os.environ)
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "bench.gate_settings", "DEBUG": "0", "SECRET_KEY": "load-" + "z" * 50,
-        "ALLOWED_HOSTS": "127.0.0.1", "SECURE_SSL_REDIRECT": "0", "SESSION_COOKIE_SECURE": "0",
-        "AIRLOCK_SIGNING_KEY": pem, "AIRLOCK_VAR_DIR": str(workdir), "PYTHONPATH": str(ROOT),
-        "DATABASE_URL": f"{_database_url()}?pool_max_size={POOL_SIZE}", "REDIS_URL": _redis_url(),
-        "AIRLOCK_CHANNEL_PREFIX": f"load{os.getpid()}", "LOG_LEVEL": "WARNING",
-    })
-    return env
-
-
 def _subprocess_json(args: list[str], env: dict, payload: str = "") -> dict:
     done = subprocess.run([sys.executable, "-m", "bench.load", *args], env=env, cwd=ROOT, input=payload,
                           capture_output=True, text=True, timeout=600)
@@ -439,10 +414,11 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
     redis.Redis.from_url(_redis_url()).flushdb()
     _fresh_database(_database_url())
     workdir = Path(tempfile.mkdtemp(prefix="airlock-load-"))
-    env = _env(workdir)
+    env = server_env(workdir, DATABASE_URL=f"{_database_url()}?pool_max_size={POOL_SIZE}", REDIS_URL=_redis_url(),
+                     AIRLOCK_CHANNEL_PREFIX=f"load{os.getpid()}")
     ledger = Ledger()
     seeded = _subprocess_json(["--seed", ledger.url, str(agents)], env)
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([sys.executable, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1",
                                "--port", str(port), "--workers", "2", "--log-level", "warning"], env=env, cwd=ROOT,
