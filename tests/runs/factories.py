@@ -11,8 +11,9 @@ from registry.snapshots import publish_snapshot
 def manifest(name: str, *, effect: str = "read", schema: dict | None = None, adapter: str | None = None,
              approval: str = "not_required", untrusted_output: bool = False, roles: list[str] | None = None,
              tenants: list[str] | None = None, scopes: list[str] | None = None, data: str = "internal",
-             result_limit_bytes: int = 16384, timeout_ms: int = 5000, version: str = "1.0.0") -> dict:
-    return {
+             result_limit_bytes: int = 16384, timeout_ms: int = 5000, version: str = "1.0.0",
+             rate_limit_per_minute: int | None = None) -> dict:
+    body = {
         "skill_id": "skl_" + name.replace(".", "_"), "name": name, "version": version,
         "description": f"Test skill {name} used by the gate tests.",
         "input_schema": schema or {"type": "object", "properties": {}, "additionalProperties": True},
@@ -25,6 +26,9 @@ def manifest(name: str, *, effect: str = "read", schema: dict | None = None, ada
                       "max_attempts": 1, "result_limit_bytes": result_limit_bytes},
         "ownership": {"team": "support-tools"},
     }
+    if rate_limit_per_minute is not None:
+        body["execution"]["rate_limit_per_minute"] = rate_limit_per_minute
+    return body
 
 
 def make_skill(name: str, *, status: str = "active", team: Team | None = None, publish: bool = True,

@@ -188,6 +188,25 @@ def test_rate_limit_per_skill(agent_client, skills, settings):
     assert body["results"][1]["error"]["code"] == "skill_rate_limited"
 
 
+def test_a_manifest_can_set_its_own_rate_limit(agent_client, acme):
+    from registry.validation import validate_manifest
+    from tests.runs.factories import grant, make_skill, manifest
+
+    body = manifest("orders.limited_echo", adapter="python:test.echo")
+    body["execution"]["rate_limit_per_minute"] = 1
+    assert not [e for e in validate_manifest(body) if "rate_limit_per_minute" in e["path"] + e["message"]]
+    body["execution"]["rate_limit_per_minute"] = 0
+    assert any("rate_limit_per_minute" in e["path"] + e["message"] for e in validate_manifest(body))
+    body["execution"]["rate_limit_per_minute"] = 1
+    grant(acme, "orders.*")
+    make_skill("orders.limited_echo", adapter="python:test.echo", rate_limit_per_minute=1)
+    run = start_run(agent_client)
+    results = post_calls(agent_client, run["run_id"], [call("c1", "orders.limited_echo", {"i": 1}),
+                                                       call("c2", "orders.limited_echo", {"i": 2})]).json()["results"]
+    assert [r["status"] for r in results] == ["ok", "error"]
+    assert results[1]["error"]["code"] == "skill_rate_limited" and "1 calls a minute" in results[1]["error"]["message"]
+
+
 def test_calls_endpoint_query_count_does_not_grow_per_call(agent_client, skills, django_assert_max_num_queries):
     run = start_run(agent_client)
     url = reverse("runs_api:run_calls", args=[run["run_id"]])
