@@ -156,8 +156,10 @@ def search_skills(
             results = [e for e in permitted if e["namespace"] == fallback_namespace][:limit]
             fallback = "namespace"
     if len(results) <= LOW_RESULT_THRESHOLD or fallback:
+        from traces.redaction import redact  # owners of every tenant read these: mask secrets first
+
         DiscoveryQuery.objects.create(
-            query=query[:300],
+            query=redact(query)[:300],
             namespace=namespace[:100],
             result_count=0 if fallback else len(results),
             fell_back_to_namespace=bool(fallback),

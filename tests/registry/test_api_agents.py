@@ -167,3 +167,10 @@ def test_agent_role_limits_discovery(catalog, acme):
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
     tools = client.get(reverse("registry_api:tools"), {"format": "anthropic"}).json()["tools"]
     assert [t["name"] for t in tools] == ["docs__search_documentation"]
+
+
+def test_recorded_misses_keep_no_secret_the_agent_put_in_its_query(catalog, agent_client):
+    secret = "sk-live" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+    agent_client.get(reverse("registry_api:skill-search"), {"q": f"rotate key {secret}"})
+    stored = DiscoveryQuery.objects.get()
+    assert secret not in stored.query and stored.query.startswith("rotate key")
