@@ -25,7 +25,8 @@ RETRYABLE_CLASSES = {"transient", "unavailable", "rate_limited"}
 def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, warnings: list[str]) -> dict:
     """Shape the outcome into the contract's result and record it on the call (not saved here)."""
     call.started_at, call.finished_at = outcome.started_at or call.started_at, outcome.finished_at
-    call.attempts = (call.attempts or 0) + 1
+    tried = len(getattr(outcome.trail, "attempts", None) or ()) or 1  # retries happen in reliability/
+    call.attempts = (call.attempts or 0) + tried
     if outcome.error is not None:
         error = outcome.error
         call.status = CallStatus.TIMEOUT_UNKNOWN if error.error_class == "timeout_unknown" else CallStatus.FAILED

@@ -37,6 +37,7 @@ def test_read_is_retried_after_503s_and_succeeds_with_one_span_per_attempt(world
     call_span = Span.objects.get(trace__run=run, kind="tool_call")
     assert call_span.attributes["airlock.attempts"] == 3 and call_span.attributes["airlock.breaker.state"] == "closed"
     assert result["provenance"]["source"] == "catalog.get_item@1.0.0"
+    assert ToolCall.objects.get(run=run).attempts == 3  # the run page shows the real count
 
 
 def test_read_is_retried_after_a_connection_reset(world, flaky):
