@@ -303,3 +303,19 @@ def shadow_differences(*, policy: Policy, limit: int = 100) -> list:
         if len(rows) >= limit:
             break
     return rows
+
+
+def publish_snapshot_if_grants_expired(*, now=None):
+    """A grant that reaches its expiry changes what agents may discover: publish a snapshot once for it.
+
+    The gate checks grants live; this keeps discovery and the signed snapshot in step. Returns the new
+    snapshot, or None when no grant expired since the latest one.
+    """
+    from registry.snapshots import latest_snapshot, publish_snapshot
+
+    now = now or timezone.now()
+    latest = latest_snapshot()
+    expired = Grant.objects.filter(revoked_at__isnull=True, expires_at__gt=latest.created_at, expires_at__lte=now)
+    if not expired.exists():
+        return None
+    return publish_snapshot(reason="grant expired")

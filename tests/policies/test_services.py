@@ -30,6 +30,28 @@ def test_grant_and_revoke_publish_snapshots_with_grants_section(acme, tenant_adm
     assert Snapshot.objects.count() == count
 
 
+def test_a_grant_reaching_its_expiry_publishes_one_snapshot_without_it(acme, tenant_admin):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from policies.models import Grant
+    from policies.tasks import publish_expired_grants
+
+    created = services.create_grant(tenant=acme, skill_pattern="billing.*", agent_role="support",
+                                    granted_by=tenant_admin, expires_at=timezone.now() + timedelta(days=1))
+    published = latest_snapshot()
+    assert [g["skill"] for g in published.body["grants"]] == ["billing.*"]
+    assert services.publish_snapshot_if_grants_expired() is None  # not expired yet
+    # Time passes: the grant expires just after the snapshot that still lists it.
+    Grant.objects.filter(pk=created.pk).update(expires_at=published.created_at + timedelta(microseconds=1))
+    count = Snapshot.objects.count()
+    snapshot = services.publish_snapshot_if_grants_expired()
+    assert snapshot is not None and snapshot.body["grants"] == [] and snapshot.reason == "grant expired"
+    assert publish_expired_grants() is False  # already reflected: nothing more to publish
+    assert Snapshot.objects.count() == count + 1
+
+
 @pytest.mark.parametrize("pattern,name,covered", [
     ("billing.*", "billing.create_refund_request", True),
     ("billing.*", "billingx.thing", False),
