@@ -72,7 +72,7 @@ async def run_events(request: HttpRequest, run_id) -> JsonResponse:
     if isinstance(parsed, JsonResponse):
         return parsed
     after, wait = parsed
-    run = await Run.objects.filter(pk=run_id, tenant_id=agent.tenant_id).only("pk").afirst()
+    run = await Run.objects.filter(pk=run_id, tenant_id=agent.tenant_id, agent=agent).only("pk").afirst()
     if run is None:
         return _error(404, "not_found", "not_found", "No such run.")
     deadline = time.monotonic() + wait

@@ -54,6 +54,20 @@ def test_other_tenants_agent_gets_404_and_humans_401(outsider_agent_client, clie
     assert client.get(url).status_code == 401
 
 
+def test_another_agent_of_the_same_tenant_cannot_follow_the_run(acme, agent):
+    from rest_framework.test import APIClient
+
+    from console.services import create_agent
+
+    run = make_run(tenant=acme, agent=agent)
+    append_event(run=run, kind="run.status", payload={"status": "running", "reason": ""})
+    _, other_key = create_agent(tenant=acme, name="docs-bot", role="developer")
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {other_key}")
+    response = other.get(reverse("runs_api:run_events", args=[run.pk]))
+    assert response.status_code == 404  # as for GET /runs/{id}: a run belongs to the agent that started it
+
+
 def test_bad_parameters_and_method(agent_client, acme, agent):
     run = make_run(tenant=acme, agent=agent)
     url = reverse("runs_api:run_events", args=[run.pk])
