@@ -12,11 +12,15 @@ from django.conf import settings
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+import console.asgi  # noqa: F401  built once here, from the real settings (see below)
 from console.celery import app as celery_app
 from console.models import Membership, Role, Team, Tenant
 from console.services import create_agent
 
 REQUIRE_SERVICES = os.environ.get("AIRLOCK_REQUIRE_SERVICES") == "1"
+# console.asgi wraps websockets in Channels' AllowedHostsOriginValidator, which reads ALLOWED_HOSTS when
+# the module is first imported. Importing it above, before any test overrides settings, keeps a test
+# that first imports it inside an override (the live server's) from changing it for every later test.
 
 
 def _using_postgres() -> bool:
