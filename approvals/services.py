@@ -32,8 +32,10 @@ from console.models import Role
 from console.tenancy import require_role
 from lib.canonical import sha256_of
 from lib.sealing import seal, unseal
+from runs import lifecycle
+from runs.authorization import decision_on
 from runs.events import append_event
-from runs.models import CallStatus, Run, RunStatus, ToolCall
+from runs.models import CallStatus, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -215,6 +217,10 @@ def _validated_edit(approval: ApprovalRequest, arguments: Any) -> _Edit | None:
             raise InvalidDecision(
                 f"The edited arguments do not match the schema of {approval.skill_name} {approval.skill_version}.",
                 fields)
+    decision = decision_on(approval.call, edited)
+    if decision is not None and decision.verdict == "deny":
+        raise InvalidDecision(f"The policy would deny the edited call ({decision.rule_id}): {decision.reason}",
+                              [{"path": "", "message": decision.reason, "rule_id": decision.rule_id}])
     return _Edit(raw=edited, masked=mask(edited, schema), sha256=sha256_of(edited),
                  changes=diff(mask(original, schema), mask(edited, schema)))
 
@@ -440,17 +446,13 @@ def _arguments_for_execution(approval: ApprovalRequest) -> Any:
 
 def _record_negative_call_outcome(approval: ApprovalRequest, result: dict) -> None:
     call_status = CallStatus.EXPIRED if approval.status == ApprovalStatus.EXPIRED else CallStatus.DECLINED
-    ToolCall.objects.filter(pk=approval.call_id, status=CallStatus.AWAITING_APPROVAL).update(
-        status=call_status, error_class=result["error"]["class"], result=result, sealed_arguments="",
-        finished_at=timezone.now())
+    lifecycle.refuse_waiting(approval.call, status=call_status, error_class=result["error"]["class"], result=result,
+                             finished_at=timezone.now())
 
 
 def _resume_run_if_unblocked(run) -> None:
     """The run waits on approvals while any of its calls does; once none does, it runs again."""
-    Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True).first()  # see runs.recording
-    if ToolCall.objects.filter(run=run, status=CallStatus.AWAITING_APPROVAL).exists():
-        return
-    if Run.objects.filter(pk=run.pk, status=RunStatus.PAUSED).update(status=RunStatus.RUNNING, status_reason=""):
+    if lifecycle.resume_if_unblocked(run):
         append_event(run=run, kind="run.status", payload={"status": RunStatus.RUNNING, "reason": "approvals settled"})
 
 
@@ -464,8 +466,13 @@ def _complete(approval: ApprovalRequest, *, from_status: str, to_status: str, re
             return False
         approval.refresh_from_db()
         if from_status != to_status:
+            error = result.get("error") or {}
+            detail = {"is_error": bool(result.get("is_error"))}
+            if error:
+                detail.update(error_class=error.get("class"), error_code=error.get("code"),
+                              message=str(error.get("message", ""))[:500])
             _record(approval, actor=SYSTEM, action=to_status, from_status=from_status, to_status=to_status,
-                    detail={"is_error": bool(result.get("is_error"))})
+                    detail=detail)
         else:
             _record(approval, actor=SYSTEM, action="outcome_recorded", detail={"is_error": True})
         append_event(run=approval.call.run, kind="call.completed",

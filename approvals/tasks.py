@@ -18,9 +18,12 @@ RESUME_MAX_RETRIES = 5
 def resume_call(self, approval_id: int) -> None:
     """Resume the paused call of a decided request; running it twice acts once."""
     from approvals.services import record_resume_failure, resume_approval
+    from runs.services import CallHeldElsewhere
 
     try:
         resume_approval(approval_id=approval_id)
+    except CallHeldElsewhere as exc:  # another delivery is executing it; look again once its lease may end
+        raise self.retry(countdown=exc.retry_after, max_retries=RESUME_MAX_RETRIES * 10) from exc
     except Exception as exc:
         final = self.request.retries >= RESUME_MAX_RETRIES
         record_resume_failure(approval_id=approval_id, error=f"{type(exc).__name__}: {exc}", final=final)

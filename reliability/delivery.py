@@ -7,6 +7,7 @@ import logging
 
 from django.utils import timezone
 
+from runs import lifecycle
 from runs.events import append_event
 from runs.models import IdempotencyRecord, ToolCall
 
@@ -19,9 +20,9 @@ def deliver_final_result(*, call: ToolCall, result: dict, status: str, error_cla
     from traces.recording import record_span
 
     now = timezone.now()
-    ToolCall.objects.filter(pk=call.pk).update(status=status, result=result, error_class=error_class,
-                                                finished_at=now)
-    call.status, call.result, call.error_class = status, result, error_class
+    if not lifecycle.replace_outcome(call, status=status, result=result, error_class=error_class, finished_at=now):
+        logger.warning("Call %s is %s; %s not delivered", call.pk, call.status, span_name)
+        return
     if call.idempotency_key:
         IdempotencyRecord.objects.filter(tenant_id=call.run.tenant_id, key=call.idempotency_key).update(
             outcome=result)

@@ -19,11 +19,13 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from registry.snapshots import index_for
 from reliability import contracts, hygiene
 from reliability.asking import ask
 from reliability.delivery import deliver_final_result
 from reliability.models import JobStatus, LongJob
-from runs.errors import CallError
+from runs.authorization import live_refusal
+from runs.errors import CallError, NotPermitted
 from runs.models import CallStatus, Run, ToolCall
 from runs.shaping import shape
 
@@ -73,8 +75,8 @@ def _claim(job: LongJob) -> bool:
 
 
 def _call_of(job: LongJob) -> ToolCall | None:
-    return ToolCall.objects.select_related("run__tenant", "skill_version").filter(run_id=job.run_id,
-                                                                                  call_id=job.call_id).first()
+    return (ToolCall.objects.select_related("run__tenant", "run__agent", "run__snapshot", "skill_version")
+            .filter(run_id=job.run_id, call_id=job.call_id).first())
 
 
 def check_job(*, job_id: int) -> LongJob:
@@ -85,6 +87,8 @@ def check_job(*, job_id: int) -> LongJob:
     call = _call_of(job)
     if call is None or call.status == CallStatus.EXECUTING:
         return _release(job, checked=False, why="the call is still being recorded")
+    if job_refusal(call) is not None:  # nothing more is asked of the downstream for a call no longer allowed
+        return complete_job(job=job, succeeded=False)
     manifest = call.skill_version.manifest if call.skill_version else {}
     target = manifest.get("execution", {}).get("job_status", "")
     if not target:
@@ -130,15 +134,31 @@ def complete_job(*, job: LongJob, succeeded: bool, content=None, message: str = 
             job.refresh_from_db()
             return job
         call = _call_of(job)
-        result = _final_result(call, succeeded=succeeded, content=content, message=message)
+        refusal = job_refusal(call)
+        if refusal is not None:
+            result = {"call_id": call.call_id, "status": "error", "is_error": True, "error": refusal.as_error()}
+            status = JobStatus.GAVE_UP
+            LongJob.objects.filter(pk=job.pk).update(status=status, last_error=refusal.message[:300])
+            call_status = CallStatus.DECLINED if refusal.error_class == "declined" else CallStatus.DENIED
+        else:
+            result = _final_result(call, succeeded=succeeded, content=content, message=message)
+            call_status = CallStatus.SUCCEEDED if result["status"] == "ok" else CallStatus.FAILED
         LongJob.objects.filter(pk=job.pk).update(result=result)
-        deliver_final_result(call=call, result=result,
-                             status=CallStatus.SUCCEEDED if result["status"] == "ok" else CallStatus.FAILED,
+        deliver_final_result(call=call, result=result, status=call_status,
                              error_class=(result.get("error") or {}).get("class", ""),
                              span_name=f"{call.name} job {job.job_id} {status}",
                              attributes={"airlock.job.id": job.job_id, "airlock.job.status": status})
     job.refresh_from_db()
     return job
+
+
+def job_refusal(call: ToolCall) -> CallError | None:
+    """The live checks every execution passes (agent, grant, skill, run), before a job's end is delivered:
+    a revoked agent gets no result, and a closed run receives nothing more."""
+    skill = index_for(call.run.snapshot).resolve(call.name, call.requested_version or None)
+    if skill is None or skill.skill_version_id != call.skill_version_id:
+        return NotPermitted(f"{call.name} is no longer callable.", code="skill_retired")
+    return live_refusal(run=call.run, skill=skill, arguments=None, approved_verdict="confirm")
 
 
 def _final_result(call: ToolCall, *, succeeded: bool, content, message: str) -> dict:

@@ -125,6 +125,7 @@ def _claim(pipeline: Pipeline) -> bool:
 def _call(run: Run, *, call_id: str, name: str, arguments: dict, key: str) -> dict:
     from runs.gate import process_batch
 
+    run = Run.objects.select_related("tenant", "agent", "snapshot").get(pk=run.pk)  # live: revoked, closed
     return process_batch(run=run, calls=[{"call_id": call_id, "name": name, "arguments": arguments,
                                           "idempotency_key": key}])[0]
 

@@ -34,7 +34,9 @@ def sweep_due_work() -> int:
     from reliability.jobs import due_jobs
     from reliability.reconcile import due_items
     from reliability.sagas import waiting_pipelines_ready
+    from runs.services import settle_expired_leases
 
+    settle_expired_leases()
     jobs, items, pipelines = due_jobs(), due_items(), waiting_pipelines_ready()
     for pipeline_pk in pipelines:
         run_pipeline.delay(pipeline_pk)

@@ -25,6 +25,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from lib.canonical import sha256_of
+from lib.sealing import seal, unseal
+from registry.snapshots import index_for
+from runs import lifecycle
+from runs.authorization import live_refusal
 from runs.errors import CallError, NotPermitted, ValidationFailed
 from runs.events import append_event
 from runs.models import CallStatus, Run, ToolCall
@@ -82,8 +86,15 @@ def _skill_of(call: ToolCall) -> dict:
     return {"name": call.name, "version": version}
 
 
+def lease_seconds(manifest: dict) -> float:
+    """How long an executing call is held: a client-run call for as long as its token lives."""
+    from runs.execution import timeout_of
+
+    return TOKEN_TTL_SECONDS if is_client_skill(manifest) else timeout_of(manifest)
+
+
 def issue_client_token(*, call: ToolCall, arguments: Any = None) -> dict:
-    """Mark an allowed `client:` call as executing and return its `execute_locally` result.
+    """The `execute_locally` result for a call its caller already claimed (`executing`, runs.lifecycle).
 
     `arguments` are the ones to run when they differ from the proposal (an approver edited them);
     they are then included in the result, since the agent cannot know them otherwise.
@@ -92,8 +103,6 @@ def issue_client_token(*, call: ToolCall, arguments: Any = None) -> dict:
     expires_at = int(time.time()) + TOKEN_TTL_SECONDS
     token = make_token(run_id=str(call.run_id), call_id=call.call_id, arguments_sha256=arguments_sha256,
                        expires_at=expires_at)
-    ToolCall.objects.filter(pk=call.pk).update(status=CallStatus.EXECUTING, started_at=timezone.now())
-    call.status = CallStatus.EXECUTING
     result: dict[str, Any] = {
         "call_id": call.call_id, "status": "execute_locally", "is_error": False, "token": token,
         "expires_at": datetime.fromtimestamp(expires_at, UTC).isoformat(), "skill": _skill_of(call),
@@ -101,6 +110,8 @@ def issue_client_token(*, call: ToolCall, arguments: Any = None) -> dict:
     }
     if arguments is not None and arguments_sha256 != call.arguments_sha256:
         result["arguments"] = arguments
+    if arguments is not None:  # kept sealed until the result arrives: the policy is checked again on them
+        ToolCall.objects.filter(pk=call.pk).update(sealed_arguments=seal(arguments))
     return result
 
 
@@ -108,18 +119,19 @@ def _manifest(call: ToolCall) -> dict:
     return (call.skill_version.manifest if call.skill_version_id else None) or {}
 
 
-def _record_span(*, call: ToolCall, result: dict, started_at: datetime, finished_at: datetime) -> None:
-    try:
-        from traces.recording import record_span
-    except ImportError:
-        return
+def _record_span(*, call: ToolCall, result: dict, started_at: datetime, finished_at: datetime,
+                 refused: CallError | None = None) -> None:
+    from traces.recording import record_span
+
+    attributes: dict[str, Any] = {"airlock.execution": "client", "airlock.result.bytes": call.result_bytes,
+                                  "airlock.result.truncated": call.truncated}
+    if refused is not None:
+        attributes.update({"airlock.refused.code": refused.code, "airlock.refused.reason": refused.message})
     try:
         record_span(run=call.run, kind="tool_call", name=f"{call.name} (run by the agent)", started_at=started_at,
                     ended_at=finished_at, call=call, skill_name=call.name, skill_version=_skill_of(call)["version"],
                     outcome="error" if result["is_error"] else "ok",
-                    error_class=(result.get("error") or {}).get("class", ""),
-                    attributes={"airlock.execution": "client", "airlock.result.bytes": call.result_bytes,
-                                "airlock.result.truncated": call.truncated})
+                    error_class=(result.get("error") or {}).get("class", ""), attributes=attributes)
     except Exception:  # a trace is evidence, not a precondition
         logger.exception("could not record the client-executed call's span")
 
@@ -135,39 +147,65 @@ def accept_client_result(*, call: ToolCall, token: str, content: Any = None, err
         raise ValidationFailed("`error` must be an object with a `message`.", code="invalid_error")
     reported_hash = sha256_of({"content": content, "error": error})
     with transaction.atomic():
-        locked = ToolCall.objects.select_for_update(of=("self",)).select_related("run", "skill_version").get(pk=call.pk)
+        locked = ToolCall.objects.select_for_update(of=("self",)).select_related(
+            "run__tenant", "run__agent", "run__snapshot", "skill_version").get(pk=call.pk)
         if locked.status != CallStatus.EXECUTING:
             if locked.result is not None and (locked.decision or {}).get(RESULT_HASH_KEY) == reported_hash:
                 return locked.result
             raise AlreadyReported(f"This call already has a result ({locked.status}).")
-        finished_at = timezone.now()
-        manifest = _manifest(locked)
-        if error is not None:
-            message = str(error.get("message") or "The client-executed skill failed.")[:2000]
-            result = {"call_id": locked.call_id, "status": "error", "is_error": True,
-                      "error": {"class": "unavailable", "code": "client_skill_failed", "message": message}}
-            locked.status, locked.error_class = CallStatus.FAILED, "unavailable"
+        refusal = _live_refusal(locked)
+        if refusal is not None:
+            result = {"call_id": locked.call_id, "status": "error", "is_error": True, "error": refusal.as_error()}
+            lifecycle.finish_execution(
+                locked, status=CallStatus.DECLINED if refusal.error_class == "declined" else CallStatus.DENIED,
+                result=result, error_class=refusal.error_class, finished_at=timezone.now(),
+                decision={**(locked.decision or {}), RESULT_HASH_KEY: reported_hash,
+                          "refused_at_execution": {"code": refusal.code, "reason": refusal.message}})
         else:
-            limit = (manifest.get("execution") or {}).get("result_limit_bytes")
-            shaped = shape(content, limit)
-            result = {"call_id": locked.call_id, "status": "ok", "is_error": False, "content": shaped.content,
-                      "skill": _skill_of(locked), "truncated": shaped.truncated, "warnings": []}
-            if shaped.truncated:
-                result["truncation"] = shaped.truncation
-            locked.status, locked.truncated, locked.result_bytes = CallStatus.SUCCEEDED, shaped.truncated, shaped.size
-            locked.result_sha256 = sha256_of(shaped.content)
-            if (manifest.get("risk") or {}).get("untrusted_output"):
-                _taint(locked.run, f"{locked.name} ({locked.call_id}) returned untrusted content")
-        locked.result, locked.finished_at = result, finished_at
-        locked.decision = {**(locked.decision or {}), RESULT_HASH_KEY: reported_hash}
-        locked.save(update_fields=["status", "error_class", "truncated", "result_bytes", "result_sha256", "result",
-                                   "finished_at", "decision"])
+            result = _record_reported(locked, content=content, error=error, reported_hash=reported_hash)
         payload: dict[str, Any] = {"call_id": locked.call_id, "result": result}
         approval_id = _approval_id(locked)
         if approval_id is not None:
             payload["approval_id"] = approval_id
         append_event(run=locked.run, kind="call.completed", payload=payload)
-        _record_span(call=locked, result=result, started_at=locked.started_at or finished_at, finished_at=finished_at)
+        _record_span(call=locked, result=result, started_at=locked.started_at or locked.finished_at,
+                     finished_at=locked.finished_at, refused=refusal)
+    return result
+
+
+def _live_refusal(call: ToolCall) -> CallError | None:
+    """The same live checks as every other execution, before a reported result is accepted as the outcome."""
+    skill = index_for(call.run.snapshot).resolve(call.name, call.requested_version or None)
+    if skill is None or skill.skill_version_id != call.skill_version_id:
+        return NotPermitted(f"{call.name} is no longer callable.", code="skill_retired")
+    arguments = unseal(call.sealed_arguments) if call.sealed_arguments else call.arguments
+    approved = "confirm" if call.verdict == "confirm" else (call.verdict or "allow")
+    return live_refusal(run=call.run, skill=skill, arguments=arguments, approved_verdict=approved)
+
+
+def _record_reported(call: ToolCall, *, content: Any, error: dict | None, reported_hash: str) -> dict:
+    finished_at = timezone.now()
+    manifest = _manifest(call)
+    fields: dict[str, Any] = {}
+    if error is not None:
+        message = str(error.get("message") or "The client-executed skill failed.")[:2000]
+        result = {"call_id": call.call_id, "status": "error", "is_error": True,
+                  "error": {"class": "unavailable", "code": "client_skill_failed", "message": message}}
+        status, fields["error_class"] = CallStatus.FAILED, "unavailable"
+    else:
+        limit = (manifest.get("execution") or {}).get("result_limit_bytes")
+        shaped = shape(content, limit)
+        result = {"call_id": call.call_id, "status": "ok", "is_error": False, "content": shaped.content,
+                  "skill": _skill_of(call), "truncated": shaped.truncated, "warnings": []}
+        if shaped.truncated:
+            result["truncation"] = shaped.truncation
+        status = CallStatus.SUCCEEDED
+        fields.update(error_class="", truncated=shaped.truncated, result_bytes=shaped.size,
+                      result_sha256=sha256_of(shaped.content))
+        if (manifest.get("risk") or {}).get("untrusted_output"):
+            _taint(call.run, f"{call.name} ({call.call_id}) returned untrusted content")
+    lifecycle.finish_execution(call, status=status, result=result, finished_at=finished_at,
+                               decision={**(call.decision or {}), RESULT_HASH_KEY: reported_hash}, **fields)
     return result
 
 

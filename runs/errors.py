@@ -53,6 +53,10 @@ class Unavailable(CallError):
     error_class, code = "unavailable", "unavailable"
 
 
+class Declined(CallError):
+    error_class, code = "declined", "declined"
+
+
 class Internal(CallError):
     error_class, code = "internal", "internal"
 

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from lib.canonical import sha256_of
 from lib.sealing import seal
 from policies import grants as grant_lookup
 from policies.engine import Decision
-from policies.services import ActivePolicies, evaluate_with_shadow, load_active_policies
+from policies.services import ActivePolicies, load_active_policies
 from registry.models import MUTATING_EFFECTS, SkillVersion, VersionStatus
 from registry.snapshots import ResolvedSkill, SnapshotIndex, index_for
-from runs import execution, ratelimit, recording
+from runs import authorization, batch_input, client_exec, execution, lifecycle, ratelimit, recording
 from runs.adapters import InvocationContext
+from runs.authorization import CALLABLE_STATUSES, RunFacts
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, NotFound, NotPermitted, Transient, ValidationFailed
 from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
 from runs.validation import validate_arguments
@@ -32,7 +32,6 @@ from traces.redaction import redact
 
 logger = logging.getLogger(__name__)
 MAX_BATCH = 50
-CALLABLE_STATUSES = {VersionStatus.ACTIVE, VersionStatus.DEPRECATED}
 
 
 @dataclass
@@ -106,8 +105,7 @@ def _explicit_key(raw: dict) -> str:
 
 def _check_shape(plan: Planned) -> None:
     raw = plan.raw
-    if not isinstance(raw, dict):
-        raise ValidationFailed("Each call must be an object with call_id, name and arguments.", code="malformed_call")
+    batch_input.check_call(raw)
     call_id = raw.get("call_id")
     if not isinstance(call_id, str) or not call_id.strip() or len(call_id) > 200:
         raise ValidationFailed("call_id must be a non-empty string (at most 200 characters).", code="malformed_call",
@@ -126,15 +124,11 @@ def _check_shape(plan: Planned) -> None:
     plan.arguments = arguments
 
 
-def _offered(entry: dict, run: Run) -> bool:
-    permissions = entry["manifest"].get("permissions", {})
-    tenants, roles = permissions.get("allowed_tenants", ["*"]), permissions.get("allowed_agent_roles", ["*"])
-    return ("*" in tenants or run.tenant.slug in tenants) and ("*" in roles or run.agent.role in roles)
-
-
 def _available(state: BatchState) -> list[str]:
     """What this agent may call: current skills its tenant and role are offered and a grant covers."""
-    names = [entry["name"] for entry in state.index.current_entries() if _offered(entry, state.run)]
+    run = state.run
+    names = [entry["name"] for entry in state.index.current_entries()
+             if authorization.offered(entry["manifest"], tenant_slug=run.tenant.slug, agent_role=run.agent.role)]
     return grant_lookup.granted_names([pattern for pattern, _ in state.grants], names)
 
 
@@ -155,37 +149,17 @@ def _resolve(plan: Planned, state: BatchState) -> None:
     plan.skill = skill
 
 
+def _facts(state: BatchState) -> RunFacts:
+    return RunFacts.of(state.run, tainted=state.tainted, taint_source=state.taint_source)
+
+
 def _authorize(plan: Planned, state: BatchState) -> None:
-    skill, run = plan.skill, state.run
-    permissions = skill.manifest.get("permissions", {})
-    tenants = permissions.get("allowed_tenants", ["*"])
-    if "*" not in tenants and run.tenant.slug not in tenants:
-        raise NotPermitted(f"{skill.name} is not offered to this tenant.", code="tenant_not_allowed")
-    roles = permissions.get("allowed_agent_roles", ["*"])
-    if "*" not in roles and run.agent.role not in roles:
-        raise NotPermitted(f"{skill.name} is not for agents with the role {run.agent.role}.", code="role_not_allowed")
-    required = set(permissions.get("oauth_scopes") or [])
-    covering = [scopes for pattern, scopes in state.grants if grant_lookup.is_granted([pattern], skill.name)]
-    if not covering:
-        raise NotPermitted(f"No grant lets {run.agent.role} agents of {run.tenant.slug} call {skill.name}.",
-                           code="no_grant", available=_available(state))
-    # A grant without scopes does not restrict them; one with scopes must hold all the skill needs.
-    if required and not any(not scopes or required <= set(scopes) for scopes in covering):
-        raise NotPermitted(f"{skill.name} needs the scopes {', '.join(sorted(required))}, which no grant gives.",
-                           code="missing_scopes")
-
-
-def _context(plan: Planned, state: BatchState) -> dict:
-    skill, run = plan.skill, state.run
-    return {
-        "skill": {"name": skill.name, "version": skill.version, "effect": skill.effect,
-                  "data_class": skill.data_classification, "namespace": skill.namespace},
-        "args": plan.arguments,
-        "agent": {"id": run.agent_id, "name": run.agent.name, "role": run.agent.role},
-        "end_user": {"id": run.end_user, "roles": list(run.end_user_roles or [])},
-        "tenant": {"slug": run.tenant.slug},
-        "run": {"tainted": state.tainted, "taint_source": state.taint_source},
-    }
+    try:
+        authorization.permitted(plan.skill, _facts(state), state.grants)
+    except NotPermitted as exc:
+        if exc.code == "no_grant":  # listing what it may call helps the agent; costs nothing otherwise
+            exc.extra["available"] = _available(state)
+        raise
 
 
 def _replay(plan: Planned, previous: ToolCall) -> dict:
@@ -262,27 +236,32 @@ def _decide(plan: Planned, state: BatchState) -> None:
         if plan.call_id in state.existing:  # the same call posted again: nothing new to record
             plan.tool_call = None
             return
-        plan.tool_call.status = CallStatus.SUCCEEDED if replay.get("status") == "ok" else CallStatus.FAILED
+        lifecycle.first_status(plan.tool_call, CallStatus.SUCCEEDED if replay.get("status") == "ok"
+                               else CallStatus.FAILED)
         plan.tool_call.decision = {"replay": True}
         return
-    risk = plan.skill.manifest.get("risk", {})
-    context = _context(plan, state)
-    plan.decision = evaluate_with_shadow(active=state.policies, context=context, tenant_id=state.run.tenant_id,
-                                         approval_required=risk.get("approval") in ("required", "two_person"))
+    facts = _facts(state)
+    plan.decision = authorization.decide(plan.skill, facts, plan.arguments, policies=state.policies)
     plan.tool_call.verdict = plan.decision.verdict
+    context = authorization.policy_context(plan.skill, facts, {})
     plan.tool_call.decision = {**plan.decision.as_dict(), "inputs": {
         "context": {k: v for k, v in context.items() if k != "args"},
-        "approval_required": risk.get("approval") in ("required", "two_person")}}
-    if plan.decision.verdict == "allow" and risk.get("untrusted_output") and not state.tainted:
+        "approval_required": authorization.approval_required(plan.skill)}}
+    if plan.decision.verdict == "allow" and _untrusted_output(plan.skill) and not state.tainted:
         # Decided as if it already returned: later calls of the batch see the taint (stricter, never looser).
         state.tainted, state.taint_source = True, f"{plan.skill.name} returned untrusted content ({plan.call_id})"
+
+
+def _untrusted_output(skill: ResolvedSkill) -> bool:
+    return bool((skill.manifest.get("risk") or {}).get("untrusted_output"))
 
 
 def _deny(plan: Planned) -> None:
     decision = plan.decision
     error = NotPermitted(decision.reason, code="denied_by_policy", rule_id=decision.rule_id,
                          policy_version=decision.policy_version or None)
-    plan.tool_call.status, plan.tool_call.error_class = CallStatus.DENIED, error.error_class
+    lifecycle.first_status(plan.tool_call, CallStatus.DENIED)
+    plan.tool_call.error_class = error.error_class
     plan.result = error_result(plan.call_id, error)
 
 
@@ -290,7 +269,7 @@ def _confirm(plan: Planned, state: BatchState) -> None:
     from approvals.services import open_approval_request
 
     call = plan.tool_call
-    call.status = CallStatus.AWAITING_APPROVAL
+    lifecycle.first_status(call, CallStatus.AWAITING_APPROVAL)
     call.sealed_arguments = seal(plan.arguments)
     try:
         _open_approval(plan, call, state, open_approval_request)
@@ -318,20 +297,22 @@ def _open_approval(plan: Planned, call: ToolCall, state: BatchState, open_approv
 
 
 def _claim_key(plan: Planned, state: BatchState) -> None:
-    """Mutating calls claim their key before running; a concurrent twin gets `in_progress`."""
+    """A side effect is recorded as `executing` (committed, with its lease) before it runs; a concurrent twin
+    with the same idempotency key gets `in_progress`."""
     call = plan.tool_call
-    call.status, call.started_at = CallStatus.EXECUTING, timezone.now()
-    with transaction.atomic():
-        call.save()
-        if plan.idempotency_key:
-            try:
-                with transaction.atomic():
-                    plan.idempotency_record = IdempotencyRecord.objects.create(
-                        tenant_id=state.run.tenant_id, key=plan.idempotency_key,
-                        arguments_sha256=call.arguments_sha256, skill_name=call.name, call=call)
-            except IntegrityError:
-                raise Transient("An earlier call with this idempotency key is still running.", code="in_progress",
-                                retry_after=1) from None
+    lifecycle.start_executing(call, timeout_s=client_exec.lease_seconds(plan.skill.manifest))
+    call.warnings = plan.warnings
+    try:
+        with transaction.atomic():
+            call.save()
+            if plan.idempotency_key:
+                plan.idempotency_record = IdempotencyRecord.objects.create(
+                    tenant_id=state.run.tenant_id, key=plan.idempotency_key,
+                    arguments_sha256=call.arguments_sha256, skill_name=call.name, call=call)
+    except IntegrityError:
+        call.pk, call._state.adding = None, True  # both rows were rolled back
+        raise Transient("An earlier call with this idempotency key is still running.", code="in_progress",
+                        retry_after=1) from None
 
 
 # Execution phase -----------------------------------------------------------------------------------
@@ -344,34 +325,63 @@ def invocation_context(run: Run, call: ToolCall) -> InvocationContext:
 
 def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
     run = state.run
-    from runs import client_exec
-
     for plan in [p for p in allowed if client_exec.is_client_skill(p.skill.manifest)]:
         allowed.remove(plan)  # the agent's SDK runs it and posts the result (runs/client_exec.py)
-        plan.tool_call.save()
-        plan.result = client_exec.issue_client_token(call=plan.tool_call)
+        _guarded(plan, state, lambda p=plan: _issue_client_token(p))
     reads = [plan for plan in allowed if plan.effect in execution.READ_EFFECTS]
     others = [plan for plan in allowed if plan.effect not in execution.READ_EFFECTS]
+    # Reads were authorized a moment ago, in this request, from live rows; they change nothing.
     outcomes = execution.execute_concurrently([
         (plan.skill.manifest, plan.effect, plan.arguments, invocation_context(run, plan.tool_call)) for plan in reads
     ])
     for plan, outcome in zip(reads, outcomes, strict=True):
         plan.outcome = outcome
-    for plan in others:  # side effects: one at a time, in the order given
-        try:
-            _claim_key(plan, state)
-        except CallError as exc:
-            plan.tool_call.status, plan.tool_call.error_class = CallStatus.FAILED, exc.error_class
-            plan.result = error_result(plan.call_id, exc)
-            continue
-        plan.outcome = execution.execute(manifest=plan.skill.manifest, effect=plan.effect, arguments=plan.arguments,
-                                         context=invocation_context(run, plan.tool_call))
-    for plan in allowed:
-        if plan.outcome is not None:
-            plan.result = recording.apply_outcome(call=plan.tool_call, skill=plan.skill, outcome=plan.outcome,
-                                                  warnings=plan.warnings)
-            if plan.outcome.ok and plan.skill.manifest.get("risk", {}).get("untrusted_output") and not run.tainted:
-                run.tainted, run.taint_source = True, f"{plan.skill.name} returned untrusted content ({plan.call_id})"
+        plan.result = recording.apply_outcome(call=plan.tool_call, skill=plan.skill, outcome=outcome,
+                                              warnings=plan.warnings)
+        lifecycle.first_status(plan.tool_call, recording.outcome_status(outcome))
+        _note_untrusted(plan, run)
+    for plan in others:  # side effects: one at a time, in the order given, each recorded before the next
+        _guarded(plan, state, lambda p=plan: _execute_write(p, state))
+
+
+def _guarded(plan: Planned, state: BatchState, act) -> None:
+    """Claim the call (committed as executing), check it live, then act; a failure leaves a recorded outcome."""
+    try:
+        _claim_key(plan, state)
+    except CallError as exc:
+        lifecycle.first_status(plan.tool_call, CallStatus.FAILED)
+        plan.tool_call.error_class = exc.error_class
+        plan.result = error_result(plan.call_id, exc)
+        return
+    try:
+        refusal = authorization.live_refusal(run=state.run, skill=plan.skill, arguments=plan.arguments,
+                                             approved_verdict=plan.decision.verdict)
+        if refusal is not None:
+            plan.result = recording.refuse_claimed(call=plan.tool_call, error=refusal,
+                                                   key_record=plan.idempotency_record)
+            return
+        act()
+    except Exception:
+        logger.exception("Gate failed executing run %s call %s", state.run.pk, plan.call_id)
+        plan.result = recording.settle_after_failure(call=plan.tool_call, key_record=plan.idempotency_record,
+                                                     executed=plan.outcome is not None)
+
+
+def _issue_client_token(plan: Planned) -> None:
+    plan.result = client_exec.issue_client_token(call=plan.tool_call, arguments=plan.arguments)
+
+
+def _execute_write(plan: Planned, state: BatchState) -> None:
+    plan.outcome = execution.execute(manifest=plan.skill.manifest, effect=plan.effect, arguments=plan.arguments,
+                                     context=invocation_context(state.run, plan.tool_call))
+    plan.result = recording.record_execution(call=plan.tool_call, skill=plan.skill, outcome=plan.outcome,
+                                             warnings=plan.warnings, key_record=plan.idempotency_record)
+    _note_untrusted(plan, state.run)
+
+
+def _note_untrusted(plan: Planned, run: Run) -> None:
+    if plan.outcome.ok and _untrusted_output(plan.skill) and not run.tainted:
+        run.tainted, run.taint_source = True, f"{plan.skill.name} returned untrusted content ({plan.call_id})"
 
 
 def process_batch(*, run: Run, calls: list[dict]) -> list[dict]:
@@ -383,8 +393,12 @@ def process_batch(*, run: Run, calls: list[dict]) -> list[dict]:
         logger.exception("Gate could not load its state for run %s", run.pk)
         return [error_result(p.raw.get("call_id", "") if isinstance(p.raw, dict) else "", Internal(GENERIC_INTERNAL))
                 for p in plans]
+    closed = _run_refusal(run)
     allowed: list[Planned] = []
     for plan in plans:
+        if closed is not None:
+            plan.result = error_result(plan.raw.get("call_id", "") if isinstance(plan.raw, dict) else "", closed)
+            continue
         try:
             _decide(plan, state)
             if plan.result is not None:
@@ -409,6 +423,15 @@ def process_batch(*, run: Run, calls: list[dict]) -> list[dict]:
     return [plan.result for plan in plans]
 
 
+def _run_refusal(run: Run) -> CallError | None:
+    """The run and agent as loaded for this request (the view and the pipeline task load them fresh)."""
+    if run.agent.revoked_at is not None:
+        return NotPermitted("The agent's key was revoked; nothing runs for it any more.", code="agent_revoked")
+    if not lifecycle.is_open(run.status):
+        return NotPermitted(f"The run is {run.status}; nothing more runs in it.", code="run_closed")
+    return None
+
+
 def _mark_failed(plan: Planned, state: BatchState, error: CallError) -> None:
     if plan.tool_call is not None and plan.tool_call.pk is not None:
         return  # already saved (awaiting approval or executing); leave its recorded state
@@ -416,8 +439,8 @@ def _mark_failed(plan: Planned, state: BatchState, error: CallError) -> None:
         plan.tool_call = None  # nothing to record under a malformed or reused call_id
         return
     plan.tool_call = plan.tool_call or _new_tool_call(plan, state, sha256_of(plan.arguments))
-    plan.tool_call.status = CallStatus.INVALID if error.error_class in ("validation", "not_found") else (
-        CallStatus.DENIED if error.error_class == "authorization" else CallStatus.FAILED)
+    lifecycle.first_status(plan.tool_call, CallStatus.INVALID if error.error_class in ("validation", "not_found")
+                           else CallStatus.DENIED if error.error_class == "authorization" else CallStatus.FAILED)
     plan.tool_call.error_class = error.error_class
 
 

@@ -104,12 +104,16 @@ class ToolCall(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True, help_text="While executing: when the worker "
+                                            "holding the call is presumed dead (runs.lifecycle).")
 
     objects = ToolCallQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "position"]
         constraints = [models.UniqueConstraint(fields=["run", "call_id"], name="unique_call_id_per_run")]
+        indexes = [models.Index(fields=["status", "lease_expires_at"], name="call_lease_idx",
+                                condition=models.Q(status="executing"))]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.call_id})"

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from lib.canonical import sha256_of
 from registry.snapshots import ResolvedSkill
-from runs.errors import GENERIC_INTERNAL
+from runs import lifecycle
+from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown
 from runs.execution import Outcome
 from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
 from runs.shaping import shape
@@ -22,19 +23,29 @@ logger = logging.getLogger(__name__)
 RETRYABLE_CLASSES = {"transient", "unavailable", "rate_limited"}
 
 
+OUTCOME_FIELDS = ("started_at", "finished_at", "attempts", "error_class", "truncated", "result_bytes",
+                  "result_sha256", "result", "warnings")
+
+
+def outcome_status(outcome: Outcome) -> str:
+    if outcome.error is None:
+        return CallStatus.SUCCEEDED
+    return CallStatus.TIMEOUT_UNKNOWN if outcome.error.error_class == "timeout_unknown" else CallStatus.FAILED
+
+
 def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, warnings: list[str]) -> dict:
-    """Shape the outcome into the contract's result and record it on the call (not saved here)."""
+    """Shape the outcome into the contract's result and set it on the call (its state moves in runs.lifecycle)."""
     call.started_at, call.finished_at = outcome.started_at or call.started_at, outcome.finished_at
     tried = len(getattr(outcome.trail, "attempts", None) or ()) or 1  # retries happen in reliability/
     call.attempts = (call.attempts or 0) + tried
+    call.warnings = list(warnings)
     if outcome.error is not None:
         error = outcome.error
-        call.status = CallStatus.TIMEOUT_UNKNOWN if error.error_class == "timeout_unknown" else CallStatus.FAILED
         call.error_class = error.error_class
         result = {"call_id": call.call_id, "status": "error", "is_error": True, "error": error.as_error()}
     else:
         shaped = shape(outcome.content, skill.manifest.get("execution", {}).get("result_limit_bytes"))
-        call.status, call.error_class = CallStatus.SUCCEEDED, ""
+        call.error_class = ""
         call.truncated, call.result_bytes = shaped.truncated, shaped.size
         call.result_sha256 = sha256_of(shaped.content)
         result = {"call_id": call.call_id, "status": "ok", "is_error": False, "content": shaped.content,
@@ -50,6 +61,62 @@ def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, war
     return result
 
 
+def record_execution(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, warnings: list[str],
+                     key_record: IdempotencyRecord | None) -> dict:
+    """A claimed call's outcome, committed with its idempotency record before anything else happens."""
+    result = apply_outcome(call=call, skill=skill, outcome=outcome, warnings=warnings)
+    with transaction.atomic():
+        if lifecycle.finish_execution(call, status=outcome_status(outcome),
+                                      **{name: getattr(call, name) for name in OUTCOME_FIELDS}):
+            remember_outcome(key_record=key_record, call=call, result=result)
+    return result
+
+
+def refuse_claimed(*, call: ToolCall, error: CallError, key_record: IdempotencyRecord | None) -> dict:
+    """A claimed call failed its live checks: nothing ran; the refusal is its recorded outcome."""
+    result = {"call_id": call.call_id, "status": "error", "is_error": True, "error": error.as_error()}
+    status = CallStatus.DECLINED if error.error_class == "declined" else CallStatus.DENIED
+    decision = {**(call.decision or {}), "refused_at_execution": {"code": error.code, "reason": error.message}}
+    with transaction.atomic():
+        if lifecycle.finish_execution(call, status=status, result=result, error_class=error.error_class,
+                                      decision=decision, finished_at=timezone.now()):
+            remember_outcome(key_record=key_record, call=call, result=result)
+    return result
+
+
+def settle_after_failure(*, call: ToolCall, key_record: IdempotencyRecord | None, executed: bool) -> dict:
+    """Something failed around an execution: never leave the call `executing` with no outcome.
+
+    Before the side effect ran, the call failed and nothing happened. After, its outcome is unknown to
+    us: `timeout_unknown`, and reconciliation asks the tool (or an owner) what happened.
+    """
+    if executed:
+        error = TimeoutUnknown("The call ran, but Airlock could not record its outcome; do not repeat it with a new "
+                               "idempotency key. It is being reconciled.", code="outcome_unrecorded")
+        status = CallStatus.TIMEOUT_UNKNOWN
+    else:
+        error = Internal(GENERIC_INTERNAL)
+        status = CallStatus.FAILED
+    result = {"call_id": call.call_id, "status": "error", "is_error": True, "error": error.as_error()}
+    try:
+        with transaction.atomic():
+            lifecycle.finish_execution(call, status=status, result=result, error_class=error.error_class,
+                                       finished_at=timezone.now())
+            if not executed:
+                remember_outcome(key_record=key_record, call=call, result=result)
+        if executed:
+            open_unknown_outcome(call)
+    except Exception:  # the lease sweep (runs.lifecycle.expired_leases) settles it later
+        logger.exception("Could not settle call %s after a failure", call.pk)
+    return result
+
+
+def open_unknown_outcome(call: ToolCall) -> None:
+    from reliability.reconcile import open_reconciliation
+
+    open_reconciliation(call=call, reason="timeout", note="The call ran but its outcome was not recorded.")
+
+
 def remember_outcome(*, key_record: IdempotencyRecord | None, call: ToolCall, result: dict) -> None:
     """The first final outcome stays with the key; a retryable failure frees the key for a retry."""
     if key_record is None:
@@ -62,49 +129,44 @@ def remember_outcome(*, key_record: IdempotencyRecord | None, call: ToolCall, re
 
 
 def record_batch(*, run: Run, plans: list[Planned]) -> None:
-    """Persist every call of the batch, the run's taint and status, and one span per call."""
+    """Insert the calls of the batch not stored yet (the executed ones already are), the run's taint and
+    pause, and one span per call, in one commit. If that fails, the unstored calls' results become
+    internal errors: nothing they did is left unrecorded, since none of them had a side effect."""
     now = timezone.now()
-    new_calls, saved_calls = [], []
+    new_calls = []
     for plan in plans:
         call = plan.tool_call
-        if call is None:
+        if call is None or call.pk is not None:
             continue
-        if call.status != CallStatus.AWAITING_APPROVAL:  # an approval's stored result keeps redacted arguments
-            call.result = plan.result
-        call.warnings = plan.warnings
-        call.finished_at = call.finished_at or (now if call.status != CallStatus.AWAITING_APPROVAL else None)
-        (saved_calls if call.pk else new_calls).append(call)
-    with transaction.atomic():  # one commit for the batch's outcome and its spans, not one per row
-        if new_calls:
-            ToolCall.objects.bulk_create(new_calls)
-        for call in saved_calls:
-            if call.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.EXECUTING):
-                call.save()
+        call.result, call.warnings = plan.result, plan.warnings
+        call.finished_at = call.finished_at or now
+        new_calls.append(call)
+    try:
+        with transaction.atomic():  # one commit for the batch's outcome and its spans, not one per row
+            if new_calls:
+                ToolCall.objects.bulk_create(new_calls)
+            _update_run(run, plans)
+            _record_spans(run, plans, now)
+    except Exception:
+        logger.exception("Could not record a batch of run %s", run.pk)
+        unstored = {id(call) for call in new_calls}
         for plan in plans:
-            if plan.idempotency_record is not None and plan.tool_call is not None:
-                remember_outcome(key_record=plan.idempotency_record, call=plan.tool_call, result=plan.result)
-        _update_run(run, plans)
-        _record_spans(run, plans, now)
+            if id(plan.tool_call) in unstored:
+                plan.tool_call.pk = None
+                plan.result = {"call_id": plan.call_id, "status": "error", "is_error": True,
+                               "error": Internal(GENERIC_INTERNAL).as_error()}
 
 
 def _update_run(run: Run, plans: list[Planned]) -> None:
-    fields = {}
     if run.tainted:
-        fields.update(tainted=True, taint_source=run.taint_source)
+        Run.objects.filter(pk=run.pk, tainted=False).update(tainted=True, taint_source=run.taint_source,
+                                                            updated_at=timezone.now())
     waiting = [p for p in plans if p.result and p.result.get("status") == "approval_required"
                and not (p.tool_call and p.tool_call.decision.get("replay"))]
     if waiting and run.status == RunStatus.RUNNING:
         # Pause only while a call still awaits a person: a fast approver may have decided (and the resume
-        # settled the run) before this batch commits. The run's row lock orders this check with the
-        # resume's (approvals.services._resume_run_if_unblocked takes the same lock), so the later of
-        # the two sees the other's commit and the run is never left paused with nothing to wait for.
-        Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True).first()
-        if ToolCall.objects.filter(run=run, status=CallStatus.AWAITING_APPROVAL).exists() and \
-                Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
-                    status=RunStatus.PAUSED, status_reason="waiting on approval", updated_at=timezone.now()):
-            run.status, run.status_reason = RunStatus.PAUSED, "waiting on approval"
-    if fields:
-        Run.objects.filter(pk=run.pk).update(**fields, updated_at=timezone.now())
+        # settled the run) before this batch commits; runs.lifecycle orders the two under the run's lock.
+        lifecycle.pause_if_waiting(run)
 
 
 def _record_spans(run: Run, plans: list[Planned], now) -> None:
@@ -129,6 +191,9 @@ def _record_span_rows(run: Run, plans: list[Planned], now) -> None:
                 attributes[f"airlock.decision.{key}"] = decision[key]
         if any(entry.get("differs") for entry in decision.get("shadow", [])):
             attributes["airlock.decision.shadow_differs"] = True
+        refused = decision.get("refused_at_execution")
+        if refused:
+            attributes.update({"airlock.refused.code": refused["code"], "airlock.refused.reason": refused["reason"]})
         if plan.outcome is not None and plan.outcome.trail is not None:
             attributes.update(plan.outcome.trail.span_attributes())  # attempts, breaker, contract (reliability/)
         record_span(run=run, kind="tool_call", name=call.name or "unknown", started_at=call.started_at
@@ -137,4 +202,5 @@ def _record_span_rows(run: Run, plans: list[Planned], now) -> None:
                     outcome=call.status, error_class=call.error_class, attributes=attributes)
 
 
-__all__ = ["GENERIC_INTERNAL", "apply_outcome", "record_batch", "remember_outcome"]
+__all__ = ["GENERIC_INTERNAL", "apply_outcome", "outcome_status", "record_batch", "record_execution",
+           "refuse_claimed", "remember_outcome", "settle_after_failure"]

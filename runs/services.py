@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
-from registry.snapshots import index_for, latest_snapshot
-from runs import execution, recording
-from runs.errors import Internal, NotFound
-from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
+from registry.snapshots import ResolvedSkill, index_for, latest_snapshot
+from runs import authorization, client_exec, execution, lifecycle, recording
+from runs.errors import Internal, NotPermitted, TimeoutUnknown
+from runs.events import append_event
+from runs.gate import invocation_context
+from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
+from traces.recording import ensure_trace, record_span
 
-FINAL_STATUSES = {CallStatus.SUCCEEDED, CallStatus.FAILED, CallStatus.DENIED, CallStatus.INVALID,
-                  CallStatus.DECLINED, CallStatus.EXPIRED, CallStatus.TIMEOUT_UNKNOWN, CallStatus.RECONCILED}
+logger = logging.getLogger(__name__)
+FINAL_STATUSES = lifecycle.CALL_FINAL
 
 
 def start_run(*, agent, end_user: str, end_user_roles: list[str] | None = None, task: str = "",
               callback_url: str = "") -> Run:
     """A run pinned to the newest snapshot, bound to the end user the agent acts for."""
-    from traces.recording import ensure_trace
-
     snapshot = latest_snapshot()
     with transaction.atomic():
         run = Run.objects.create(tenant_id=agent.tenant_id, agent=agent, end_user=end_user,
@@ -30,66 +33,131 @@ def start_run(*, agent, end_user: str, end_user_roles: list[str] | None = None, 
     return run
 
 
-def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:
-    """Execute an approved call with its idempotency key and record the outcome; the result as the agent sees it.
+class CallHeldElsewhere(Exception):
+    """Another worker holds the call's lease; try again once it may have expired."""
 
-    Idempotent: a call that already reached a final outcome returns it without executing, and so
-    does a call whose key already holds an outcome (a worker died after executing).
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"another worker is executing this call; retry in {retry_after:.0f}s")
+        self.retry_after = retry_after
+
+
+def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:
+    """Claim, re-authorize live, execute once with the call's idempotency key, and record the outcome.
+
+    Returns the result as the agent sees it. Safe to run any number of times, concurrently too: only
+    the worker whose claim wins acts; a call already final returns its recorded result; a call another
+    worker holds raises CallHeldElsewhere; a write whose worker died mid-execution (its lease ran out)
+    is never run again but becomes `timeout_unknown` and goes to reconciliation.
     """
     call = ToolCall.objects.select_related("run__tenant", "run__agent", "run__snapshot").get(pk=call.pk)
-    if call.status in FINAL_STATUSES and call.result is not None and call.result.get("status") != "approval_required":
-        return call.result
-    record = IdempotencyRecord.objects.filter(tenant_id=call.run.tenant_id, key=call.idempotency_key).first() \
-        if call.idempotency_key else None
-    if record is not None and record.outcome is not None:
-        return _finish(call, {**record.outcome, "call_id": call.call_id}, status=CallStatus.SUCCEEDED)
-    claimed = ToolCall.objects.filter(pk=call.pk, status__in=[CallStatus.AWAITING_APPROVAL, CallStatus.EXECUTING]) \
-        .update(status=CallStatus.EXECUTING, started_at=timezone.now())
-    if not claimed:
-        call.refresh_from_db()
-        return call.result or {"call_id": call.call_id, "status": "error", "is_error": True,
-                               "error": Internal("The call is in no state to execute.", code="not_executable")
-                               .as_error()}
-    skill = index_for(call.run.snapshot).resolve(call.name, call.requested_version or None)
-    if skill is None or skill.skill_version_id != call.skill_version_id:
-        error = NotFound(f"{call.name} is no longer callable.", code="retired")
-        return _finish(call, {"call_id": call.call_id, "status": "error", "is_error": True,
-                              "error": error.as_error()}, status=CallStatus.FAILED, error_class=error.error_class)
-    from runs import client_exec
-    from runs.gate import invocation_context
-
+    if call.status in lifecycle.CALL_FINAL:
+        return call.result or _error(call, Internal("The call ended without a recorded result.", code="no_result"))
+    skill = _skill_of(call)
+    timeout_s = client_exec.lease_seconds(skill.manifest) if skill else execution.DEFAULT_TIMEOUT_MS / 1000
+    if not _claim(call, skill, timeout_s):
+        return _after_lost_claim(call, skill)
+    if skill is None:
+        return recording.refuse_claimed(call=call, error=NotPermitted(
+            f"{call.name} is no longer callable.", code="skill_retired"), key_record=_key_record(call))
+    refusal = authorization.live_refusal(run=call.run, skill=skill, arguments=arguments, approved_verdict="confirm")
+    if refusal is not None:
+        result = recording.refuse_claimed(call=call, error=refusal, key_record=_key_record(call))
+        _record_execution_span(call, skill, refused=refusal)
+        return result
     if client_exec.is_client_skill(skill.manifest):
         return client_exec.issue_client_token(call=call, arguments=arguments)
-    outcome = execution.execute(manifest=skill.manifest, effect=skill.effect, arguments=arguments,
-                                context=invocation_context(call.run, call))
-    result = recording.apply_outcome(call=call, skill=skill, outcome=outcome, warnings=list(call.warnings or []))
-    call.save()
-    if record is None and call.idempotency_key and call.status == CallStatus.SUCCEEDED:
-        record, _ = IdempotencyRecord.objects.get_or_create(
-            tenant_id=call.run.tenant_id, key=call.idempotency_key,
-            defaults={"arguments_sha256": call.arguments_sha256, "skill_name": call.name, "call": call})
-    recording.remember_outcome(key_record=record, call=call, result=result)
+    outcome = None
+    try:
+        outcome = execution.execute(manifest=skill.manifest, effect=skill.effect, arguments=arguments,
+                                    context=invocation_context(call.run, call))
+        result = recording.record_execution(call=call, skill=skill, outcome=outcome,
+                                            warnings=list(call.warnings or []), key_record=_key_record(call))
+    except Exception:
+        logger.exception("Approved call %s failed around its execution", call.pk)
+        return recording.settle_after_failure(call=call, key_record=_key_record(call), executed=outcome is not None)
     _record_execution_span(call, skill)
     return result
 
 
-def _finish(call: ToolCall, result: dict, *, status: str, error_class: str = "") -> dict:
-    ToolCall.objects.filter(pk=call.pk).update(status=status, result=result, error_class=error_class,
-                                                sealed_arguments="", finished_at=timezone.now())
-    return result
+def _skill_of(call: ToolCall) -> ResolvedSkill | None:
+    skill = index_for(call.run.snapshot).resolve(call.name, call.requested_version or None)
+    if skill is None or skill.skill_version_id != call.skill_version_id:
+        return None
+    return skill
 
 
-def _record_execution_span(call: ToolCall, skill) -> None:
-    from traces.recording import record_span
+def _may_run_twice(skill: ResolvedSkill | None) -> bool:
+    return skill is not None and (skill.effect in execution.READ_EFFECTS
+                                  or bool((skill.manifest.get("execution") or {}).get("idempotent")))
 
+
+def _claim(call: ToolCall, skill: ResolvedSkill | None, timeout_s: float) -> bool:
+    if call.status == CallStatus.AWAITING_APPROVAL:
+        return lifecycle.claim_approved(call, timeout_s=timeout_s)
+    if lifecycle.lease_expired(call) and _may_run_twice(skill):
+        return lifecycle.reclaim_expired(call, timeout_s=timeout_s)
+    return False
+
+
+def _after_lost_claim(call: ToolCall, skill: ResolvedSkill | None) -> dict:
+    call.refresh_from_db()
+    if call.status in lifecycle.CALL_FINAL:
+        return call.result or _error(call, Internal("The call ended without a recorded result.", code="no_result"))
+    if call.status == CallStatus.EXECUTING and lifecycle.lease_expired(call) and not _may_run_twice(skill):
+        return settle_abandoned(call)
+    if call.status == CallStatus.EXECUTING:
+        remaining = (call.lease_expires_at - timezone.now()).total_seconds() if call.lease_expires_at else 1
+        raise CallHeldElsewhere(retry_after=max(1.0, remaining + 1))
+    return _error(call, Internal("The call is in no state to execute.", code="not_executable"))
+
+
+def settle_abandoned(call: ToolCall) -> dict:
+    """A worker died while executing a call that must not run twice: its outcome is unknown, so it is
+    reconciled (the tool is asked by idempotency key, or an owner decides); it never runs again."""
+    error = TimeoutUnknown("The worker executing this call stopped before recording its outcome; it will not "
+                           "be repeated. Its outcome is being reconciled.", code="lease_expired")
+    result = _error(call, error)
+    with transaction.atomic():
+        if lifecycle.abandon_expired(call, result=result):
+            recording.open_unknown_outcome(call)
+            return result
+    call.refresh_from_db()
+    return call.result or result
+
+
+def settle_expired_leases(*, grace: timedelta = timedelta(minutes=5)) -> int:
+    """Beat: calls whose worker died and that nobody took over within `grace` become unknown outcomes
+    for reconciliation, so no call stays `executing` for ever."""
+    settled = 0
+    for pk in lifecycle.expired_leases(now=timezone.now() - grace):
+        call = ToolCall.objects.select_related("run__tenant").get(pk=pk)
+        if call.status == CallStatus.EXECUTING:
+            settle_abandoned(call)
+            settled += 1
+    return settled
+
+
+def _key_record(call: ToolCall) -> IdempotencyRecord | None:
+    if not call.idempotency_key:
+        return None
+    record, _ = IdempotencyRecord.objects.get_or_create(
+        tenant_id=call.run.tenant_id, key=call.idempotency_key,
+        defaults={"arguments_sha256": call.arguments_sha256, "skill_name": call.name, "call": call})
+    return record
+
+
+def _error(call: ToolCall, error) -> dict:
+    return {"call_id": call.call_id, "status": "error", "is_error": True, "error": error.as_error()}
+
+
+def _record_execution_span(call: ToolCall, skill, refused=None) -> None:
+    attributes = {"airlock.refused.code": refused.code, "airlock.refused.reason": refused.message} if refused else {}
     try:
         record_span(run=call.run, kind="tool_call", name=f"{call.name} (approved)", started_at=call.started_at,
                     ended_at=call.finished_at, call=call, skill_name=call.name, skill_version=skill.version,
-                    verdict=call.verdict, outcome=call.status, error_class=call.error_class)
+                    verdict=call.verdict, outcome=call.status, error_class=call.error_class, attributes=attributes)
     except Exception:  # noqa: BLE001 - the outcome is recorded on the call already
-        import logging
-
-        logging.getLogger(__name__).exception("Could not record the execution span of call %s", call.pk)
+        logger.exception("Could not record the execution span of call %s", call.pk)
 
 
 def run_summary(run: Run, calls: list[ToolCall]) -> dict:
@@ -107,27 +175,22 @@ class RunAlreadyClosed(Exception):
         self.run = run
 
 
-CLOSED_RUN_STATUSES = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+CLOSED_RUN_STATUSES = lifecycle.RUN_CLOSED
 
 
 def finish_run(*, run: Run, status: str, reason: str = "") -> Run:
     """The agent says the run is over. Idempotent for the same status; pending approvals are cancelled
     by the `run.status` event's listeners, so nothing resumes a closed run."""
-    from runs.events import append_event
-    from traces.recording import record_span
-
     if status not in CLOSED_RUN_STATUSES:
         raise ValueError(f"A run finishes as one of {', '.join(sorted(CLOSED_RUN_STATUSES))}, not {status!r}.")
-    now = timezone.now()
     with transaction.atomic():
-        closed = Run.objects.filter(pk=run.pk).exclude(status__in=CLOSED_RUN_STATUSES).update(
-            status=status, status_reason=reason[:300], finished_at=now)
+        closed = lifecycle.close_run(run, status=status, reason=reason)
         run.refresh_from_db()
         if not closed:
             if run.status == status:
                 return run
             raise RunAlreadyClosed(run)
         append_event(run=run, kind="run.status", payload={"status": status, "reason": run.status_reason})
-        record_span(run=run, kind="run", name=f"run {status}", started_at=run.created_at, ended_at=now,
+        record_span(run=run, kind="run", name=f"run {status}", started_at=run.created_at, ended_at=run.finished_at,
                     outcome=status, attributes={"airlock.run.reason": run.status_reason})
     return run

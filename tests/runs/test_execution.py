@@ -243,7 +243,7 @@ def test_gate_failure_fails_closed(agent_client, skills, monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("policy store down")
 
-    monkeypatch.setattr("runs.gate.evaluate_with_shadow", broken)
+    monkeypatch.setattr("runs.authorization.evaluate_with_shadow", broken)
     run = start_run(agent_client)
     result = post_calls(agent_client, run["run_id"], [call("c1", "orders.echo_write", {"a": 1})]).json()["results"][0]
     assert result["error"]["class"] == "internal" and "policy store" not in str(result)

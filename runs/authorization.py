@@ -1,0 +1,164 @@
+"""Who may run what, decided once and checked again, live, immediately before anything executes.
+
+The gate decides a call when it arrives (`permitted`, `decide`); every path that later acts on it
+(the gate's own writes, an approved resume, an edited approval, a client-executed result, a
+pipeline step, a long-running job's end) calls `live_refusal` first. It reads the current rows,
+not the run's pinned snapshot or anything cached: the agent is active, a grant still covers the
+skill for this tenant and agent role, the skill version is still callable, the run is open, and
+the policy on the final arguments is no worse than the verdict that was approved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from policies import grants as grant_lookup
+from policies.engine import VERDICT_RANK, Decision
+from policies.services import ActivePolicies, evaluate_with_shadow, load_active_policies
+from registry.models import SkillVersion, VersionStatus
+from registry.snapshots import ResolvedSkill, index_for
+from runs import lifecycle
+from runs.errors import CallError, Declined, NotPermitted
+from runs.models import Run
+
+CALLABLE_STATUSES = frozenset({VersionStatus.ACTIVE, VersionStatus.DEPRECATED})
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a decision needs to know about the run, as of the moment it is made."""
+
+    tenant_id: int
+    tenant_slug: str
+    agent_id: int
+    agent_name: str
+    agent_role: str
+    end_user: str
+    end_user_roles: tuple[str, ...]
+    tainted: bool
+    taint_source: str
+
+    @classmethod
+    def of(cls, run: Run, *, tainted: bool | None = None, taint_source: str | None = None) -> RunFacts:
+        return cls(tenant_id=run.tenant_id, tenant_slug=run.tenant.slug, agent_id=run.agent_id,
+                   agent_name=run.agent.name, agent_role=run.agent.role, end_user=run.end_user,
+                   end_user_roles=tuple(run.end_user_roles or ()),
+                   tainted=run.tainted if tainted is None else tainted,
+                   taint_source=run.taint_source if taint_source is None else taint_source)
+
+
+def offered(manifest: dict, *, tenant_slug: str, agent_role: str) -> bool:
+    """Whether a skill version is offered to this tenant and agent role (a missing list offers it to all)."""
+    permissions = manifest.get("permissions") or {}
+    tenants = permissions.get("allowed_tenants", ["*"])
+    roles = permissions.get("allowed_agent_roles", ["*"])
+    return ("*" in tenants or tenant_slug in tenants) and ("*" in roles or agent_role in roles)
+
+
+def permitted(skill: ResolvedSkill, facts: RunFacts, grants: list[tuple[str, list[str]]], *,
+              no_grant_code: str = "no_grant", available: list[str] | None = None) -> None:
+    """Raise NotPermitted unless the skill is offered to the tenant and role and a grant covers it."""
+    permissions = skill.manifest.get("permissions") or {}
+    tenants = permissions.get("allowed_tenants", ["*"])
+    if "*" not in tenants and facts.tenant_slug not in tenants:
+        raise NotPermitted(f"{skill.name} is not offered to this tenant.", code="tenant_not_allowed")
+    roles = permissions.get("allowed_agent_roles", ["*"])
+    if "*" not in roles and facts.agent_role not in roles:
+        raise NotPermitted(f"{skill.name} is not for agents with the role {facts.agent_role}.",
+                           code="role_not_allowed")
+    required = set(permissions.get("oauth_scopes") or [])
+    covering = [scopes for pattern, scopes in grants if grant_lookup.is_granted([pattern], skill.name)]
+    if not covering:
+        raise NotPermitted(f"No grant lets {facts.agent_role} agents of {facts.tenant_slug} call {skill.name}.",
+                           code=no_grant_code, available=available)
+    # A grant without scopes does not restrict them; one with scopes must hold all the skill needs.
+    if required and not any(not scopes or required <= set(scopes) for scopes in covering):
+        raise NotPermitted(f"{skill.name} needs the scopes {', '.join(sorted(required))}, which no grant gives.",
+                           code="missing_scopes" if no_grant_code == "no_grant" else no_grant_code)
+
+
+def policy_context(skill: ResolvedSkill, facts: RunFacts, arguments: dict) -> dict:
+    """The documented context policies see (docs/policies.md)."""
+    return {
+        "skill": {"name": skill.name, "version": skill.version, "effect": skill.effect,
+                  "data_class": skill.data_classification, "namespace": skill.namespace},
+        "args": arguments,
+        "agent": {"id": facts.agent_id, "name": facts.agent_name, "role": facts.agent_role},
+        "end_user": {"id": facts.end_user, "roles": list(facts.end_user_roles)},
+        "tenant": {"slug": facts.tenant_slug},
+        "run": {"tainted": facts.tainted, "taint_source": facts.taint_source},
+    }
+
+
+def approval_required(skill: ResolvedSkill) -> bool:
+    return (skill.manifest.get("risk") or {}).get("approval") in ("required", "two_person")
+
+
+def decide(skill: ResolvedSkill, facts: RunFacts, arguments: dict, *, policies: ActivePolicies) -> Decision:
+    """The policy verdict for these exact arguments."""
+    return evaluate_with_shadow(active=policies, context=policy_context(skill, facts, arguments),
+                                tenant_id=facts.tenant_id, approval_required=approval_required(skill))
+
+
+def policy_refusal(decision: Decision, *, approved_verdict: str) -> Declined | None:
+    """`policy_changed` when the verdict on the final arguments is worse than the one approved."""
+    if VERDICT_RANK[decision.verdict] <= VERDICT_RANK[approved_verdict]:
+        return None
+    return Declined(f"The policy now answers {decision.verdict} for this call: {decision.reason}",
+                    code="policy_changed", rule_id=decision.rule_id, policy_version=decision.policy_version or None)
+
+
+def live_refusal(*, run: Run, skill: ResolvedSkill, arguments: dict | None, approved_verdict: str,
+                 policies: ActivePolicies | None = None) -> CallError | None:
+    """The reason this call must not execute now, or None. Reads live rows (four small queries).
+
+    `arguments=None` skips the policy: a long-running job's end delivers what already ran, and its
+    raw arguments are gone by then.
+    """
+    row = (Run.objects.filter(pk=run.pk)
+           .values_list("status", "tainted", "taint_source", "agent__revoked_at").first())
+    if row is None:
+        return NotPermitted("The run no longer exists.", code="run_closed")
+    status, tainted, taint_source, agent_revoked_at = row
+    if agent_revoked_at is not None:
+        return NotPermitted("The agent's key was revoked; nothing runs for it any more.", code="agent_revoked")
+    if not lifecycle.is_open(status):
+        return NotPermitted(f"The run is {status}; nothing more runs in it.", code="run_closed")
+    facts = RunFacts.of(run, tainted=tainted, taint_source=taint_source)
+    try:
+        permitted(skill, facts, grant_lookup.active_grants(tenant_id=run.tenant_id, agent_role=facts.agent_role),
+                  no_grant_code="grant_revoked")
+    except NotPermitted as exc:
+        return NotPermitted(f"The grant for {skill.name} was revoked: {exc.message}", code="grant_revoked")
+    refusal = skill_refusal(skill)
+    if refusal is not None or arguments is None:
+        return refusal
+    decision = decide(skill, facts, arguments, policies=policies or load_active_policies())
+    return policy_refusal(decision, approved_verdict=approved_verdict)
+
+
+def skill_refusal(skill: ResolvedSkill) -> NotPermitted | None:
+    version = SkillVersion.objects.filter(pk=skill.skill_version_id).values_list("status", "sunset_at").first()
+    if version is None or version[0] not in CALLABLE_STATUSES:
+        return NotPermitted(f"{skill.name} {skill.version} was retired; it no longer runs.", code="skill_retired")
+    if version[0] == VersionStatus.DEPRECATED and version[1] is not None and version[1] <= timezone.now():
+        return NotPermitted(f"{skill.name} {skill.version} passed its sunset; it no longer runs.",
+                            code="skill_retired")
+    return None
+
+
+__all__ = ["CALLABLE_STATUSES", "RunFacts", "approval_required", "decide", "decision_on", "live_refusal", "offered",
+           "permitted", "policy_context", "policy_refusal", "skill_refusal"]
+
+
+def decision_on(call, arguments: dict) -> Decision | None:
+    """The policy's verdict, now, on a recorded call with other arguments (an approver's edit)."""
+    run = call.run
+    skill = index_for(run.snapshot).resolve(call.name, call.requested_version or None)
+    if skill is None or skill.skill_version_id != call.skill_version_id:
+        return None
+    live = Run.objects.filter(pk=run.pk).values_list("tainted", "taint_source").first() or (False, "")
+    return decide(skill, RunFacts.of(run, tainted=live[0], taint_source=live[1]), arguments,
+                  policies=load_active_policies())
