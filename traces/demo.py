@@ -13,7 +13,8 @@ DEMO_TASK = "Demo: refund order 1182 and tell the customer"
 
 def seed(context) -> None:
     from registry.models import Skill, Snapshot
-    from runs.models import Run
+    from runs import lifecycle
+    from runs.models import Run, RunStatus
 
     agent = context.agents.get("acme/support-bot")
     snapshot = Snapshot.objects.order_by("-number").first()
@@ -23,7 +24,8 @@ def seed(context) -> None:
     read, write, external = (skills * 3)[:3]
     start = timezone.now() - timedelta(minutes=12)
     run = Run.objects.create(tenant=agent.tenant, agent=agent, end_user="carol@acme.example", task=DEMO_TASK,
-                             snapshot=snapshot, status="completed", created_at=start)
+                             snapshot=snapshot, created_at=start)
+    lifecycle.close_run(run, status=RunStatus.COMPLETED)
     ensure_trace(run)
 
     def at(ms: int):

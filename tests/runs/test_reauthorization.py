@@ -10,13 +10,15 @@ audit trail (call row or approval log) and on a span.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
 from django.db import connections, transaction
+from django.urls import reverse
 
 from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalStatus
-from approvals.services import decide_approval
+from approvals.services import InvalidDecision, decide_approval
 from console.services import revoke_agent
 from policies.models import Grant
 from policies.services import revoke_grant
@@ -213,3 +215,23 @@ def test_job_end_is_checked_again(world, check):
     assert (call.result["error"]["class"], call.result["error"]["code"]) == expected
     assert "rows" not in str(RunEvent.objects.filter(run=run).values_list("payload", flat=True))
     assert Span.objects.filter(call=call).exists()
+
+
+def test_an_edit_the_policy_would_deny_is_refused_in_the_inbox_with_the_rule_reason(world, approver, client):
+    published_policy([rule("cap", "deny", "args.amount_cents > 10000", "refunds above $100 need finance")],
+                     name="refund cap")
+    approval = _pending_approval(world)  # 500 cents: the cap does not match, the skill needs approval
+    client.force_login(approver)
+    response = client.post(reverse("approvals:decide", args=[approval.pk]), {
+        "decision": "approve", "arguments": json.dumps({"order_id": "o-1", "amount_cents": 50000})})
+    assert response.status_code == 400
+    assert "refunds above $100 need finance" in response.content.decode()
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.PENDING and world["flaky"].hits["/refund"] == 0
+    with pytest.raises(InvalidDecision, match="refunds above"):  # the API and console share the service
+        decide_approval(approval=approval, user=approver, decision="approve",
+                        arguments={"order_id": "o-1", "amount_cents": 50000})
+    decide_approval(approval=approval, user=approver, decision="approve",
+                    arguments={"order_id": "o-1", "amount_cents": 9000})  # an edit within the rule is fine
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.EXECUTED and world["flaky"].hits["/refund"] == 1
