@@ -212,6 +212,15 @@ def is_open(run_status: str) -> bool:
 __all__ = [
     "CALL_FINAL", "CALL_MACHINE", "RUN_CLOSED", "RUN_MACHINE", "IllegalTransition", "abandon_expired",
     "call_sources", "claim_approved", "close_run", "expired_leases", "finish_execution", "first_status",
-    "is_open", "lease_expired", "lease_for", "move_call", "move_run", "pause_if_waiting", "reclaim_expired",
+    "describe", "is_open", "lease_expired", "lease_for", "move_call", "move_run", "pause_if_waiting", "reclaim_expired",
     "refuse_waiting", "replace_outcome", "resume_if_unblocked", "start_executing",
 ]
+
+
+def describe() -> str:
+    """The two machines as the table docs/architecture.md shows (a test keeps the two identical)."""
+    lines = ["| Machine | From | To |", "|---|---|---|"]
+    for machine, table in (("call", CALL_MACHINE), ("run", RUN_MACHINE)):
+        for source, targets in table.items():
+            lines.append(f"| {machine} | {source or '(first recorded)'} | {', '.join(sorted(targets))} |")
+    return "\n".join(lines)

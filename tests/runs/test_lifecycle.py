@@ -121,3 +121,9 @@ def test_a_closed_run_stays_closed(db, acme, agent):
     assert lifecycle.close_run(run, status=RunStatus.CANCELLED) is False
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED
+
+
+def test_the_architecture_page_shows_the_machines_as_the_code_defines_them():
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    shown = page.split("<!-- lifecycle:start -->")[1].split("<!-- lifecycle:end -->")[0].strip()
+    assert shown == lifecycle.describe()
