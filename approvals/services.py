@@ -375,7 +375,7 @@ def cancel_approvals_for_run(*, run, reason: str) -> int:
 def cancel_when_run_closes(event) -> None:
     """Run event listener: a run the agent closed will never resume, so its pending requests are cancelled."""
     status = event.payload.get("status")
-    if event.kind == "run.status" and status in {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}:
+    if event.kind == "run.status" and status in lifecycle.RUN_CLOSED:
         cancel_approvals_for_run(run=event.run, reason=f"The agent closed the run as {status}.")
 
 

@@ -308,6 +308,7 @@ def check_books(effects: Counter) -> dict:
     from django.db.models import Count, Q
 
     from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalStatus
+    from runs import lifecycle
     from runs.models import CallStatus, Run, RunEvent, RunStatus, ToolCall
     from traces.models import Span
 
@@ -359,7 +360,7 @@ def check_books(effects: Counter) -> dict:
             problems["side effect not matched to one call"].append(f"{run_id}/{call_id}: {count}")
     for run in Run.objects.prefetch_related("calls"):
         outstanding = [c for c in run.calls.all() if c.status not in final_calls]
-        if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
+        if run.status in lifecycle.RUN_CLOSED:
             continue
         if run.status == RunStatus.PAUSED and run.status_reason and outstanding:
             continue

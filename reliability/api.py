@@ -15,9 +15,8 @@ from console.api_errors import error_body
 from reliability.jobs import complete_job
 from reliability.models import LongJob, Pipeline
 from reliability.sagas import PipelineInvalid, pipeline_state, submit_pipeline
-from runs.models import Run, RunStatus
-
-CLOSED = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+from runs import lifecycle
+from runs.models import Run
 
 
 def _run_for_agent(request: Request, run_id) -> Run:
@@ -35,7 +34,7 @@ def _run_for_agent(request: Request, run_id) -> Run:
 @permission_classes([IsAgent])
 def pipeline_submit(request: Request, run_id) -> Response:
     run = _run_for_agent(request, run_id)
-    if run.status in CLOSED:
+    if not lifecycle.is_open(run.status):
         return Response(error_body("validation", "run_closed", f"The run is {run.status}."), status=409)
     data = request.data if isinstance(request.data, dict) else {}
     try:

@@ -18,7 +18,6 @@ from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
 from traces.recording import ensure_trace, record_span
 
 logger = logging.getLogger(__name__)
-FINAL_STATUSES = lifecycle.CALL_FINAL
 
 
 def start_run(*, agent, end_user: str, end_user_roles: list[str] | None = None, task: str = "",

@@ -11,11 +11,9 @@ from rest_framework.response import Response
 
 from console.api_auth import IsAgent
 from console.api_errors import error_body
-from runs import gate, services
+from runs import gate, lifecycle, services
 from runs.api.serializers import CallBatchSerializer, RunCreateSerializer, RunFinishSerializer
-from runs.models import Run, RunStatus, ToolCall
-
-CLOSED = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+from runs.models import Run, ToolCall
 
 
 def _run_for_agent(request: Request, run_id) -> Run:
@@ -58,7 +56,7 @@ def run_calls(request: Request, run_id) -> Response:
     run = _run_for_agent(request, run_id)
     serializer = CallBatchSerializer(data=request.data)
     serializer.is_valid(raise_exception=True)
-    if run.status in CLOSED:
+    if not lifecycle.is_open(run.status):
         return Response(error_body("validation", "run_closed", f"The run is {run.status}; start a new run."),
                         status=409)
     results = gate.process_batch(run=run, calls=serializer.validated_data["calls"])
