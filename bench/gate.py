@@ -121,6 +121,8 @@ def bench_policy_engines() -> list[Figure]:
             verdict = max(matched, key=RANK.__getitem__)
         else:
             verdict = engine.default_verdict(ctx["skill"]["effect"], ctx["run"]["tainted"])[0]
+        if verdict == "allow" and ctx["run"]["tainted"] and ctx["skill"]["effect"] in engine.TAINT_FLOOR_EFFECTS:
+            return "confirm"
         return "confirm" if verdict == "allow" and ctx["skill"]["effect"] == "destructive" else verdict
 
     for ctx in contexts[:200]:  # warm both

@@ -28,6 +28,9 @@ DEFAULT_REASONS = {
     "external": ("confirm", "actions with external effect need a person's confirmation"),
     "destructive": ("confirm", "destructive actions always need a person's confirmation"),
 }
+# Once a run has read untrusted content, calls of these effects get at least `confirm`, whatever allow rules say.
+TAINT_FLOOR_EFFECTS = ("write", "external", "destructive")
+OVERRIDE_TAINT_SCOPE = "platform"
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class CompiledRule:
     condition: str
     reason: str
     program: Any
+    override_taint: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ class Decision:
     reason: str
     policy_name: str = ""
     floor: str = ""
+    floor_id: str = ""
+    taint_overridden_by: str = ""
     errors: list[str] = field(default_factory=list)
     shadow: list[dict] = field(default_factory=list)
 
@@ -103,7 +109,8 @@ def compile_rules(rules: list[dict], *, version_id: int | None = None) -> tuple[
             return cached[1]
     compiled = tuple(
         CompiledRule(id=str(rule["id"]), verdict=rule["verdict"], condition=rule["condition"],
-                     reason=rule.get("reason", ""), program=compile_condition(rule["condition"] or "true"))
+                     reason=rule.get("reason", ""), program=compile_condition(rule["condition"] or "true"),
+                     override_taint=rule.get("override_taint") is True)
         for rule in rules
     )
     if version_id is not None:
@@ -158,8 +165,8 @@ def check_condition(condition: str) -> list[str]:
     return []
 
 
-def check_rules(rules: list[dict]) -> dict[int, list[str]]:
-    """Problems per rule index: ids, verdicts, reasons and conditions."""
+def check_rules(rules: list[dict], *, scope: str) -> dict[int, list[str]]:
+    """Problems per rule index: ids, verdicts, reasons, conditions, and `override_taint` (platform allow rules only)."""
     problems: dict[int, list[str]] = {}
     seen: set[str] = set()
     for index, rule in enumerate(rules):
@@ -175,9 +182,24 @@ def check_rules(rules: list[dict]) -> dict[int, list[str]]:
         if not str(rule.get("reason", "")).strip():
             errors.append("Give a reason: approvers and agents see it.")
         errors.extend(check_condition(str(rule.get("condition", ""))))
+        errors.extend(_override_taint_problems(rule, scope))
         if errors:
             problems[index] = errors
     return problems
+
+
+def _override_taint_problems(rule: dict, scope: str) -> list[str]:
+    override = rule.get("override_taint", False)
+    if not isinstance(override, bool):
+        return ["override_taint must be true or false."]
+    if not override:
+        return []
+    if scope != OVERRIDE_TAINT_SCOPE:
+        return [f"Only a platform policy may lower the taint floor; remove override_taint from this {scope} "
+                "policy's rule."]
+    if rule.get("verdict") != "allow":
+        return ["override_taint only means something on an allow rule."]
+    return []
 
 
 def default_verdict(effect: str, tainted: bool) -> tuple[str, str, str]:
@@ -198,7 +220,9 @@ def _matches(rule: CompiledRule, context: Any, errors: list[str], policy: Compil
 
 def evaluate(*, context: dict, policies: list[CompiledPolicy], approval_required: bool = False) -> Decision:
     """The verdict for one call. Any matching deny wins, then confirm, then allow; with no match the
-    default follows the effect class. Destructive never ends in plain allow, nor does `approval: required`."""
+    default follows the effect class. Then the floors: destructive never ends in plain allow, nor does
+    `approval: required`, nor a write, external or destructive call in a tainted run (unless the
+    deciding allow rule is a platform rule with `override_taint`)."""
     cel_context = cel.Context(context)
     errors: list[str] = []
     best: tuple[CompiledRule, CompiledPolicy] | None = None
@@ -221,11 +245,33 @@ def evaluate(*, context: dict, policies: list[CompiledPolicy], approval_required
         decision = Decision(verdict=rule.verdict, rule_id=f"p{policy.policy_id}/{rule.id}", scope=policy.scope,
                             policy_version=policy.version_label, reason=rule.reason, policy_name=policy.name)
     decision.errors = errors
-    if decision.verdict == "allow" and skill["effect"] == "destructive":
-        decision.verdict, decision.floor = "confirm", "destructive actions are never allowed without a person"
-    elif decision.verdict == "allow" and approval_required:
-        decision.verdict, decision.floor = "confirm", "the skill's manifest requires approval"
+    _apply_floors(decision, context=context, best=best, approval_required=approval_required)
     return decision
+
+
+def _apply_floors(decision: Decision, *, context: dict, best: tuple[CompiledRule, CompiledPolicy] | None,
+                  approval_required: bool) -> None:
+    """Raise an `allow` to `confirm` where a floor says so. Only the taint floor can be lowered, and only
+    by the deciding rule being a platform allow rule with `override_taint`; the scope is checked here
+    again, whatever the editor let through."""
+    if decision.verdict != "allow":
+        return
+    effect = context["skill"]["effect"]
+    run = context["run"]
+    if effect == "destructive":
+        decision.verdict, decision.floor = "confirm", "destructive actions are never allowed without a person"
+        decision.floor_id = "floor:destructive"
+    elif approval_required:
+        decision.verdict, decision.floor = "confirm", "the skill's manifest requires approval"
+        decision.floor_id = "floor:approval_required"
+    elif run["tainted"] and effect in TAINT_FLOOR_EFFECTS:
+        if best is not None and best[0].override_taint and best[1].scope == OVERRIDE_TAINT_SCOPE:
+            decision.taint_overridden_by = decision.rule_id
+            return
+        source = run.get("taint_source") or "source not recorded"
+        decision.verdict, decision.floor_id = "confirm", "floor:taint"
+        decision.floor = (f"the run read untrusted content ({source}); writes, external and destructive actions "
+                          "need a person's confirmation")
 
 
 def clear_cache() -> None:

@@ -44,8 +44,17 @@ class PolicyTestForm(forms.Form):
 
 
 def rules_from_post(data) -> list[dict]:
-    """The editor posts parallel lists (rule_id, verdict, condition, reason); blank rows are dropped."""
+    """The editor posts parallel lists (rule_id, verdict, condition, reason) and, for `override_taint`, the
+    indexes of the rows whose box is ticked (an unticked checkbox posts nothing). Blank rows are dropped."""
     rows = zip(data.getlist("rule_id"), data.getlist("verdict"), data.getlist("condition"), data.getlist("reason"),
                strict=False)
-    return [{"id": rid.strip(), "verdict": verdict, "condition": condition.strip(), "reason": reason.strip()}
-            for rid, verdict, condition, reason in rows if rid.strip() or condition.strip() or reason.strip()]
+    overriding = set(data.getlist("override_taint"))
+    rules = []
+    for index, (rid, verdict, condition, reason) in enumerate(rows):
+        if not (rid.strip() or condition.strip() or reason.strip()):
+            continue
+        rule = {"id": rid.strip(), "verdict": verdict, "condition": condition.strip(), "reason": reason.strip()}
+        if str(index) in overriding:
+            rule["override_taint"] = True
+        rules.append(rule)
+    return rules

@@ -124,8 +124,9 @@ class VersionStatus(models.TextChoices):
 
 
 class PolicyVersion(models.Model):
-    """One version of a policy's rules: `[{"id", "verdict", "condition", "reason"}]`, immutable once it
-    leaves draft. At most one published and one shadow version per policy at a time."""
+    """One version of a policy's rules: `[{"id", "verdict", "condition", "reason"}]` (plus `"override_taint":
+    true` on a platform allow rule that lowers the taint floor), immutable once it leaves draft. At most one
+    published and one shadow version per policy at a time."""
 
     policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()

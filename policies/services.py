@@ -70,6 +70,9 @@ def create_policy(*, name: str, scope: str, created_by, tenant: Tenant | None = 
         raise PolicyError("A tenant policy needs a tenant.")
     if scope == Scope.SKILL and not skill_name:
         raise PolicyError("A skill policy needs a skill name.")
+    problems = engine.check_rules(rules, scope=scope) if rules else {}
+    if problems:
+        raise RulesInvalid(problems)
     with transaction.atomic():
         policy = Policy.objects.create(name=name, scope=scope, tenant=tenant if scope == Scope.TENANT else None,
                                        skill_name=skill_name if scope == Scope.SKILL else "", created_by=created_by)
@@ -87,11 +90,12 @@ def _next_number(policy: Policy) -> int:
 
 def save_draft(*, policy: Policy, rules: list[dict], user) -> PolicyVersion:
     """Store the rules as the policy's draft (creating a new draft after a publication)."""
-    problems = engine.check_rules(rules)
+    problems = engine.check_rules(rules, scope=policy.scope)
     if problems:
         raise RulesInvalid(problems)
     clean = [{"id": str(r["id"]).strip(), "verdict": r["verdict"], "condition": r["condition"].strip(),
-              "reason": r["reason"].strip()} for r in rules]
+              "reason": r["reason"].strip(), **({"override_taint": True} if r.get("override_taint") else {})}
+             for r in rules]
     with transaction.atomic():
         draft = draft_of(policy)
         if draft is None:
@@ -135,7 +139,7 @@ def publish_policy_version(*, version: PolicyVersion, user, shadow: bool = False
     Refused while a policy test fails or a rule has errors."""
     if version.status != VersionStatus.DRAFT:
         raise PolicyError("Only a draft can be published; edit to create a new draft.")
-    problems = engine.check_rules(version.rules)
+    problems = engine.check_rules(version.rules, scope=version.policy.scope)
     if problems:
         raise RulesInvalid(problems)
     failing = [o for o in run_policy_tests(version=version) if not o.passed]

@@ -109,7 +109,7 @@ def _detail_context(policy: Policy, *, draft: PolicyVersion | None = None, rules
     published = policy.versions.filter(status=VersionStatus.PUBLISHED).first()
     rules = rules if rules is not None else (draft.rules if draft else (published.rules if published else []))
     rows = [{**rule, "errors": (problems or {}).get(index, [])} for index, rule in enumerate(rules)]
-    rows += [{"id": "", "verdict": "allow", "condition": "", "reason": "", "errors": []}] * 2
+    rows += [{"id": "", "verdict": "allow", "condition": "", "reason": "", "override_taint": False, "errors": []}] * 2
     tests = services.run_policy_tests(version=draft) if draft else []
     return {
         "policy": policy, "draft": draft, "rows": rows, "published": published,
@@ -117,6 +117,9 @@ def _detail_context(policy: Policy, *, draft: PolicyVersion | None = None, rules
         "test_outcomes": tests, "test_form": PolicyTestForm(), "verdicts": engine.VERDICTS,
         "shadow_rows": services.shadow_differences(policy=policy, limit=50),
         "simulation_sizes": SIMULATION_SIZES, "context_variables": engine.CONTEXT_VARIABLES,
+        # Only platform rules may lower the taint floor; elsewhere the box shows only on a rule that has one,
+        # so that its author can untick what saving refused.
+        "override_column": policy.scope == engine.OVERRIDE_TAINT_SCOPE or any(r.get("override_taint") for r in rows),
     }
 
 

@@ -69,7 +69,11 @@ def record_execution(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, 
         if lifecycle.finish_execution(call, status=outcome_status(outcome),
                                       **{name: getattr(call, name) for name in OUTCOME_FIELDS}):
             remember_outcome(key_record=key_record, call=call, result=result)
-    return result
+            return result
+    # The lease sweep settled the call first (timeout_unknown, reconciling): what is recorded is the truth.
+    logger.warning("Call %s was settled elsewhere before its outcome was recorded", call.pk)
+    call.refresh_from_db()
+    return call.result or result
 
 
 def refuse_claimed(*, call: ToolCall, error: CallError, key_record: IdempotencyRecord | None) -> dict:
@@ -186,7 +190,7 @@ def _record_span_rows(run: Run, plans: list[Planned], now) -> None:
             continue
         decision = call.decision or {}
         attributes = {"airlock.run.tainted": bool(run.tainted)}
-        for key in ("scope", "reason", "floor"):
+        for key in ("scope", "reason", "floor", "floor_id", "taint_overridden_by"):
             if decision.get(key):
                 attributes[f"airlock.decision.{key}"] = decision[key]
         if any(entry.get("differs") for entry in decision.get("shadow", [])):

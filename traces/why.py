@@ -91,11 +91,24 @@ def _policy(call: Any) -> Answer:
         ("rule", decision.get("rule_id") or "—"), ("scope", decision.get("scope") or "—"),
         ("policy version", decision.get("policy_version") or "—"), ("reason", decision.get("reason") or "—"),
     ]
+    details.extend(_floor_details(decision))
     for shadow in decision.get("shadow") or []:
         details.append((f"shadow {shadow.get('policy_version', '')}",
                         f"{shadow.get('verdict')} by {shadow.get('rule_id') or 'default'}"
                         + (" (differs)" if shadow.get("differs") else "")))
     return Answer(q, call.verdict, status, details)
+
+
+def _floor_details(decision: dict) -> list[tuple[str, Any]]:
+    """A floor that raised the rule's verdict, and a platform rule that lowered the taint floor."""
+    details: list[tuple[str, Any]] = []
+    if decision.get("floor_id") == "floor:taint":
+        details.append(("taint", "taint floor raised the verdict to confirm"))
+    if decision.get("floor"):
+        details.append(("floor", decision["floor"]))
+    if decision.get("taint_overridden_by"):
+        details.append(("taint", f"taint floor lowered by platform rule {decision['taint_overridden_by']}"))
+    return details
 
 
 def _approval(call: Any, spans: list[Span]) -> Answer:
