@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -40,6 +40,7 @@ from runs.models import CallStatus, RunStatus
 logger = logging.getLogger(__name__)
 
 RECENT_STEPS = 5
+ORPHAN_AFTER = timedelta(minutes=5)
 
 
 @dataclass
@@ -490,9 +491,11 @@ def _complete(approval: ApprovalRequest, *, from_status: str, to_status: str, re
 def resume_approval(*, approval_id: int) -> ApprovalRequest:
     """The resume task's work. Claims with a conditional update, so a re-delivered task never acts twice.
 
-    A worker killed after the claim leaves the request `executing`; the re-run then calls the gate
-    again with the same call, whose idempotency key makes it return the first outcome instead of
-    executing again, and records that outcome.
+    A re-delivery while the first worker's lease on the call is live raises
+    `runs.services.CallHeldElsewhere` (the task retries later). After a worker died and its lease
+    expired, a read or idempotent skill is re-claimed and re-run with the same idempotency key; any
+    other write becomes `timeout_unknown` with a reconciliation item and never runs again. Either way
+    the outcome is recorded here once.
     """
     from runs.services import execute_approved_call
 
@@ -524,6 +527,23 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
                                                                                         "approval_id": approval.pk})
     approval.refresh_from_db()
     return approval
+
+
+def resume_orphaned_approvals() -> int:
+    """Beat: approved requests whose resume task was lost (approved for a while and never claimed), or
+    whose call already has its final outcome (the lease sweep settled it): enqueue the resume again;
+    it executes nothing twice, and records the outcome once."""
+    from approvals.tasks import resume_call
+
+    waiting = ApprovalRequest.objects.filter(status__in=[ApprovalStatus.APPROVED, ApprovalStatus.EXECUTING],
+                                             completed_at__isnull=True)
+    lost = timezone.now() - ORPHAN_AFTER
+    orphans = list(waiting.filter(Q(call__status__in=lifecycle.CALL_FINAL) | Q(status=ApprovalStatus.APPROVED,
+                                                                               decided_at__lt=lost))
+                   .values_list("pk", flat=True)[:100])
+    for approval_id in orphans:
+        resume_call.delay(approval_id)
+    return len(orphans)
 
 
 def record_resume_failure(*, approval_id: int, error: str, final: bool) -> None:

@@ -53,7 +53,15 @@ def escalate_approvals() -> int:
     return escalate_overdue_approvals()
 
 
+@shared_task(ignore_result=True)
+def resume_orphans() -> int:
+    from approvals.services import resume_orphaned_approvals
+
+    return resume_orphaned_approvals()
+
+
 @app.on_after_finalize.connect
 def add_periodic_tasks(sender, **kwargs) -> None:
     sender.add_periodic_task(15.0, expire_approvals.s(), name="approvals: expire stale requests")
     sender.add_periodic_task(60.0, escalate_approvals.s(), name="approvals: escalate overdue requests")
+    sender.add_periodic_task(30.0, resume_orphans.s(), name="approvals: record outcomes of settled calls")
