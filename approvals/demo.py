@@ -6,11 +6,12 @@ from approvals.models import ApprovalRequest
 
 CALLS = [
     {"call_id": "refund-1", "name": "billing.create_refund_request",
-     "arguments": {"order_id": "ord_5001", "amount_cents": 12900, "currency": "USD", "reason_code": "damaged",
+     "arguments": {"order_id": "ord_5001", "amount_cents": 12900, "currency": "EUR", "reason_code": "damaged",
                    "note": "Arrived with a cracked screen; photo in ticket 8841."}},
     {"call_id": "mail-1", "name": "support.send_email",
      "arguments": {"to": "ada@example.org", "subject": "Your refund for order ord_5001",
-                   "body_text": "Hello Ada, we have requested a full refund of 129.00 USD for your order."}},
+                   "body_text": "Hello Ada,\n\nwe have requested a full refund of EUR 129.00 for your order ord_5001. "
+                                "The money reaches your card within 5 working days.\n\nBest regards,\nAcme support"}},
 ]
 
 

@@ -1,46 +1,34 @@
-"""Masking of sensitive argument fields for display (cards, audit diffs, the approver API)."""
+"""Masking for display (cards, request pages, the approver API, audit diffs) on the one definition of
+"sensitive" in `lib.sensitivity`, which redaction at rest uses too: sensitive fields show MASK, and
+secret-looking substrings are masked inside any text. Everything else is shown as it is."""
 
 from typing import Any
 
+from lib.sensitivity import child_schema, is_sensitive_field, item_schema, mask_secrets
+
 MASK = "••••••"
-SENSITIVE_WORDS = ("password", "secret", "token", "api_key", "apikey", "card_number", "cvv", "ssn", "iban",
-                   "private_key", "credential", "authorization")
-
-
-def _is_sensitive_key(key: str, schema: dict | None) -> bool:
-    lowered = key.lower()
-    if any(word in lowered for word in SENSITIVE_WORDS):
-        return True
-    prop = ((schema or {}).get("properties") or {}).get(key) or {}
-    return bool(prop.get("x-sensitive") or prop.get("writeOnly") or prop.get("x-airlock-sensitive"))
-
-
-def _child_schema(schema: dict | None, key: str | None = None) -> dict | None:
-    if not isinstance(schema, dict):
-        return None
-    if key is None:
-        items = schema.get("items")
-        return items if isinstance(items, dict) else None
-    prop = (schema.get("properties") or {}).get(key)
-    return prop if isinstance(prop, dict) else None
 
 
 def mask(value: Any, schema: dict | None = None) -> Any:
-    """The value with every sensitive field (by name or schema annotation) replaced by MASK."""
+    """The value as an approver may see it."""
     if isinstance(value, dict):
         return {
-            key: MASK if _is_sensitive_key(str(key), schema) and item not in (None, "") else mask(
-                item, _child_schema(schema, str(key)))
+            key: MASK if item not in (None, "") and is_sensitive_field(str(key), item, child_schema(schema, str(key)))
+            else mask(item, child_schema(schema, str(key)))
             for key, item in value.items()
         }
     if isinstance(value, list):
-        return [mask(item, _child_schema(schema)) for item in value]
+        return [mask(item, item_schema(schema)) for item in value]
+    if isinstance(value, str):
+        return mask_secrets(value)
     return value
 
 
 def unmask(edited: Any, original: Any) -> Any:
-    """Edited arguments where a field still shows MASK keep the original (hidden) value."""
+    """Edited arguments where a value still shows its masked form keep the original (hidden) value."""
     if edited == MASK:
+        return original
+    if isinstance(edited, str) and isinstance(original, str) and edited == mask_secrets(original):
         return original
     if isinstance(edited, dict) and isinstance(original, dict):
         return {key: unmask(item, original.get(key)) for key, item in edited.items()}

@@ -12,7 +12,8 @@ def approvable(user) -> QuerySet[ApprovalRequest]:
 
 
 def pending_for(user, filters: dict | None = None) -> QuerySet[ApprovalRequest]:
-    queryset = approvable(user).pending().select_related("tenant", "agent", "call").prefetch_related("votes__user")
+    queryset = (approvable(user).pending().select_related("tenant", "agent", "call__skill_version")
+                .prefetch_related("votes__user"))
     filters = filters or {}
     if filters.get("tenant"):
         queryset = queryset.filter(tenant__slug=filters["tenant"])

@@ -36,6 +36,7 @@ from runs import lifecycle
 from runs.authorization import decision_on
 from runs.events import append_event
 from runs.models import CallStatus, RunStatus
+from traces.redaction import redact
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +129,6 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
     mode = ApprovalMode.TWO_PERSON if risk.get("approval") == ApprovalMode.TWO_PERSON else ApprovalMode.REQUIRED
     skill_version = call.skill_version.version if call.skill_version_id else call.requested_version
     effect = call.effect or risk.get("effect", "")
-    schema = manifest.get("input_schema") if isinstance(manifest.get("input_schema"), dict) else None
     now = timezone.now()
     with transaction.atomic():
         request = ApprovalRequest.objects.create(
@@ -137,7 +137,7 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
             action={"skill": call.name, "version": skill_version or "", "effect": effect,
                     "data_classification": risk.get("data_classification")
                     or getattr(call.skill_version, "data_classification", "internal"),
-                    "arguments": mask(call.arguments, schema)},
+                    "arguments": call.arguments},  # the redacted form; approvers see the real one at render time
             arguments_sha256=call.arguments_sha256 or sha256_of(raw_arguments(call)),
             policy_version=str(decision.get("policy_version") or ""), rule_id=str(decision.get("rule_id") or ""),
             reason=str(decision.get("floor") or decision.get("reason") or ""),
@@ -222,8 +222,30 @@ def _validated_edit(approval: ApprovalRequest, arguments: Any) -> _Edit | None:
     if decision is not None and decision.verdict == "deny":
         raise InvalidDecision(f"The policy would deny the edited call ({decision.rule_id}): {decision.reason}",
                               [{"path": "", "message": decision.reason, "rule_id": decision.rule_id}])
-    return _Edit(raw=edited, masked=mask(edited, schema), sha256=sha256_of(edited),
-                 changes=diff(mask(original, schema), mask(edited, schema)))
+    data_class = approval.action.get("data_classification") or "internal"
+    return _Edit(raw=edited, masked=redact(edited, schema=schema, data_classification=data_class),
+                 sha256=sha256_of(edited), changes=[_stored_change(change, data_class)
+                                                    for change in edit_changes(approval, edited)])
+
+
+def preview_edit(*, approval: ApprovalRequest, user, arguments: Any) -> list[dict]:
+    """What approving with these arguments would change, checked as the decision will be (schema and policy);
+    raises InvalidDecision with the reason when it would be refused. Records nothing."""
+    require_role(user, approval.tenant, Role.APPROVER)
+    edit = _validated_edit(approval, arguments)
+    return [] if edit is None else edit_changes(approval, edit.raw)
+
+
+def edit_changes(approval: ApprovalRequest, edited: Any) -> list[dict]:
+    """What an edit changes, as an approver may see it (sensitive fields masked)."""
+    schema = _input_schema(approval)
+    return diff(mask(raw_arguments(approval.call), schema), mask(edited, schema))
+
+
+def _stored_change(change: dict, data_class: str) -> dict:
+    """A change as the audit log keeps it: no argument value of a confidential skill at rest."""
+    return {**change, "from": redact(change["from"], data_classification=data_class),
+            "to": redact(change["to"], data_classification=data_class)}
 
 
 def _label(user) -> str:
@@ -462,7 +484,7 @@ def _complete(approval: ApprovalRequest, *, from_status: str, to_status: str, re
     now = timezone.now()
     with transaction.atomic():
         won = ApprovalRequest.objects.filter(pk=approval.pk, status=from_status, completed_at__isnull=True).update(
-            status=to_status, outcome=result, completed_at=now, last_error="")
+            status=to_status, outcome=result, completed_at=now, last_error="", sealed_edited_arguments="")
         if not won:
             return False
         approval.refresh_from_db()

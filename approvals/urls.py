@@ -11,4 +11,5 @@ urlpatterns = [
     path("<int:approval_id>/", views.detail, name="detail"),
     path("<int:approval_id>/card/", views.card, name="card"),
     path("<int:approval_id>/decide/", views.decide, name="decide"),
+    path("<int:approval_id>/preview-edit/", views.preview_edit, name="preview_edit"),
 ]

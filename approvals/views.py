@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals import queries, services
+from approvals import presentation, queries, services
 from approvals.forms import DecisionForm, InboxFilterForm
 from approvals.models import ApprovalEvent, ApprovalRequest
 from approvals.services import escalation_threshold
@@ -27,9 +27,9 @@ def _filters(request: HttpRequest) -> dict:
     return form.cleaned_data if form.is_valid() else {}
 
 
-def _card_context(approval: ApprovalRequest, user) -> dict:
-    return {"approval": approval, "arguments_json": json.dumps(approval.action.get("arguments"), indent=2,
-                                                               ensure_ascii=False, sort_keys=True),
+def _card_context(approval: ApprovalRequest, user, approver_tenant_ids: set[int] | None = None) -> dict:
+    action = presentation.proposed_action(approval, user, approver_tenant_ids)
+    return {"approval": approval, "action": action, "arguments_json": action.arguments_json,
             "overdue": approval.is_pending and (approval.escalated_at is not None or
                                                 timezone.now() - approval.created_at >= escalation_threshold(approval)),
             "own_run": approval.acts_for(user), "my_vote": any(v.user_id == user.pk for v in approval.votes.all())}
@@ -40,7 +40,9 @@ def _card_context(approval: ApprovalRequest, user) -> dict:
 def inbox(request: HttpRequest) -> HttpResponse:
     filters = _filters(request)
     pending = list(queries.pending_for(request.user, filters)[:200])
-    context = {"cards": [_card_context(a, request.user) for a in pending], "filter_form": InboxFilterForm(request.GET),
+    approver_tenant_ids = {approval.tenant_id for approval in pending}  # pending_for lists only those
+    context = {"cards": [_card_context(a, request.user, approver_tenant_ids) for a in pending],
+               "filter_form": InboxFilterForm(request.GET),
                "query": request.GET.urlencode()}
     if request.GET.get("partial") == "list":
         return render(request, "approvals/inbox.html#pending-list", context)
@@ -83,8 +85,27 @@ def _detail_context(approval: ApprovalRequest, user, error: str = "") -> dict:
                    can_decide=has_role(user, approval.tenant, Role.APPROVER), error=error,
                    outcome_json=json.dumps(approval.outcome, indent=2, sort_keys=True) if approval.outcome else "",
                    edited_json=json.dumps(approval.edited_arguments, indent=2, sort_keys=True)
-                   if approval.edited_arguments is not None else "")
+                   if approval.edited_arguments is not None else "",
+                   edited_fields=presentation.edited_fields(approval))
     return context
+
+
+@login_required
+@require_POST
+def preview_edit(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """The diff an edit would make, checked as the decision will be; nothing is recorded."""
+    approval = _get_approval_for_user(request.user, approval_id)
+    if not has_role(request.user, approval.tenant, Role.APPROVER):
+        raise PermissionDenied("Only approvers of this tenant decide its requests.")
+    arguments = request.POST.get("arguments", "")
+    context = {"approval": approval, "arguments": arguments, "changes": [], "error": "",
+               "return_to": request.POST.get("return_to", "")}
+    try:
+        context["changes"] = services.preview_edit(approval=approval, user=request.user, arguments=arguments)
+    except services.InvalidDecision as exc:
+        details = "; ".join(f"{f['path']}: {f['message']}" for f in exc.fields if f.get("path"))
+        context["error"] = f"{exc} {details}".strip()
+    return render(request, "approvals/inbox.html#edit-preview", context, status=400 if context["error"] else 200)
 
 
 @login_required
@@ -121,6 +142,8 @@ def _decision_reply(request: HttpRequest, approval: ApprovalRequest, *, error: s
         approval.refresh_from_db()
         return render(request, "approvals/detail.html", _detail_context(approval, request.user, error), status=status)
     messages.success(request, f"Request {approval.pk}: {approval.status}.")
+    if request.POST.get("return_to") == "detail":
+        return redirect("approvals:detail", approval.pk)
     return redirect("approvals:inbox")
 
 

@@ -1,61 +1,30 @@
 """Redaction applied to every payload before it is stored (spans, calls, approvals).
 
-Three layers, each deterministic:
-1. fields the skill's JSON Schema marks sensitive (`writeOnly`, `format: password`,
-   `x-airlock-sensitive`) are replaced by a hash and a two-character preview;
-2. strings that look like secrets (provider API keys, bearer tokens, JWTs, PEM private keys,
-   Airlock's own `ak_`/`pat_` keys) are masked wherever they appear, inside longer text too;
+Three layers, each deterministic, on the one definition of "sensitive" in `lib.sensitivity`:
+1. sensitive fields (marked by the schema, or credentials by their key) are replaced by a hash and
+   a two-character preview;
+2. strings that look like secrets are masked wherever they appear, inside longer text too;
 3. for `confidential` and `restricted` skills the whole payload becomes a hash and a masked preview.
 """
 
 import hashlib
-import re
-from functools import lru_cache
 from typing import Any
 
 from lib.canonical import canonical_json
+from lib.sensitivity import (
+    child_schema,
+    is_secret_key,
+    is_sensitive_field,
+    is_sensitive_schema,
+    item_schema,
+    looks_secret,
+    mask_secrets,
+    safe_key_of,
+)
 
 WHOLE_PAYLOAD_CLASSIFICATIONS = frozenset({"confidential", "restricted"})
 PREVIEW_CHARS = 2
 MAX_DEPTH = 64
-
-# Each pattern matches a whole secret; the match is replaced by a masked form that keeps only a
-# recognisable prefix, so a reader can tell what kind of secret was there.
-_SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("pem", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
-                       re.DOTALL)),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")),
-    ("bearer", re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}")),
-    ("openai", re.compile(r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}")),
-    ("stripe", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}")),
-    ("github", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}")),
-    ("aws", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
-    ("slack", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
-    ("google", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("airlock", re.compile(r"\b(?:ak|pat)_[A-Za-z0-9_-]{12,}")),
-    ("password_in_url", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
-]
-# Payment card numbers: 13-19 digits (optionally grouped), masked only when the Luhn check passes.
-_CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
-# Cheap pre-check: most strings contain none of these fragments and skip the regexes entirely.
-_HINTS = ("-----BEGIN", "eyJ", "earer", "asic", "oken", "sk-", "_live_", "_test_", "ghp_", "gho_", "ghu_", "ghs_",
-          "ghr_", "github_pat_", "AKIA", "ASIA", "xox", "AIza", "ak_", "pat_", "://")
-
-
-# Keys whose values are credentials whatever they look like (matched on the last dotted segment).
-_SECRET_KEYS = re.compile(r"^(password|passwd|passphrase|secret|client_secret|token|access_token|refresh_token|id_token"
-                          r"|api_key|apikey|x-api-key|authorization|private_key|credentials?|cookie|set-cookie)$",
-                          re.IGNORECASE)
-
-
-@lru_cache(maxsize=4096)
-def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEYS.match(key.rsplit(".", 1)[-1]))
-
-
-_HINT_RE = re.compile("|".join(re.escape(hint) for hint in _HINTS))
-_DIGITS_RE = re.compile(r"\d{4}[ -]?\d{4}")
-
 
 def sha256_hex(value: Any) -> str:
     if isinstance(value, str):
@@ -76,73 +45,6 @@ def redacted_marker(value: Any, *, reason: str = "sensitive") -> dict[str, Any]:
     return {"redacted": True, "reason": reason, "sha256": sha256_hex(value), "preview": _preview(value)}
 
 
-def _mask_secret(match: re.Match[str]) -> str:
-    text = match.group(0)
-    return f"{text[:4]}…[redacted:{hashlib.sha256(text.encode()).hexdigest()[:12]}]"
-
-
-def _luhn_ok(digits: str) -> bool:
-    total = 0
-    for index, char in enumerate(reversed(digits)):
-        number = int(char)
-        if index % 2:
-            number = number * 2 - 9 if number > 4 else number * 2
-        total += number
-    return total % 10 == 0
-
-
-def _mask_card(match: re.Match[str]) -> str:
-    digits = re.sub(r"\D", "", match.group(0))
-    if not 13 <= len(digits) <= 19 or not _luhn_ok(digits):
-        return match.group(0)
-    return f"card…{digits[-4:]}[redacted:{hashlib.sha256(digits.encode()).hexdigest()[:12]}]"
-
-
-def mask_secrets(text: str) -> str:
-    """Mask every substring that looks like a credential or a card number; other text is kept as is."""
-    if _HINT_RE.search(text):
-        for _kind, pattern in _SECRET_PATTERNS:
-            text = pattern.sub(_mask_secret, text)
-    if _DIGITS_RE.search(text):
-        text = _CARD.sub(_mask_card, text)
-    return text
-
-
-@lru_cache(maxsize=4096)
-def safe_key_of(key: str) -> str:
-    """Keys repeat across spans: mask them once."""
-    return mask_secrets(key)
-
-
-def looks_secret(text: str) -> bool:
-    return mask_secrets(text) != text
-
-
-def is_sensitive_schema(schema: Any) -> bool:
-    return isinstance(schema, dict) and (
-        schema.get("writeOnly") is True
-        or schema.get("format") == "password"
-        or bool(schema.get("x-airlock-sensitive"))
-    )
-
-
-def _child_schema(schema: Any, key: str) -> Any:
-    if not isinstance(schema, dict):
-        return None
-    props = schema.get("properties")
-    if isinstance(props, dict) and key in props:
-        return props[key]
-    extra = schema.get("additionalProperties")
-    return extra if isinstance(extra, dict) else None
-
-
-def _item_schema(schema: Any) -> Any:
-    if not isinstance(schema, dict):
-        return None
-    items = schema.get("items")
-    return items if isinstance(items, dict) else None
-
-
 def _walk(value: Any, schema: Any, depth: int) -> Any:
     if schema is not None and is_sensitive_schema(schema):
         return redacted_marker(value)
@@ -154,14 +56,14 @@ def _walk(value: Any, schema: Any, depth: int) -> Any:
         out: dict[str, Any] = {}
         for key, item in value.items():
             safe_key = safe_key_of(str(key))
-            if is_secret_key(str(key)) and isinstance(item, (str, int)) and not isinstance(item, bool):
+            if is_secret_key(str(key)) and is_sensitive_field(str(key), item, None):
                 out[safe_key] = redacted_marker(item, reason="secret_key")
             else:
-                out[safe_key] = _walk(item, _child_schema(schema, str(key)), depth + 1)
+                out[safe_key] = _walk(item, child_schema(schema, str(key)), depth + 1)
         return out
     if isinstance(value, (list, tuple)):
-        item_schema = _item_schema(schema)
-        return [_walk(item, item_schema, depth + 1) for item in value]
+        items = item_schema(schema)
+        return [_walk(item, items, depth + 1) for item in value]
     if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
@@ -185,3 +87,7 @@ def _compact(value: Any) -> str:
         return canonical_json(value).decode()
     except Exception:
         return repr(value)
+
+
+__all__ = ["MAX_DEPTH", "WHOLE_PAYLOAD_CLASSIFICATIONS", "is_secret_key", "is_sensitive_schema", "looks_secret",
+           "mask_secrets", "redact", "redacted_marker", "sha256_hex"]

@@ -15,7 +15,8 @@ from approvals.api.serializers import approval_to_dict
 from approvals.models import ApprovalRequest, ApprovalStatus
 from console.api_auth import IsHuman
 from console.api_errors import error_body
-from console.tenancy import get_visible_or_404
+from console.models import Role
+from console.tenancy import get_visible_or_404, tenants_for
 
 LIST_LIMIT = 200
 
@@ -27,7 +28,7 @@ DecisionBody = inline_serializer("ApprovalDecision", {
 
 
 def _queryset():
-    return ApprovalRequest.objects.select_related("tenant").prefetch_related("votes__user")
+    return ApprovalRequest.objects.select_related("tenant", "call__skill_version").prefetch_related("votes__user")
 
 
 @extend_schema(operation_id="approvals_list", responses={200: dict})
@@ -37,19 +38,22 @@ def approval_list(request: Request) -> Response:
     wanted = request.query_params.get("status", ApprovalStatus.PENDING)
     if wanted not in ApprovalStatus.values and wanted != "all":
         return Response(error_body("validation", "invalid_status", f"Unknown status {wanted!r}."), status=400)
-    approvals = queries.approvable(request.user).select_related("tenant").prefetch_related("votes__user")
+    approvals = queries.approvable(request.user).select_related("tenant", "call__skill_version").prefetch_related(
+        "votes__user")
+    approver_tenants = {tenant.pk for tenant in tenants_for(request.user, Role.APPROVER)}
     if wanted != "all":
         approvals = approvals.filter(status=wanted)
     if request.query_params.get("tenant"):
         approvals = approvals.filter(tenant__slug=request.query_params["tenant"])
-    return Response({"results": [approval_to_dict(a) for a in approvals.order_by("-created_at", "-id")[:LIST_LIMIT]]})
+    return Response({"results": [approval_to_dict(a, request.user, approver_tenants)
+                                 for a in approvals.order_by("-created_at", "-id")[:LIST_LIMIT]]})
 
 
 @extend_schema(operation_id="approvals_retrieve", responses={200: dict})
 @api_view(["GET"])
 @permission_classes([IsHuman])
 def approval_detail(request: Request, approval_id: int) -> Response:
-    return Response(approval_to_dict(get_visible_or_404(_queryset(), request.user, pk=approval_id)))
+    return Response(approval_to_dict(get_visible_or_404(_queryset(), request.user, pk=approval_id), request.user))
 
 
 @extend_schema(operation_id="approvals_decide", request=DecisionBody, responses={200: dict, 409: dict})
@@ -69,4 +73,4 @@ def approval_decision(request: Request, approval_id: int) -> Response:
         return Response(error_body("validation", "invalid_decision", str(exc), **extra), status=400)
     except PermissionDenied as exc:
         return Response(error_body("authorization", "not_allowed", str(exc)), status=403)
-    return Response(approval_to_dict(_queryset().get(pk=approval.pk)))
+    return Response(approval_to_dict(_queryset().get(pk=approval.pk), request.user))
