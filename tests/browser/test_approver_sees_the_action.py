@@ -72,6 +72,9 @@ def test_an_approver_reads_edits_and_follows_a_confidential_refund(asgi_live_ser
     expect(page.locator("body")).to_contain_text("billing.create_refund_request")
     expect(page.locator("body")).to_contain_text("succeeded")
     _shot(page, "run.png")
+    page.get_by_role("link", name="Open the trace timeline").click()
+    expect(page.locator("body")).to_contain_text("approval")
+    _shot(page, "timeline.png")
     [refund] = demo_tools.refunds().values()  # the demo downstream received exactly the edited refund
     assert refund["amount_cents"] == 9900 and refund["order_id"] == "ord_5001"
 
