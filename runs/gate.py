@@ -78,11 +78,13 @@ def error_result(call_id: str, error: CallError) -> dict:
 # Decision phase ------------------------------------------------------------------------------------
 
 def _load_state(run: Run, calls: list[dict]) -> BatchState:
+    calls = [raw for raw in calls if batch_input.is_well_formed(raw)]  # the others fail alone, in _check_shape
     index = index_for(run.snapshot)
     resolved_ids = set()
     for raw in calls:
         if isinstance(raw, dict) and isinstance(raw.get("name"), str):
-            skill = index.resolve(raw["name"], raw.get("version") if isinstance(raw.get("version"), str) else None)
+            version = raw.get("version")
+            skill = index.resolve(raw["name"], version if isinstance(version, str) and version else None)
             if skill is not None:
                 resolved_ids.add(skill.skill_version_id)
     live_status = dict(SkillVersion.objects.filter(pk__in=resolved_ids).values_list("pk", "status"))
@@ -103,7 +105,7 @@ def _explicit_key(raw: dict) -> str:
     return key.strip()[:300] if isinstance(key, str) else ""
 
 
-def _check_shape(plan: Planned) -> None:
+def _check_shape(plan: Planned, state: BatchState) -> None:
     raw = plan.raw
     batch_input.check_call(raw)
     call_id = raw.get("call_id")
@@ -111,6 +113,10 @@ def _check_shape(plan: Planned) -> None:
         raise ValidationFailed("call_id must be a non-empty string (at most 200 characters).", code="malformed_call",
                                fields=[{"field": "call_id", "message": "required string"}])
     plan.call_id = call_id
+    if call_id in state.seen:  # taken once read, even by a call the checks below refuse
+        plan.call_id_reused = True
+        raise ValidationFailed(f"call_id {call_id} appears twice in this batch.", code="duplicate_call_id")
+    state.seen.add(call_id)
     if not isinstance(raw.get("name"), str) or not raw["name"]:
         raise ValidationFailed("name must be the skill's name.", code="malformed_call",
                                fields=[{"field": "name", "message": "required string"}])
@@ -213,11 +219,7 @@ def _new_tool_call(plan: Planned, state: BatchState, sha: str) -> ToolCall:
 
 
 def _decide(plan: Planned, state: BatchState) -> None:
-    _check_shape(plan)
-    if plan.call_id in state.seen:
-        plan.call_id_reused = True
-        raise ValidationFailed(f"call_id {plan.call_id} appears twice in this batch.", code="duplicate_call_id")
-    state.seen.add(plan.call_id)
+    _check_shape(plan, state)
     ratelimit.check_agent(state.run.agent_id)
     taint = plan.raw.get("taint")
     if taint and not state.tainted:

@@ -5,6 +5,8 @@ worker thread (under ASGI, sync views share one thread, so a sleeping sync view 
 """
 
 import asyncio
+import math
+import re
 import time
 
 from asgiref.sync import sync_to_async
@@ -19,6 +21,8 @@ from runs.events import events_after
 from runs.models import Run
 
 MAX_WAIT_SECONDS = 30.0
+MAX_EVENT_ID = 2**63 - 1  # event ids are PostgreSQL bigints
+_SECONDS = re.compile(r"(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", re.ASCII)  # 12, 0.5, .5, 1e3
 FIRST_POLL_INTERVAL = 0.05
 MAX_POLL_INTERVAL = 0.25
 
@@ -51,15 +55,42 @@ def _events_after_releasing(*, run_id, after: int) -> list[dict]:
             connection.close()
 
 
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:39] + "…")
+
+
+def _parse_after(text: str) -> int | JsonResponse:
+    """An event id: digits only (no sign, no spaces, no decimal point), within PostgreSQL's bigint."""
+    if not text:
+        return 0
+    if text.isascii() and text.isdigit() and len(text) <= 19 and int(text) <= MAX_EVENT_ID:
+        return int(text)
+    return _error(400, "validation", "invalid_after",
+                  f"'after' must be the id of an event (a whole number from 0, as in next_cursor); got {_shown(text)}.")
+
+
+def _parse_wait(text: str) -> float | JsonResponse:
+    """Seconds to wait for an event: a finite number from 0; more than MAX_WAIT_SECONDS waits that long."""
+    if not text:
+        return 0.0
+    # Plain decimal notation only: float() would also take "nan" (min(nan, 30) is nan: a wait that never
+    # ends), "inf", "-1", "1_0", " 1" and non-ASCII digits.
+    wait = float(text) if len(text) <= 40 and _SECONDS.fullmatch(text) else math.nan
+    if not math.isfinite(wait):  # too large a number is infinite
+        return _error(400, "validation", "invalid_wait",
+                      f"'wait' must be a number of seconds from 0 to {MAX_WAIT_SECONDS:g} (more is read as "
+                      f"{MAX_WAIT_SECONDS:g}); got {_shown(text)}.")
+    return min(wait, MAX_WAIT_SECONDS)
+
+
 def _parse(request: HttpRequest) -> tuple[int, float] | JsonResponse:
-    try:
-        after = int(request.GET.get("after") or 0)
-        wait = float(request.GET.get("wait") or 0)
-    except ValueError:
-        return _error(400, "validation", "invalid", "'after' must be an event id and 'wait' a number of seconds.")
-    if after < 0 or wait < 0:
-        return _error(400, "validation", "invalid", "'after' and 'wait' cannot be negative.")
-    return after, min(wait, MAX_WAIT_SECONDS)
+    after = _parse_after(request.GET.get("after", ""))
+    if isinstance(after, JsonResponse):
+        return after
+    wait = _parse_wait(request.GET.get("wait", ""))
+    if isinstance(wait, JsonResponse):
+        return wait
+    return after, wait
 
 
 async def run_events(request: HttpRequest, run_id) -> JsonResponse:
