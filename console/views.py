@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console import dashboard, health, services
 from console.forms import AgentForm, MemberAddForm, MemberRolesForm, TokenForm
 from console.models import Membership, Role, Tenant
-from console.tenancy import SESSION_TENANT_KEY, tenant_for_user_or_404
+from console.tenancy import SESSION_TENANT_KEY, tenant_for_user_or_404, tenant_ids_for
 
 
 class AirlockLoginView(LoginView):
@@ -34,7 +34,8 @@ def logout_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "console/home.html", {"cards": dashboard.cards_for(request.user)})
+    return render(request, "console/home.html", {"cards": dashboard.cards_for(request.user),
+                                                 "is_approver": bool(tenant_ids_for(request.user, Role.APPROVER))})
 
 
 @login_required

@@ -3,34 +3,55 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from console.tenancy import get_visible_or_404
 from runs.models import Run, RunStatus, ToolCall
+from traces.models import Span
 
 PAGE_SIZE = 50
+TEXT_FILTERS = ("tenant", "agent", "end_user", "skill")
+
+
+def _filter_runs(runs: QuerySet[Run], filters: dict[str, str]) -> QuerySet[Run]:
+    """The list's filters; each narrows runs the caller already sees, none widens them."""
+    if filters["tenant"]:
+        runs = runs.filter(tenant__slug=filters["tenant"])
+    if filters["agent"]:
+        runs = runs.filter(agent__name=filters["agent"])
+    if filters["end_user"]:
+        runs = runs.filter(end_user=filters["end_user"])
+    if filters["skill"]:
+        runs = runs.filter(Exists(ToolCall.objects.filter(run=OuterRef("pk"), name=filters["skill"])))
+    return runs
 
 
 @login_required
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
+    filters = {key: request.GET.get(key, "").strip()[:200] for key in TEXT_FILTERS}
     runs = Run.objects.visible_to(request.user).select_related("agent", "tenant", "snapshot")
-    if request.tenant is not None:
+    if request.tenant is not None and not filters["tenant"]:
         runs = runs.filter(tenant=request.tenant)
+    runs = _filter_runs(runs, filters)
     status = request.GET.get("status", "")
     if status in RunStatus.values:
         runs = runs.filter(status=status)
     if request.GET.get("tainted") == "1":
         runs = runs.filter(tainted=True)
-    return render(request, "runs/list.html", {"runs": runs[:PAGE_SIZE], "status": status,
+    return render(request, "runs/list.html", {"runs": runs[:PAGE_SIZE], "status": status, "filters": filters,
                                               "statuses": RunStatus.values, "tainted": request.GET.get("tainted")})
 
 
 @login_required
 @require_GET
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
-    run = get_visible_or_404(Run.objects.select_related("agent", "tenant", "snapshot"), request.user, pk=run_id)
-    calls = ToolCall.objects.filter(run=run).select_related("skill_version").order_by("created_at", "position")
+    run = get_visible_or_404(Run.objects.select_related("agent", "tenant", "snapshot", "trace"), request.user,
+                             pk=run_id)
+    calls = (ToolCall.objects.filter(run=run).select_related("skill_version", "approval")
+             .annotate(has_spans=Exists(Span.objects.filter(call=OuterRef("pk"))))
+             .order_by("created_at", "position"))
     return render(request, "runs/detail.html", {"run": run, "calls": calls})

@@ -116,11 +116,20 @@ def trace_for_run(request: HttpRequest, run_id: str) -> HttpResponse:
 @require_GET
 def span_detail(request: HttpRequest, pk: int, span_id: str) -> HttpResponse:
     access = trace_access_or_404(request.user, pk)
-    span = get_object_or_404(access.spans().select_related("call"), span_id=span_id)
+    span = get_object_or_404(access.spans().select_related("call", "call__approval"), span_id=span_id)
     attributes = sorted(access.shown_attributes(span.attributes).items())
-    approval_id = span.attributes.get("approval_id") or span.attributes.get("airlock.approval.id") or ""
     return render(request, "traces/detail.html#span", {"access": access, "trace": access.trace, "span": span,
-                                                       "attributes": attributes, "approval_id": approval_id})
+                                                       "attributes": attributes, "approval_id": _approval_id(span),
+                                                       "owned_skills": owned_skill_names(request.user)})
+
+
+def _approval_id(span: Span) -> str:
+    """The approval request a span belongs to: named in its attributes, or the one its call needed."""
+    named = span.attributes.get("approval_id") or span.attributes.get("airlock.approval.id")
+    if named:
+        return str(named)
+    approval = getattr(span.call, "approval", None) if span.call is not None else None
+    return str(approval.pk) if approval is not None else ""
 
 
 @login_required
@@ -136,7 +145,10 @@ def call_why(request: HttpRequest, pk: int, call_pk: int) -> HttpResponse:
         for answer in answers:
             answer.details = [(k, "(hidden: another tenant's data)" if k == "issues" else v)
                               for k, v in answer.details]
-    return render(request, "traces/detail.html#why", {"trace": access.trace, "call": call, "answers": answers})
+    context = {"access": access, "trace": access.trace, "call": call, "answers": answers}
+    if request.htmx:
+        return render(request, "traces/detail.html#why", context)
+    return render(request, "traces/why.html", context)  # a link from the run page: the panel as a page
 
 
 # --- skills and alerts -------------------------------------------------------------------------
