@@ -543,7 +543,9 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
         ApprovalRequest.objects.filter(pk=approval.pk).update(resume_attempts=F("resume_attempts") + 1)
     if approval.status != ApprovalStatus.EXECUTING or approval.completed_at is not None:
         return approval
-    result = execute_approved_call(call=approval.call, arguments=_arguments_for_execution(approval))
+    # A call already final (a worker died after recording it) needs no arguments: its raw ones are gone.
+    final = approval.call.status in lifecycle.CALL_FINAL
+    result = execute_approved_call(call=approval.call, arguments=None if final else _arguments_for_execution(approval))
     final = ApprovalStatus.FAILED if result.get("is_error") else ApprovalStatus.EXECUTED
     _complete(approval, from_status=ApprovalStatus.EXECUTING, to_status=final, result={**result,
                                                                                         "approval_id": approval.pk})

@@ -2,8 +2,9 @@ import pytest
 from django.core.exceptions import PermissionDenied
 
 from approvals.models import ApprovalStatus
+from approvals.presentation import shown_arguments
 from approvals.services import AlreadyDecided, DecisionRefused, InvalidDecision, decide_approval
-from lib.sealing import unseal
+from lib.canonical import sha256_of
 from runs.models import CallStatus, RunEvent
 from tests.approvals.factories import make_run, make_skill_version, open_request
 
@@ -103,7 +104,7 @@ def test_two_person_needs_two_distinct_approvers(acme, agent, approver, second_a
 def test_edited_arguments_are_revalidated_and_diffed(acme, agent, approver, executions,
                                                      django_capture_on_commit_callbacks):
     request = open_request(tenant=acme, agent=agent)
-    shown = request.action["arguments"]
+    shown = shown_arguments(request, approver)  # what the approver's edit box holds
     with pytest.raises(InvalidDecision) as excinfo:
         _decide(request, approver, arguments={**shown, "amount_cents": "a lot"})
     assert excinfo.value.fields[0]["path"] == "/amount_cents"
@@ -117,7 +118,8 @@ def test_edited_arguments_are_revalidated_and_diffed(acme, agent, approver, exec
     # the masked card token kept its hidden value; only the amount changed
     assert executions == [{"customer_id": "c-42", "amount_cents": 500, "card_token": "tok_live_secret",
                            "note": "duplicate"}]
-    assert unseal(request.sealed_edited_arguments)["amount_cents"] == 500
+    # the approved edit is bound by its hash to what ran; its sealed copy is dropped once the call has run
+    assert request.edited_arguments_sha256 == sha256_of(executions[0]) and request.sealed_edited_arguments == ""
     changes = request.events.get(action="approved").detail["changes"]
     assert changes == [{"path": "/amount_cents", "op": "replace", "from": 1250, "to": 500}]
 

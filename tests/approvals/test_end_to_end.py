@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest, ApprovalStatus
+from approvals.presentation import shown_arguments
 from approvals.services import decide_approval, resume_approval
 from runs.models import CallStatus, Run, RunEvent, ToolCall
 from tests.approvals import worker_tools
@@ -17,8 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def world(acme, tmp_path, monkeypatch):
-    monkeypatch.setenv("AIRLOCK_TEST_LEDGER", str(tmp_path / "ledger.jsonl"))
+def world(acme):
     return build_refund_world(acme)
 
 
@@ -34,7 +34,7 @@ def _events(agent_client, run_id: str, after: int = 0, wait: float = 0) -> dict:
 
 
 def test_batch_of_confirms_decided_in_any_order_reaches_the_agent(agent_client, world, approver, settings,
-                                                                 django_capture_on_commit_callbacks):
+                                                                 executions, django_capture_on_commit_callbacks):
     settings.AIRLOCK_ALLOW_PRIVATE_CALLBACKS = True
     receiver = Receiver().start()
     try:
@@ -62,6 +62,7 @@ def test_batch_of_confirms_decided_in_any_order_reaches_the_agent(agent_client, 
             "message"]
         assert feed["run_status"] == "running"
         assert [e["amount_cents"] for e in (x["result"] for x in worker_tools.executions())] == [200]
+        assert [arguments["amount_cents"] for arguments in executions] == [200]
         assert {ToolCall.objects.get(call_id=c).status for c in "ab"} == {CallStatus.SUCCEEDED, CallStatus.DECLINED}
         delivered = [json.loads(r.body)["kind"] for r in receiver.requests]
         assert delivered.count("call.completed") == 2 and delivered.count("approval.requested") == 2
@@ -69,16 +70,18 @@ def test_batch_of_confirms_decided_in_any_order_reaches_the_agent(agent_client, 
         receiver.stop()
 
 
-def test_edited_arguments_run_through_the_gate(agent_client, world, approver, django_capture_on_commit_callbacks):
+def test_edited_arguments_run_through_the_gate(agent_client, world, approver, executions,
+                                               django_capture_on_commit_callbacks):
     run = start_run(agent_client)
     result = post_calls(agent_client, run["run_id"], [_refund("a", 5000)]).json()["results"][0]
     approval = ApprovalRequest.objects.get(pk=result["approval_id"])
     with django_capture_on_commit_callbacks(execute=True):
         decide_approval(approval=approval, user=approver, decision="approve",
-                        arguments={**approval.action["arguments"], "amount_cents": 2500})
+                        arguments={**shown_arguments(approval, approver), "amount_cents": 2500})
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.EXECUTED and approval.outcome["content"]["amount_cents"] == 2500
     assert worker_tools.executions()[0]["result"]["amount_cents"] == 2500
+    assert executions == [{"customer_id": "c-42", "amount_cents": 2500, "card_token": "tok_live_secret"}]
     from traces.models import Span
 
     kinds = set(Span.objects.filter(trace__run_id=run["run_id"]).values_list("kind", "name"))
@@ -91,7 +94,7 @@ class WorkerKilled(BaseException):
 
 
 def test_worker_killed_after_execution_rerun_executes_once_and_keeps_outcome(agent_client, world, approver,
-                                                                           monkeypatch):
+                                                                           executions, monkeypatch):
     run = start_run(agent_client)
     result = post_calls(agent_client, run["run_id"], [_refund("a")]).json()["results"][0]
     approval = ApprovalRequest.objects.get(pk=result["approval_id"])
@@ -106,19 +109,19 @@ def test_worker_killed_after_execution_rerun_executes_once_and_keeps_outcome(age
     monkeypatch.setattr(services, "_complete", killed)
     with pytest.raises(WorkerKilled):
         resume_approval(approval_id=approval.pk)
-    assert len(worker_tools.executions()) == 1
+    assert len(worker_tools.executions()) == 1 and len(executions) == 1
     assert ApprovalRequest.objects.get(pk=approval.pk).status == ApprovalStatus.EXECUTING
     monkeypatch.setattr(services, "_complete", real_complete)
     resume_approval(approval_id=approval.pk)  # the re-delivered task
     resume_approval(approval_id=approval.pk)
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.EXECUTED and approval.outcome["status"] == "ok"
-    assert len(worker_tools.executions()) == 1
+    assert len(worker_tools.executions()) == 1 and len(executions) == 1
     assert RunEvent.objects.filter(run_id=run["run_id"], kind="call.completed").count() == 1
     assert Run.objects.get(pk=run["run_id"]).status == "running"
 
 
-def test_two_person_through_the_gate(agent_client, world, approver, second_approver,
+def test_two_person_through_the_gate(agent_client, world, approver, second_approver, executions,
                                      django_capture_on_commit_callbacks):
     run = start_run(agent_client)
     result = post_calls(agent_client, run["run_id"], [{**_refund("a"), "name": "iam.revoke_access"}]).json()
@@ -126,7 +129,7 @@ def test_two_person_through_the_gate(agent_client, world, approver, second_appro
     assert approval.required_approvals == 2
     with django_capture_on_commit_callbacks(execute=True):
         decide_approval(approval=approval, user=approver, decision="approve")
-    assert worker_tools.executions() == []
+    assert worker_tools.executions() == [] and executions == []
     with django_capture_on_commit_callbacks(execute=True):
         decide_approval(approval=approval, user=second_approver, decision="approve")
-    assert len(worker_tools.executions()) == 1
+    assert len(worker_tools.executions()) == 1 and len(executions) == 1

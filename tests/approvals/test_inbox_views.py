@@ -2,6 +2,7 @@ import pytest
 from django.urls import reverse
 
 from approvals.models import ApprovalStatus
+from approvals.presentation import shown_arguments
 from tests.approvals.factories import make_run, open_request
 from tests.conftest import login
 
@@ -114,7 +115,7 @@ def test_own_run_cannot_be_approved_in_the_console(client, approver, acme, agent
 
 def test_detail_shows_audit_trail_with_edit_diff(client, approver, pending, executions):
     login(client, approver)
-    edited = {**pending.action["arguments"], "amount_cents": 300}
+    edited = {**shown_arguments(pending, approver), "amount_cents": 300}
     import json
 
     client.post(reverse("approvals:decide", args=[pending.pk]), {"decision": "approve",

@@ -4,6 +4,7 @@ import pytest
 
 from approvals.masking import MASK
 from approvals.models import ApprovalEvent, ApprovalStatus
+from approvals.presentation import shown_arguments
 from lib.canonical import sha256_of
 from runs.models import RunEvent
 from tests.approvals.factories import DEFAULT_ARGUMENTS, make_skill_version, open_request
@@ -11,7 +12,7 @@ from tests.approvals.factories import DEFAULT_ARGUMENTS, make_skill_version, ope
 pytestmark = pytest.mark.django_db
 
 
-def test_open_binds_request_to_arguments_hash_policy_and_context(acme, agent):
+def test_open_binds_request_to_arguments_hash_policy_and_context(acme, agent, approver):
     request = open_request(tenant=acme, agent=agent)
     assert request.status == ApprovalStatus.PENDING
     assert request.arguments_sha256 == sha256_of(DEFAULT_ARGUMENTS)
@@ -19,7 +20,8 @@ def test_open_binds_request_to_arguments_hash_policy_and_context(acme, agent):
     assert request.taint_source == "read inbound email"
     assert request.context["agent"] == "support-bot" and request.context["end_user"] == "customer-7"
     assert request.action["skill"] == "billing.create_refund" and request.action["effect"] == "external"
-    assert request.action["arguments"]["card_token"] == MASK
+    assert request.action["arguments"]["card_token"]["redacted"] is True  # at rest: never the token itself
+    assert shown_arguments(request, approver)["card_token"] == MASK  # the approver sees it masked
     assert request.expires_at - request.created_at == acme.approval_ttl
     event = ApprovalEvent.objects.get(request=request)
     assert (event.action, event.to_status, event.actor_label) == ("requested", "pending", "agent:support-bot")

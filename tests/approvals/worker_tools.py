@@ -1,22 +1,60 @@
-"""Downstream tools for the approval end-to-end tests, importable by a Celery worker subprocess
+"""Downstream tools for the approval tests, importable by a Celery worker subprocess
 (`celery worker -I tests.approvals.worker_tools`).
 
 `refund` stands for a real downstream that honours idempotency keys: its ledger file (one JSON line
-per real execution) is shared across processes, and a repeated key returns the first result.
+per real effect) is shared across processes, and a repeated key returns the first result.
 Set AIRLOCK_TEST_LEDGER to the ledger path and AIRLOCK_TEST_SLOW_AFTER to sleep after executing
 (so a test can kill the worker between the downstream effect and Airlock recording it).
+
+In this process it also keeps `received`: the arguments of every invocation, in order, before the
+ledger deduplicates anything (a repeated delivery shows up there even when it has no effect). The
+`executions` fixture of tests/approvals/conftest.py exposes it. `pause_next()` holds the next
+invocation inside the downstream until the test releases it: a delivery still in flight.
 """
 
+import copy
 import fcntl
 import json
 import os
+import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from runs.adapters.python import register
 
 DEFAULT_LEDGER = "/tmp/airlock-approvals-test-ledger.jsonl"
+PAUSE_LIMIT_S = 30
+
+received: list[dict] = []
+
+
+@dataclass
+class Pause:
+    arrived: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
+_pauses: list[Pause] = []
+_lock = threading.Lock()
+
+
+def pause_next() -> Pause:
+    """Hold the next invocation (after it is received, before its effect) until `release` is set."""
+    pause = Pause()
+    with _lock:
+        _pauses.append(pause)
+    return pause
+
+
+def reset() -> None:
+    """Forget what was received in this process and let any held invocation go."""
+    with _lock:
+        received.clear()
+        for pause in _pauses:
+            pause.release.set()
+        _pauses.clear()
 
 
 def ledger_path() -> Path:
@@ -24,6 +62,7 @@ def ledger_path() -> Path:
 
 
 def executions() -> list[dict]:
+    """The ledger: one entry per real effect (deduplicated by idempotency key), across processes."""
     path = ledger_path()
     if not path.exists():
         return []
@@ -32,6 +71,12 @@ def executions() -> list[dict]:
 
 @register("approvals_test.refund")
 def refund(*, arguments, context):
+    with _lock:
+        received.append(copy.deepcopy(arguments))
+        pause = _pauses.pop(0) if _pauses else None
+    if pause is not None:
+        pause.arrived.set()
+        pause.release.wait(PAUSE_LIMIT_S)
     path = ledger_path()
     path.touch()
     with path.open("r+") as ledger:
