@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from approvals.models import DeliveryStatus, WebhookDelivery
 from approvals.webhooks import UnsafeCallbackURL, check_callback_url, sign
+from lib import egress
 
 logger = logging.getLogger(__name__)
 
@@ -26,10 +27,11 @@ _client_pid = 0
 
 
 def _http() -> httpx.Client:
-    """One client per process (creating one loads the CA bundle: ~40 ms); re-made after a fork."""
+    """One client per process, behind the egress guard (which checks and pins every connection, and
+    follows no redirect); re-made after a fork."""
     global _client, _client_pid
     if _client is None or _client_pid != os.getpid():
-        _client = httpx.Client(follow_redirects=False, timeout=float(_setting("AIRLOCK_WEBHOOK_TIMEOUT", 5.0)))
+        _client = egress.client(timeout=float(_setting("AIRLOCK_WEBHOOK_TIMEOUT", 5.0)))
         _client_pid = os.getpid()
     return _client
 
@@ -80,8 +82,13 @@ def attempt_delivery(*, delivery_id: str) -> WebhookDelivery | None:
                 last_error="", next_attempt_at=None)
             return delivery
         error = f"HTTP {status_code}"
+    except egress.EgressRefused as exc:  # the name now resolves somewhere it may not go (DNS rebinding)
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.BLOCKED, last_error=str(exc),
+                                                              next_attempt_at=None)
+        logger.warning("webhook %s blocked: %s", delivery.pk, exc)
+        return delivery
     except httpx.HTTPError as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        error = egress.describe_failure(exc, who="the receiver")  # never the receiver's own words
     max_attempts = int(_setting("AIRLOCK_WEBHOOK_MAX_ATTEMPTS", 8))
     if attempt >= max_attempts:
         WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.FAILED, last_error=error,

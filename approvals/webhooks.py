@@ -2,15 +2,11 @@
 
 import hashlib
 import hmac
-import ipaddress
 import json
-import socket
 import time
-from urllib.parse import urlsplit
-
-from django.conf import settings
 
 from approvals.models import DeliveryStatus, WebhookDelivery
+from lib.egress import EgressRefused, check_url
 
 
 class UnsafeCallbackURL(ValueError):
@@ -34,32 +30,13 @@ def verify(*, secret: str, timestamp: str, body: bytes, signature: str, toleranc
     return hmac.compare_digest(sign(secret=secret, timestamp=ts, body=body), signature)
 
 
-def _address_allowed(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return not (ip.is_loopback or ip.is_link_local or ip.is_private or ip.is_reserved or ip.is_multicast
-                or ip.is_unspecified or not ip.is_global)
-
-
 def check_callback_url(url: str) -> None:
-    """Refuse URLs that would make Airlock call its own network (SSRF), unless operators allow it."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UnsafeCallbackURL("The callback URL must be an http(s) URL with a host.")
-    if settings.AIRLOCK_ALLOW_PRIVATE_CALLBACKS:
-        return
+    """Refuse URLs that would make Airlock call its own network (SSRF): the egress guard's rules
+    (lib/egress.py). The delivery's connection is checked again, and pinned, when it is made."""
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
-                                   proto=socket.IPPROTO_TCP)
-    except socket.gaierror as exc:
-        raise UnsafeCallbackURL(f"The callback host {parts.hostname!r} does not resolve.") from exc
-    for info in infos:
-        if not _address_allowed(info[4][0]):
-            raise UnsafeCallbackURL(
-                f"The callback host {parts.hostname!r} resolves to {info[4][0]}, a loopback, link-local or "
-                "private address; set AIRLOCK_ALLOW_PRIVATE_CALLBACKS=1 to allow it."
-            )
+        check_url(url)
+    except EgressRefused as exc:
+        raise UnsafeCallbackURL(str(exc)) from exc
 
 
 def schedule_deliveries(event) -> None:

@@ -55,6 +55,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def port_list(name: str, items: list[str]) -> list[int] | None:
+    """TCP ports from `env_list`; `*` alone means any port (None)."""
+    if items == ["*"]:
+        return None
+    ports = []
+    for item in items:
+        if not item.isdigit() or not 1 <= int(item) <= 65535:
+            raise ImproperlyConfigured(f"{name} has {item!r}, which is not a port (1-65535); use * for any port.")
+        ports.append(int(item))
+    return ports
+
+
 def env_choice(name: str, default: str, choices: list[str]) -> str:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":

@@ -8,6 +8,7 @@ marked unconfirmed and cannot be published until an owner confirms or edits the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import re
 import shlex
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.models import Team
+from lib import egress
 from registry.models import Skill, SkillVersion
 from registry.services import ManifestInvalid, create_draft_version
 
@@ -40,8 +42,14 @@ def _client_target(target: Any) -> Any:
 
 async def _list(target: Any) -> ListedTools:
     import mcp
+    from mcp.client.streamable_http import streamable_http_client
 
-    async with mcp.Client(_client_target(target)) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        target = _client_target(target)
+        if isinstance(target, str):  # a URL: through the egress guard, like every server-side request
+            http = await stack.enter_async_context(egress.async_client())
+            target = streamable_http_client(target, http_client=http)
+        client = await stack.enter_async_context(mcp.Client(target))
         result = await client.list_tools()
         info = client.server_info
         tools = [tool.model_dump(by_alias=True, exclude_none=True) for tool in result.tools]

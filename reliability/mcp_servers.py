@@ -7,8 +7,9 @@ import json
 import shlex
 from typing import Any
 
+from lib import egress
 from reliability.models import McpServer, McpTransport
-from runs.errors import CallError, NotPermitted, RateLimited, Transient, Unavailable
+from runs.errors import CallError, NotPermitted, RateLimited, Transient, Unavailable, egress_refused
 
 IDEMPOTENCY_META = "airlock/idempotency_key"
 
@@ -29,7 +30,6 @@ def connection_for(uri: str) -> dict:
 
 
 async def _call(connection: dict, tool: str, arguments: dict, headers: dict, meta: dict) -> Any:
-    import httpx2
     import mcp
     from mcp.client.streamable_http import streamable_http_client
 
@@ -37,7 +37,7 @@ async def _call(connection: dict, tool: str, arguments: dict, headers: dict, met
         parts = shlex.split(connection["command"])
         async with mcp.Client(mcp.StdioServerParameters(command=parts[0], args=parts[1:])) as client:
             return await client.call_tool(tool, arguments, meta=meta or None)
-    async with httpx2.AsyncClient(headers=headers) as http, \
+    async with egress.async_client(headers=headers) as http, \
             mcp.Client(streamable_http_client(connection["url"], http_client=http)) as client:
         return await client.call_tool(tool, arguments, meta=meta or None)
 
@@ -84,6 +84,9 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 def error_for(exc: BaseException) -> CallError:
     import httpx2
 
+    refusal = egress.refusal_in(exc)
+    if refusal is not None:
+        return egress_refused(refusal)
     for leaf in _leaves(exc):
         if isinstance(leaf, CallError):
             return leaf

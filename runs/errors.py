@@ -62,3 +62,9 @@ class Internal(CallError):
 
 
 GENERIC_INTERNAL = "The call failed with an internal error; it has been logged."
+
+
+def egress_refused(refusal: Exception) -> CallError:
+    """The egress guard (lib/egress.py) kept a request in: nothing was sent, so nothing is retried or
+    reconciled; the message names the rule, never the downstream."""
+    return NotPermitted(f"Airlock may not call this skill's service: {refusal}.", code="egress_refused")

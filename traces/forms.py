@@ -2,6 +2,7 @@ from datetime import timedelta
 
 from django import forms
 
+from lib.egress import EgressRefused, check_url
 from traces.models import AlertKind
 
 WINDOW_CHOICES = [("15m", "15 minutes"), ("1h", "1 hour"), ("6h", "6 hours"), ("24h", "24 hours"), ("7d", "7 days")]
@@ -48,6 +49,16 @@ class TraceSettingsForm(forms.Form):
     forward_headers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
                                       help_text="One 'Name: value' per line (stored sealed). Leave empty to keep.")
 
+    def clean_forward_endpoint(self) -> str:
+        """The egress guard's verdict now: a collector on a private or loopback address is refused here."""
+        endpoint = self.cleaned_data["forward_endpoint"]
+        if endpoint:
+            try:
+                check_url(endpoint)
+            except EgressRefused as exc:
+                raise forms.ValidationError(str(exc)) from exc
+        return endpoint
+
     def clean_forward_headers(self) -> dict[str, str] | None:
         text = self.cleaned_data["forward_headers"].strip()
         if not text:
@@ -62,6 +73,6 @@ class TraceSettingsForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if data.get("forward_enabled") and not data.get("forward_endpoint"):
+        if data.get("forward_enabled") and not data.get("forward_endpoint") and "forward_endpoint" not in self.errors:
             self.add_error("forward_endpoint", "Forwarding needs an endpoint.")
         return data

@@ -12,6 +12,7 @@ from django.core.mail import send_mail
 from django.utils import timezone
 
 from console.models import Tenant
+from lib import egress
 from lib.sealing import seal, unseal
 from traces import otlp
 from traces.metrics import call_facts, repeats_per_run
@@ -169,7 +170,9 @@ def update_trace_settings(*, tenant: Tenant, forward_enabled: bool, forward_endp
 
 def forward_spans(*, tenant_id: int, batch_size: int = 500, timeout: float = 10.0) -> int:
     """Send spans not yet forwarded to the tenant's OTLP endpoint; advance the cursor only after a 2xx.
-    A concurrent second run could resend a batch; OTLP receivers treat duplicates as normal."""
+    A concurrent second run could resend a batch; OTLP receivers treat duplicates as normal.
+    The request goes through the egress guard; the error kept for the settings page names the rule or
+    the kind of failure, never the endpoint's own text (which would make the page a port scanner)."""
     current = TraceSettings.objects.select_related("tenant").filter(tenant_id=tenant_id, forward_enabled=True).first()
     if current is None or not current.forward_endpoint:
         return 0
@@ -182,10 +185,15 @@ def forward_spans(*, tenant_id: int, batch_size: int = 500, timeout: float = 10.
         headers.update(unseal(current.forward_headers_sealed))
     body = otlp.encode_spans(spans, tenant_slug=current.tenant.slug)
     try:
-        response = httpx.post(current.forward_endpoint, content=body, headers=headers, timeout=timeout)
-        response.raise_for_status()
-    except httpx.HTTPError as exc:
+        with egress.client(timeout=timeout) as http:
+            response = http.post(current.forward_endpoint, content=body, headers=headers)
+            response.raise_for_status()
+    except egress.EgressRefused as exc:  # not transient: retrying cannot help until the settings change
         TraceSettings.objects.filter(pk=current.pk).update(last_forward_error=str(exc)[:500])
+        return 0
+    except httpx.HTTPError as exc:
+        error = egress.describe_failure(exc, who="the forwarding endpoint")
+        TraceSettings.objects.filter(pk=current.pk).update(last_forward_error=error[:500])
         raise
     TraceSettings.objects.filter(pk=current.pk, forwarded_up_to=current.forwarded_up_to).update(
         forwarded_up_to=spans[-1].pk, last_forward_at=timezone.now(), last_forward_error="")

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import httpx
 
+from lib import egress
 from reliability.credentials import attached_headers
 from runs.adapters.base import AdapterResult, InvocationContext
-from runs.errors import CallError, NotFound, NotPermitted, RateLimited, Transient, Unavailable, ValidationFailed
+from runs.errors import (
+    CallError,
+    NotFound,
+    NotPermitted,
+    RateLimited,
+    Transient,
+    Unavailable,
+    ValidationFailed,
+    egress_refused,
+)
 
 
 def _retry_after(response: httpx.Response) -> int | None:
@@ -39,8 +49,10 @@ class HttpAdapter:
             headers["Idempotency-Key"] = context.idempotency_key
         headers.update(attached_headers())  # the tenant's credential, if the manifest names one
         try:
-            response = httpx.post(manifest["execution"]["adapter"], json=arguments, headers=headers,
-                                  timeout=context.timeout_s)
+            with egress.client(timeout=context.timeout_s) as http:
+                response = http.post(manifest["execution"]["adapter"], json=arguments, headers=headers)
+        except egress.EgressRefused as exc:
+            raise egress_refused(exc) from exc
         except httpx.TimeoutException as exc:
             raise Transient("The skill's service did not answer in time.", code="downstream_timeout") from exc
         except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as exc:
