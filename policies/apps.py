@@ -8,8 +8,11 @@ class PoliciesConfig(AppConfig):
 
     def ready(self) -> None:
         # Join the registry's pluggable lists without editing the registry's modules.
-        from registry import snapshots
+        from policies.grants import grants_covering
+        from registry import review, snapshots
 
+        if grants_covering not in review.GRANT_SOURCES:
+            review.GRANT_SOURCES.append(grants_covering)
         for section in SECTIONS:
             if section not in snapshots.SNAPSHOT_SECTIONS:
                 snapshots.SNAPSHOT_SECTIONS.append(section)

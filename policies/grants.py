@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from policies.models import Grant, pattern_covers
+from registry.review import GrantReach
 
 
 def active_patterns(*, tenant_id: int, agent_role: str) -> list[str]:
@@ -27,3 +28,10 @@ def active_grants(*, tenant_id: int, agent_role: str) -> list[tuple[str, list[st
     return [(pattern, scopes or []) for pattern, scopes in
             Grant.objects.active().filter(tenant_id=tenant_id, agent_role=agent_role)
             .values_list("skill_pattern", "oauth_scopes")]
+
+
+def grants_covering(skill_name: str) -> list[GrantReach]:
+    """Every tenant's active grant that covers `skill_name`: who a new version of it would reach."""
+    return [GrantReach(tenant_slug=grant.tenant.slug, tenant_name=grant.tenant.name, agent_role=grant.agent_role,
+                       skill_pattern=grant.skill_pattern)
+            for grant in Grant.objects.active().select_related("tenant") if grant.covers(skill_name)]

@@ -4,6 +4,7 @@ from django.db import connection, models
 from django.utils import timezone
 
 from console.models import Team
+from console.tenancy import TenantScopedQuerySet
 
 
 class Effect(models.TextChoices):
@@ -61,11 +62,13 @@ class Skill(models.Model):
 
 LIFECYCLE_MANIFEST_KEYS = ("status", "compatibility")
 PUBLISHED_STATUSES = {VersionStatus.ACTIVE, VersionStatus.DEPRECATED, VersionStatus.RETIRED}
+# A version in review is frozen too: the reviewer approves exactly what they were shown.
+FROZEN_STATUSES = PUBLISHED_STATUSES | {VersionStatus.IN_REVIEW}
 
 
 class SkillVersionQuerySet(models.QuerySet):
     def update(self, **kwargs):
-        if "manifest" in kwargs and self.exclude(status__in=[VersionStatus.DRAFT, VersionStatus.IN_REVIEW]).exists():
+        if "manifest" in kwargs and self.exclude(status=VersionStatus.DRAFT).exists():
             raise ImmutableVersionError("Published skill versions are immutable; create a new draft version.")
         return super().update(**kwargs)
 
@@ -125,7 +128,7 @@ class SkillVersion(models.Model):
 
     def save(self, *args, **kwargs) -> None:
         loaded_status = getattr(self, "_loaded_status", None)
-        if loaded_status in PUBLISHED_STATUSES and (
+        if loaded_status in FROZEN_STATUSES and (
             (self._loaded_manifest is not None and self.manifest != self._loaded_manifest)
             or self.version != self._loaded_version
         ):
@@ -175,6 +178,10 @@ def refresh_search_vectors(queryset: models.QuerySet) -> None:
         queryset.update(search_vector=SearchVector("search_text", config="english"))
 
 
+class DiscoveryQueryQuerySet(TenantScopedQuerySet):
+    tenant_field = "agent__tenant"  # the searching agent's tenant: its words are that tenant's data
+
+
 class DiscoveryQuery(models.Model):
     """A discovery search that found nothing or little: the retrieval misses that hide the right tool."""
 
@@ -184,6 +191,8 @@ class DiscoveryQuery(models.Model):
     fell_back_to_namespace = models.BooleanField(default=False)
     agent = models.ForeignKey("console.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    objects = DiscoveryQueryQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

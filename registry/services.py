@@ -12,7 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.models import Team
-from registry.models import EFFECT_RANK, LIFECYCLE_MANIFEST_KEYS, PUBLISHED_STATUSES, Skill, SkillVersion, VersionStatus
+from registry import review
+from registry.models import LIFECYCLE_MANIFEST_KEYS, PUBLISHED_STATUSES, Skill, SkillVersion, VersionStatus
 from registry.snapshots import publish_snapshot
 from registry.validation import parse_semver, problem, validate_manifest
 
@@ -109,38 +110,28 @@ def confirm_imported_defaults(*, version: SkillVersion, user) -> SkillVersion:
 
 
 def review_reasons(version: SkillVersion) -> list[str]:
-    """Why a second person must review this version: a raised effect class or widened permissions."""
+    """Why a second person must review this version (`registry.review`): where calls and credentials go,
+    a changed effect class, a lowered approval or data class, output marked trusted, widened permissions."""
     previous = latest_published(version.skill)
-    if previous is None:
-        return []
-    reasons = []
-    if EFFECT_RANK[version.effect] > EFFECT_RANK[previous.effect]:
-        reasons.append(f"effect raised from {previous.effect} to {version.effect}")
-    old_permissions, new_permissions = previous.manifest["permissions"], version.manifest["permissions"]
-    for key in ("allowed_tenants", "allowed_agent_roles", "oauth_scopes"):
-        old, new = set(old_permissions.get(key, [])), set(new_permissions.get(key, []))
-        added = new - old
-        if "*" in old:
-            added = set()
-        if added:
-            reasons.append(f"{key} widened: {', '.join(sorted(added))}")
-    return reasons
+    return review.reasons(previous.manifest if previous else None, version.manifest)
 
 
-def _activate(version: SkillVersion, *, reviewer=None) -> SkillVersion:
+def review_base(version: SkillVersion) -> SkillVersion | None:
+    """The version a review compares with: the newest published one below it (None for a first version)."""
+    below = [v for v in version.skill.versions.filter(status__in=PUBLISHED_STATUSES) if v.semver < version.semver]
+    return max(below, key=lambda v: v.semver, default=None)
+
+
+def _activate(version: SkillVersion, *, reviewer=None, reason: str = "") -> SkillVersion:
     version.status = VersionStatus.ACTIVE
     version.published_at = timezone.now()
     version.reviewer = reviewer
     version.save(update_fields=["status", "published_at", "reviewer"])
-    publish_snapshot(reason=f"published {version.skill.name}@{version.version}")
+    publish_snapshot(reason=reason or f"published {version.skill.name}@{version.version}")
     return version
 
 
-@transaction.atomic
-def publish_version(*, version: SkillVersion, user) -> SkillVersion:
-    """Make a draft active, or put it in review when it raises the effect class or widens permissions."""
-    version = SkillVersion.objects.select_for_update().select_related("skill__owner_team").get(pk=version.pk)
-    _require_owner(version.skill, user)
+def _publishable_draft(version: SkillVersion) -> SkillVersion:
     if version.status != VersionStatus.DRAFT:
         raise ManifestInvalid(
             [problem("$.status", "not_a_draft", f"Only drafts can be published; this is {version.status}.")]
@@ -157,6 +148,16 @@ def publish_version(*, version: SkillVersion, user) -> SkillVersion:
         )
     if errors:
         raise ManifestInvalid(errors)
+    return version
+
+
+@transaction.atomic
+def publish_version(*, version: SkillVersion, user) -> SkillVersion:
+    """Make a draft active, or put it in review when `review_reasons` finds a reason (the previous
+    active version keeps serving until another person approves)."""
+    version = SkillVersion.objects.select_for_update().select_related("skill__owner_team").get(pk=version.pk)
+    _require_owner(version.skill, user)
+    _publishable_draft(version)
     reasons = review_reasons(version)
     if reasons:
         version.status = VersionStatus.IN_REVIEW
@@ -164,6 +165,20 @@ def publish_version(*, version: SkillVersion, user) -> SkillVersion:
         version.save(update_fields=["status", "review_reasons"])
         return version
     return _activate(version)
+
+
+@transaction.atomic
+def publish_as_operator(*, version: SkillVersion, command: str) -> SkillVersion:
+    """An operator's command at the shell (`simulate_agents`) publishes without a second person.
+
+    Whoever runs manage.py already holds the database and the signing key, so a review would
+    protect nothing; the reasons are still kept on the version and the snapshot names the command.
+    """
+    version = SkillVersion.objects.select_for_update().select_related("skill__owner_team").get(pk=version.pk)
+    _publishable_draft(version)
+    version.review_reasons = review_reasons(version)
+    version.save(update_fields=["review_reasons"])
+    return _activate(version, reason=f"published {version.skill.name}@{version.version} by {command}")
 
 
 def can_review(version: SkillVersion, user) -> bool:

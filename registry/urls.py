@@ -15,6 +15,7 @@ urlpatterns = [
     path("skills/<str:name>/deprecate/", views.skill_deprecate, name="deprecate"),
     path("skills/<str:name>/retire/", views.skill_retire, name="retire"),
     path("skills/<str:name>/<str:version>/publish/", views.version_publish, name="publish"),
+    path("skills/<str:name>/<str:version>/review/", views.version_review, name="review"),
     path("skills/<str:name>/<str:version>/approve/", views.version_approve, name="approve"),
     path("skills/<str:name>/<str:version>/confirm/", views.version_confirm, name="confirm"),
 ]

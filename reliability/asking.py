@@ -13,20 +13,24 @@ from urllib.parse import quote
 
 import httpx
 
+from lib import egress
 from reliability.credentials import resolve_headers
 from reliability.mcp_servers import call_tool, connection_for, parse
 from runs.adapters.http import error_for_status
-from runs.errors import Transient, Unavailable
+from runs.errors import Transient, Unavailable, egress_refused
 
 ASK_TIMEOUT_S = 10.0
 
 
 def ask(*, manifest: dict, target: str, field: str, value: str, tenant_slug: str, end_user: str = "") -> dict:
-    headers = resolve_headers(manifest=manifest, tenant_slug=tenant_slug, end_user=end_user)
+    headers = resolve_headers(manifest=manifest, tenant_slug=tenant_slug, end_user=end_user, target=target)
     if target.startswith(("http://", "https://")):
         url = target.replace("{" + field + "}", quote(value, safe=""))
         try:
-            response = httpx.get(url, headers=headers, timeout=ASK_TIMEOUT_S)
+            with egress.client(timeout=ASK_TIMEOUT_S) as http:
+                response = http.get(url, headers=headers)
+        except egress.EgressRefused as exc:
+            raise egress_refused(exc) from exc
         except httpx.TimeoutException as exc:
             raise Transient("The tool did not answer the status check in time.", code="downstream_timeout") from exc
         except httpx.TransportError as exc:

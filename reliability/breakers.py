@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.cache import cache
 
+from lib.endpoints import endpoint_of
 from runs.errors import Unavailable
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
@@ -43,13 +43,7 @@ def config() -> dict:
 
 def domain_for(adapter_uri: str, *, tenant: str = "", tenant_specific: bool = False) -> str:
     """The failure domain: the endpoint the adapter talks to, and the tenant when its failures are its own."""
-    if adapter_uri.startswith(("http://", "https://")):
-        parts = urlsplit(adapter_uri)
-        endpoint = f"{parts.scheme}://{parts.netloc}"
-    elif adapter_uri.startswith("mcp://"):
-        endpoint = "mcp://" + adapter_uri.removeprefix("mcp://").split("/", 1)[0]
-    else:
-        endpoint = adapter_uri
+    endpoint = endpoint_of(adapter_uri)
     return f"{endpoint}|tenant={tenant}" if tenant_specific and tenant else endpoint
 
 

@@ -1,5 +1,6 @@
 from django import forms
 
+from lib.egress import EgressRefused, check_url
 from reliability.models import McpTransport, Resolution
 
 
@@ -19,6 +20,14 @@ class CredentialForm(forms.Form):
     scheme = forms.CharField(max_length=30, initial="Bearer", required=False)
 
 
+class CredentialBindingForm(forms.Form):
+    skill_pattern = forms.CharField(max_length=200, label="Skills",
+                                    help_text="One skill (customer.read_profile) or a namespace (customer.*).")
+    endpoint = forms.CharField(max_length=300, label="Endpoint",
+                               help_text="https://host[:port] (a URL is cut to its origin), mcp://<server> "
+                                         "or python:<module.function>.")
+
+
 class McpServerForm(forms.Form):
     name = forms.SlugField(max_length=63, help_text="Adapters say mcp://<name>/<tool>.")
     transport = forms.ChoiceField(choices=McpTransport.choices)
@@ -31,6 +40,11 @@ class McpServerForm(forms.Form):
         data = super().clean()
         if data.get("transport") == McpTransport.HTTP and not data.get("url"):
             self.add_error("url", "Streamable HTTP needs the server's URL.")
+        elif data.get("transport") == McpTransport.HTTP:
+            try:
+                check_url(data["url"])  # the egress guard's verdict now; calls are checked again when made
+            except EgressRefused as exc:
+                self.add_error("url", str(exc))
         if data.get("transport") == McpTransport.STDIO and not data.get("command"):
             self.add_error("command", "stdio needs the command that starts the server.")
         headers = {}

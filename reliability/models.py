@@ -12,6 +12,7 @@ from django.utils import timezone
 from console.models import Tenant
 from console.tenancy import TenantScopedQuerySet
 from lib.sealing import seal, unseal
+from policies.models import pattern_covers
 
 
 class McpTransport(models.TextChoices):
@@ -81,6 +82,79 @@ class Credential(models.Model):
     def header_value(self) -> str:
         value = unseal(self.sealed_value)
         return f"{self.scheme} {value}" if self.scheme else value
+
+
+class CredentialBindingQuerySet(TenantScopedQuerySet):
+    pass
+
+
+class CredentialBinding(models.Model):
+    """Where a tenant lets one of its credentials go: skills (a name, or `namespace.*`) at one endpoint.
+
+    A credential is attached to a request only when a binding of the calling tenant covers both the
+    skill's name and the endpoint the request goes to (`lib.endpoints.endpoint_of`: `https://host[:port]`,
+    `mcp://server`, `python:module.function`). Skill owners cannot write these: tenant admins do,
+    through `reliability.services`, and every change leaves a `CredentialAudit` row.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="credential_bindings")
+    credential_name = models.SlugField(max_length=100)
+    skill_pattern = models.CharField(max_length=200, help_text="customer.read_profile, or customer.* for a namespace.")
+    endpoint = models.CharField(max_length=300, help_text="https://api.example.com[:port], mcp://server or python:f.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = CredentialBindingQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["credential_name", "skill_pattern", "endpoint"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "credential_name", "skill_pattern", "endpoint"],
+                                               name="unique_credential_binding")]
+
+    def __str__(self) -> str:
+        return f"{self.credential_name}: {self.skill_pattern} at {self.endpoint} ({self.tenant})"
+
+    def covers(self, *, skill_name: str, endpoint: str) -> bool:
+        return self.endpoint == endpoint and pattern_covers(self.skill_pattern, skill_name)
+
+
+class CredentialAction(models.TextChoices):
+    SAVED = "saved"
+    ROTATED = "rotated"
+    DELETED = "deleted"
+    BOUND = "bound"
+    UNBOUND = "unbound"
+
+
+class CredentialAuditQuerySet(TenantScopedQuerySet):
+    pass
+
+
+class CredentialAudit(models.Model):
+    """The append-only history of a tenant's credentials and bindings: who, when, what changed (never a value)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    credential_name = models.SlugField(max_length=100)
+    action = models.CharField(max_length=16, choices=CredentialAction.choices)
+    detail = models.JSONField(default=dict, blank=True, help_text="skill_pattern, endpoint, end_user, note.")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    actor_label = models.CharField(max_length=200, help_text="Who acted, kept even if the user is deleted.")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    objects = CredentialAuditQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise ValueError("The credential audit log is append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("The credential audit log is append-only.")
 
 
 class BreakerTransition(models.Model):

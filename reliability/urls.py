@@ -11,5 +11,9 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/credentials/", views.credential_list, name="credential_list"),
     path("t/<slug:tenant_slug>/credentials/<int:credential_id>/delete/", views.credential_delete,
          name="credential_delete"),
+    path("t/<slug:tenant_slug>/credentials/<int:credential_id>/bind/", views.credential_bind,
+         name="credential_bind"),
+    path("t/<slug:tenant_slug>/credential-bindings/<int:binding_id>/delete/", views.credential_unbind,
+         name="credential_unbind"),
     path("mcp-servers/", views.mcp_server_list, name="mcp_server_list"),
 ]

@@ -4,19 +4,28 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console.models import Role
 from console.tenancy import get_visible_or_404, has_role, is_platform_admin, tenant_for_user_or_404
-from registry.models import Skill
+from lib.endpoints import endpoint_of
+from registry.models import Skill, SkillVersion, VersionStatus
 from reliability import services
-from reliability.forms import CredentialForm, McpServerForm, ResolveForm
-from reliability.models import Credential, McpServer, ReconciliationItem, ReconciliationStatus
+from reliability.forms import CredentialBindingForm, CredentialForm, McpServerForm, ResolveForm
+from reliability.models import (
+    Credential,
+    CredentialAudit,
+    CredentialBinding,
+    McpServer,
+    ReconciliationItem,
+    ReconciliationStatus,
+)
 
 PAGE_SIZE = 100
+AUDIT_ROWS = 50
 
 
 def can_resolve(user, item: ReconciliationItem) -> bool:
@@ -71,6 +80,43 @@ def reconciliation_resolve(request: HttpRequest, item_id: int) -> HttpResponse:
     return redirect("reliability:reconciliation_detail", item_id=item.pk)
 
 
+def credential_requests(tenant, name: str, bindings: list[CredentialBinding]) -> list[dict]:
+    """The skill versions (active, deprecated or in review) that ask for this tenant's credential `name`,
+    each with the endpoint it would go to and whether a binding lets it."""
+    versions = (SkillVersion.objects.filter(manifest__execution__credential=name,
+                                            status__in=[VersionStatus.ACTIVE, VersionStatus.DEPRECATED,
+                                                        VersionStatus.IN_REVIEW])
+                .select_related("skill").order_by("skill__name", "-major", "-minor", "-patch"))
+    rows = []
+    for version in versions:
+        tenants = version.manifest.get("permissions", {}).get("allowed_tenants", [])
+        if "*" not in tenants and tenant.slug not in tenants:
+            continue
+        endpoint = endpoint_of(str(version.manifest.get("execution", {}).get("adapter", "")))
+        rows.append({"version": version, "endpoint": endpoint,
+                     "bound": any(b.covers(skill_name=version.skill.name, endpoint=endpoint) for b in bindings)})
+    return rows
+
+
+def _credentials_page(request: HttpRequest, tenant, *, form: CredentialForm | None = None,
+                      bind_forms: dict | None = None, status: int = 200) -> HttpResponse:
+    credentials = list(Credential.objects.filter(tenant=tenant).defer("sealed_value"))
+    bindings = list(CredentialBinding.objects.filter(tenant=tenant).select_related("created_by"))
+    bind_forms = bind_forms or {}
+    groups = [
+        {"name": name,
+         "credentials": [c for c in credentials if c.name == name],
+         "bindings": [b for b in bindings if b.credential_name == name],
+         "requests": credential_requests(tenant, name, [b for b in bindings if b.credential_name == name]),
+         "bind_form": bind_forms.get(name) or CredentialBindingForm(auto_id=f"id_bind_{name}_%s")}
+        for name in sorted({c.name for c in credentials})
+    ]
+    audit = CredentialAudit.objects.filter(tenant=tenant).select_related("actor")[:AUDIT_ROWS]
+    return render(request, "reliability/credentials.html",
+                  {"tenant": tenant, "groups": groups, "form": form or CredentialForm(), "audit": audit},
+                  status=status)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def credential_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
@@ -78,19 +124,50 @@ def credential_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     form = CredentialForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         services.save_credential(tenant=tenant, user=request.user, **form.cleaned_data)
-        messages.success(request, f"Saved {form.cleaned_data['name']}; the value is sealed and will not be shown.")
+        messages.success(request, f"Saved {form.cleaned_data['name']}; the value is sealed and will not be shown. "
+                                  "Bind it to the skills and hosts that may use it.")
         return redirect("reliability:credential_list", tenant_slug=tenant.slug)
-    credentials = Credential.objects.filter(tenant=tenant).defer("sealed_value")
-    return render(request, "reliability/credentials.html", {"tenant": tenant, "credentials": credentials,
-                                                            "form": form}, status=400 if form.errors else 200)
+    return _credentials_page(request, tenant, form=form, status=400 if form.errors else 200)
 
 
 @login_required
 @require_POST
 def credential_delete(request: HttpRequest, tenant_slug: str, credential_id: int) -> HttpResponse:
     tenant = tenant_for_user_or_404(request.user, tenant_slug, role=Role.ADMIN)
-    services.delete_credential(credential=get_object_or_404(Credential, tenant=tenant, pk=credential_id))
+    credential = get_object_or_404(Credential, tenant=tenant, pk=credential_id)
+    services.delete_credential(credential=credential, user=request.user)
     messages.success(request, "Credential deleted.")
+    return redirect("reliability:credential_list", tenant_slug=tenant.slug)
+
+
+@login_required
+@require_POST
+def credential_bind(request: HttpRequest, tenant_slug: str, credential_id: int) -> HttpResponse:
+    """A tenant admin lets one credential go with some skills to one endpoint."""
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, role=Role.ADMIN)
+    credential = get_object_or_404(Credential, tenant=tenant, pk=credential_id)
+    form = CredentialBindingForm(request.POST, auto_id=f"id_bind_{credential.name}_%s")
+    if form.is_valid():
+        try:
+            binding = services.bind_credential(tenant=tenant, credential_name=credential.name, user=request.user,
+                                               **form.cleaned_data)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, f"{credential.name} may now go with {binding.skill_pattern} to "
+                                      f"{binding.endpoint}.")
+            return redirect("reliability:credential_list", tenant_slug=tenant.slug)
+    return _credentials_page(request, tenant, bind_forms={credential.name: form}, status=400)
+
+
+@login_required
+@require_POST
+def credential_unbind(request: HttpRequest, tenant_slug: str, binding_id: int) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, role=Role.ADMIN)
+    binding = get_object_or_404(CredentialBinding, tenant=tenant, pk=binding_id)
+    services.unbind_credential(binding=binding, user=request.user)
+    messages.success(request, f"{binding.credential_name} no longer goes with {binding.skill_pattern} to "
+                              f"{binding.endpoint}.")
     return redirect("reliability:credential_list", tenant_slug=tenant.slug)
 
 

@@ -8,13 +8,13 @@ from django.core.management import call_command
 
 from registry.mcp_import import import_mcp_server
 from registry.models import SkillVersion
-from registry.services import ManifestInvalid, confirm_imported_defaults, publish_version
+from registry.services import ManifestInvalid, approve_version, confirm_imported_defaults, publish_version
 from tests.registry.mcp_demo_server import server
 
 pytestmark = pytest.mark.django_db
 
 
-def test_import_creates_unconfirmed_drafts_with_annotation_defaults(owner_team, owner):
+def test_import_creates_unconfirmed_drafts_with_annotation_defaults(owner_team, owner, platform_admin):
     result = import_mcp_server(target=server, team=owner_team, author=owner)
     assert result.server == "ticket_desk"
     by_name = {v.skill.name: v for v in result.created}
@@ -35,7 +35,10 @@ def test_import_creates_unconfirmed_drafts_with_annotation_defaults(owner_team, 
         publish_version(version=read, user=owner)
     assert caught.value.errors[0]["code"] == "unconfirmed_import"
     confirm_imported_defaults(version=read, user=owner)
-    assert publish_version(version=read, user=owner).status == "active"
+    published = publish_version(version=read, user=owner)  # a first version that leaves Airlock: a second person
+    assert published.status == "in_review"
+    assert published.review_reasons == ["first version sends calls to mcp://ticket_desk"]
+    assert approve_version(version=published, user=platform_admin).status == "active"
     again = import_mcp_server(target=server, team=owner_team, author=owner)
     assert again.created == [] and len(again.skipped) == 3
 

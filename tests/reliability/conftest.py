@@ -172,6 +172,13 @@ def world(acme, agent, owner_team):
     return {"acme": acme, "agent": agent}
 
 
+def bind(tenant, name: str, skill_pattern: str, endpoint: str) -> None:
+    """The tenant admin's binding that lets credential `name` go with `skill_pattern` to `endpoint`."""
+    from reliability.services import bind_credential
+
+    bind_credential(tenant=tenant, credential_name=name, skill_pattern=skill_pattern, endpoint=endpoint, user=None)
+
+
 def publish() -> None:
     publish_snapshot(reason="reliability test")
 

@@ -21,6 +21,15 @@ def credential_kwargs(world) -> dict:
     return {"tenant_slug": world.acme.slug, "credential_id": credential.pk}
 
 
+def binding_kwargs(world) -> dict:
+    from reliability.services import bind_credential
+
+    save_credential(tenant=world.acme, name="zendesk_token", value="v")
+    binding = bind_credential(tenant=world.acme, credential_name="zendesk_token", skill_pattern="helpdesk.*",
+                              endpoint="https://helpdesk.example", user=None)
+    return {"tenant_slug": world.acme.slug, "binding_id": binding.pk}
+
+
 def run_kwargs(world) -> dict:
     return {"run_id": run_for(world.acme_agent).pk}
 

@@ -7,7 +7,7 @@ from django.core import mail
 
 from reliability import breakers
 from reliability.models import BreakerTransition
-from tests.reliability.conftest import gate, publish, skill
+from tests.reliability.conftest import bind, gate, publish, skill
 from traces.models import Span
 
 pytestmark = pytest.mark.django_db
@@ -90,6 +90,8 @@ def test_failures_are_tenant_specific_when_the_skill_uses_tenant_credentials(wor
     publish()
     save_credential(tenant=world["acme"], name="helpdesk_token", value="acme-secret")
     save_credential(tenant=globex, name="helpdesk_token", value="globex-secret")
+    for tenant in (world["acme"], globex):
+        bind(tenant, "helpdesk_token", "helpdesk.get_ticket", flaky.url)
     grant(globex, "*")
     globex_agent, _ = create_agent(tenant=globex, name="g", role="support")
     flaky.default("/ticket", lambda handler: (503, {}) if "acme" in handler.headers["Authorization"]

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from reliability.services import save_credential
-from tests.reliability.conftest import gate, publish, skill
+from tests.reliability.conftest import bind, gate, publish, skill
 
 pytestmark = pytest.mark.django_db
 SECRET = "zd-very-secret-token-4242"
@@ -24,6 +24,7 @@ def helpdesk(world, flaky):
 def test_credential_is_attached_at_execution_and_seen_nowhere_else(world, helpdesk, caplog):
     caplog.set_level(logging.DEBUG)
     save_credential(tenant=world["acme"], name="zendesk_token", value=SECRET)
+    bind(world["acme"], "zendesk_token", "helpdesk.get_ticket", helpdesk.url)
     run, results = gate(world["agent"], [{"call_id": "c1", "name": "helpdesk.get_ticket", "arguments": {}}])
     assert results[0]["status"] == "ok"
     assert helpdesk.auth == [f"Bearer {SECRET}"]
@@ -38,6 +39,7 @@ def test_credential_is_attached_at_execution_and_seen_nowhere_else(world, helpde
 def test_end_user_credential_wins_over_the_tenant_default(world, helpdesk):
     save_credential(tenant=world["acme"], name="zendesk_token", value="tenant-wide")
     save_credential(tenant=world["acme"], name="zendesk_token", value="ada-only", end_user="u-1")
+    bind(world["acme"], "zendesk_token", "helpdesk.*", helpdesk.url)
     gate(world["agent"], [{"call_id": "c1", "name": "helpdesk.get_ticket", "arguments": {}}])
     assert helpdesk.auth == ["Bearer ada-only"]
 
@@ -51,6 +53,7 @@ def test_a_tenant_without_the_credential_gets_a_clear_error_and_nothing_is_sent(
 
 def test_rotation_replaces_the_value(world, helpdesk):
     save_credential(tenant=world["acme"], name="zendesk_token", value="old")
+    bind(world["acme"], "zendesk_token", "helpdesk.get_ticket", helpdesk.url)
     credential = save_credential(tenant=world["acme"], name="zendesk_token", value="new")
     assert credential.rotated_at is not None
     gate(world["agent"], [{"call_id": "c1", "name": "helpdesk.get_ticket", "arguments": {}}])

@@ -12,7 +12,7 @@ from reliability.mcp_servers import call_tool, connection_for
 from reliability.models import ReconciliationItem
 from reliability.services import register_mcp_server, save_credential
 from runs.models import CallStatus, ToolCall
-from tests.reliability.conftest import free_port, gate, publish, skill
+from tests.reliability.conftest import bind, free_port, gate, publish, skill
 from traces.models import Span
 
 pytestmark = pytest.mark.django_db
@@ -38,6 +38,7 @@ def test_read_through_mcp_with_server_headers_kept_out_of_manifest_and_trace(wor
     version = skill("desk.lookup", "mcp://desk/lookup", credential="desk_token")
     publish()
     save_credential(tenant=world["acme"], name="desk_token", value="tenant-token-1")
+    bind(world["acme"], "desk_token", "desk.*", "mcp://desk")
     run, result = one(world["agent"], "desk.lookup", {"item_id": "i-1"})
     assert result["status"] == "ok"
     assert result["content"]["name"] == "Item i-1" and result["content"]["found"] is True
