@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from console.models import Agent, Membership, PersonalAccessToken, Team, Tenant
+from console.models import Agent, Invitation, InvitationEvent, Membership, PersonalAccessToken, Team, Tenant
 
 
 @admin.register(Tenant)
@@ -31,3 +31,23 @@ class AgentAdmin(admin.ModelAdmin):
 class PersonalAccessTokenAdmin(admin.ModelAdmin):
     list_display = ["name", "user", "key_lookup", "created_at", "revoked_at"]
     readonly_fields = ["key_lookup", "key_hash", "last_used_at"]
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "email", "username", "roles", "created_at", "expires_at", "accepted_at", "declined_at",
+                    "revoked_at"]
+    list_filter = ["tenant"]
+    readonly_fields = ["token_hash"]
+
+
+@admin.register(InvitationEvent)
+class InvitationEventAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "invitation", "action", "actor_label", "created_at"]
+    list_filter = ["tenant", "action"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

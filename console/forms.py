@@ -1,5 +1,6 @@
 from django import forms
-from django.contrib.auth import get_user_model
+from django.contrib.auth.validators import UnicodeUsernameValidator
+from django.core.validators import validate_email
 
 from console.models import Role
 
@@ -11,16 +12,25 @@ class MemberRolesForm(forms.Form):
     )
 
 
-class MemberAddForm(MemberRolesForm):
-    username = forms.CharField(max_length=150)
+class InvitationForm(forms.Form):
+    """Whom to invite: checked for shape only. Nothing here asks whether an account exists."""
+
+    address = forms.CharField(
+        max_length=254, label="E-mail address or exact username",
+        help_text="They become a member only when they accept. You get the same answer whether or not an "
+                  "account matches.",
+    )
     roles = forms.MultipleChoiceField(choices=Role.choices, widget=forms.CheckboxSelectMultiple)
 
-    def clean_username(self):
-        username = self.cleaned_data["username"]
-        try:
-            return get_user_model().objects.get(username=username, is_active=True)
-        except get_user_model().DoesNotExist:
-            raise forms.ValidationError(f"No active user is called {username!r}.") from None
+    def clean_address(self) -> str:
+        address = self.cleaned_data["address"].strip()
+        if "@" in address:
+            validate_email(address)
+            return address.lower()
+        UnicodeUsernameValidator()(address)
+        if len(address) > 150:
+            raise forms.ValidationError("A username has at most 150 characters.")
+        return address
 
 
 class AgentForm(forms.Form):

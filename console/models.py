@@ -155,3 +155,105 @@ class PersonalAccessToken(BearerKeyMixin, models.Model):
     def __str__(self) -> str:
         return f"{self.user}: {self.name}"
 
+
+
+INVITATION_TTL = timedelta(days=7)
+
+
+class InvitationQuerySet(models.QuerySet):
+    def pending(self, at=None) -> "InvitationQuerySet":
+        """Not accepted, declined or revoked, and not expired: the only state an invitation leaves."""
+        return self.filter(accepted_at__isnull=True, declined_at__isnull=True, revoked_at__isnull=True,
+                           expires_at__gt=at or timezone.now())
+
+    def addressed_to(self, user) -> "InvitationQuerySet":
+        """Invitations naming this account: its exact username, or the e-mail address a platform admin gave it."""
+        if not user.is_authenticated:
+            return self.none()
+        match = models.Q(username=user.username)
+        if user.email:
+            match |= models.Q(email=user.email.strip().lower())
+        return self.filter(match)
+
+
+class Invitation(models.Model):
+    """An offer of roles in a tenant, made by one of its admins to an e-mail address or an exact username.
+
+    Nothing about the invitee is looked up when it is made (so the admin learns nothing about
+    platform accounts); only the invitee's acceptance creates memberships. The token of the
+    e-mailed link is stored as a hash. Transitions: console.services (accept, decline, revoke).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(blank=True, help_text="Lowercase; blank when the admin named a username.")
+    username = models.CharField(max_length=150, blank=True, help_text="Exact; blank when invited by e-mail.")
+    roles = models.JSONField(default=list, help_text="Role values granted on acceptance.")
+    token_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    declined_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    objects = InvitationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.CheckConstraint(
+            condition=(models.Q(email="") & ~models.Q(username="")) | (~models.Q(email="") & models.Q(username="")),
+            name="invitation_names_email_or_username")]
+
+    def __str__(self) -> str:
+        return f"{self.address} to {self.tenant.slug}"
+
+    @property
+    def address(self) -> str:
+        """What the admin typed, and all the admin ever sees of the invitee until they accept."""
+        return self.email or self.username
+
+    @property
+    def status(self) -> str:
+        if self.accepted_at:
+            return "accepted"
+        if self.declined_at:
+            return "declined"
+        if self.revoked_at:
+            return "revoked"
+        return "expired" if self.expires_at <= timezone.now() else "pending"
+
+    def issue_token(self) -> str:
+        """A fresh token for the e-mailed link; shown once, stored as a hash."""
+        token = secrets.token_urlsafe(32)
+        self.token_hash = hash_key(token)
+        return token
+
+
+class InvitationEvent(models.Model):
+    """The append-only audit log of invitations: who invited, revoked, accepted or declined, and when."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    invitation = models.ForeignKey(Invitation, on_delete=models.CASCADE, related_name="events")
+    action = models.CharField(max_length=16)  # invited, replaced, revoked, accepted, declined
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_label = models.CharField(max_length=150, help_text="Who acted, kept even if the user is deleted.")
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.invitation.address} {self.action}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("The invitation audit log is append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("The invitation audit log is append-only.")

@@ -1,10 +1,22 @@
-"""Use cases of the console: agents, memberships and personal access tokens."""
+"""Use cases of the console: agents, memberships, invitations and personal access tokens."""
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
-from console.models import Agent, Membership, PersonalAccessToken, Role, Tenant
+from console.models import (
+    INVITATION_TTL,
+    Agent,
+    Invitation,
+    InvitationEvent,
+    Membership,
+    PersonalAccessToken,
+    Role,
+    Tenant,
+)
 
 User = get_user_model()
 
@@ -24,13 +36,16 @@ def revoke_agent(*, agent: Agent) -> Agent:
     return agent
 
 
+def _check_roles(roles: set[str]) -> None:
+    unknown = roles - {choice.value for choice in Role}
+    if unknown:
+        raise ValueError(f"Unknown roles: {', '.join(sorted(unknown))}")
+
+
 @transaction.atomic
 def set_member_roles(*, tenant: Tenant, user, roles: set[str]) -> set[str]:
     """Make the user's roles in the tenant exactly `roles` (empty removes the member)."""
-    valid = {choice.value for choice in Role}
-    unknown = roles - valid
-    if unknown:
-        raise ValueError(f"Unknown roles: {', '.join(sorted(unknown))}")
+    _check_roles(roles)
     Membership.objects.filter(tenant=tenant, user=user).exclude(role__in=roles).delete()
     for role in roles:
         Membership.objects.get_or_create(tenant=tenant, user=user, role=role)
@@ -49,3 +64,96 @@ def revoke_personal_token(*, token: PersonalAccessToken) -> PersonalAccessToken:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
     return token
+
+
+# --- invitations -------------------------------------------------------------------------------
+# An invitation is pending until exactly one of these ends it; each end is one conditional UPDATE
+# from pending (see `_close`), so a double click, or an accept racing a revoke, has one winner.
+INVITATION_ENDS = {"accepted": "accepted_at", "declined": "declined_at", "revoked": "revoked_at"}
+
+
+class InvitationClosed(Exception):
+    """The invitation was already accepted, declined, revoked, or has expired."""
+
+
+def _record(invitation: Invitation, *, action: str, actor, detail: dict | None = None) -> InvitationEvent:
+    return InvitationEvent.objects.create(tenant_id=invitation.tenant_id, invitation=invitation, action=action,
+                                          actor=actor, actor_label=getattr(actor, "username", "") or "system",
+                                          detail=detail or {})
+
+
+def _close(invitation: Invitation, *, end: str, **extra) -> bool:
+    """End a pending invitation as `end`; False when it was no longer pending (ended or expired before)."""
+    now = timezone.now()
+    won = Invitation.objects.pending(now).filter(pk=invitation.pk).update(**{INVITATION_ENDS[end]: now}, **extra)
+    invitation.refresh_from_db()
+    return bool(won)
+
+
+@transaction.atomic
+def invite_member(*, tenant: Tenant, address: str, roles: set[str], invited_by, site_url: str) -> Invitation:
+    """Invite an e-mail address or an exact username to the tenant with `roles`.
+
+    Deliberately looks up no account: whether the address or username exists changes nothing here,
+    so the admin's answer is the same either way. An e-mail address gets a mail with the accept link
+    (sent after commit through EMAIL_BACKEND, failures ignored); a username is shown the invitation
+    on their home page. A pending invitation of the same address to this tenant is replaced."""
+    _check_roles(roles)
+    if not roles:
+        raise ValueError("An invitation needs at least one role.")
+    address = address.strip()
+    by_email = "@" in address
+    invitation = Invitation(tenant=tenant, email=address.lower() if by_email else "",
+                            username="" if by_email else address, roles=sorted(roles), invited_by=invited_by,
+                            expires_at=timezone.now() + INVITATION_TTL)
+    token = invitation.issue_token()
+    same = {"email": invitation.email} if by_email else {"username": invitation.username}
+    older = list(Invitation.objects.pending().filter(tenant=tenant, **same))
+    invitation.save()
+    for previous in older:
+        if _close(previous, end="revoked", revoked_by=invited_by):
+            _record(previous, action="replaced", actor=invited_by, detail={"by_invitation": invitation.pk})
+    _record(invitation, action="invited", actor=invited_by, detail={"roles": invitation.roles})
+    if by_email:
+        link = site_url.rstrip("/") + reverse("console:invitation_open", args=[token])
+        transaction.on_commit(lambda: _mail_invitation(invitation, link))
+    return invitation
+
+
+def _mail_invitation(invitation: Invitation, link: str) -> None:
+    inviter = invitation.invited_by.username if invitation.invited_by else "An admin"
+    send_mail(
+        subject=f"[Airlock] {inviter} invites you to {invitation.tenant.name}",
+        message=(f"{inviter} invites you to join {invitation.tenant.name} on Airlock as "
+                 f"{', '.join(invitation.roles)}.\n\nSign in with the Airlock account that has this e-mail "
+                 f"address and accept or decline here:\n{link}\n\nThe invitation expires on "
+                 f"{invitation.expires_at:%Y-%m-%d %H:%M} UTC. If you did not expect it, ignore this mail.\n"),
+        from_email=settings.DEFAULT_FROM_EMAIL, recipient_list=[invitation.email], fail_silently=True)
+
+
+def revoke_invitation(*, invitation: Invitation, user) -> Invitation:
+    """A tenant admin withdraws a pending invitation; InvitationClosed if it is no longer pending."""
+    with transaction.atomic():
+        if not _close(invitation, end="revoked", revoked_by=user):
+            raise InvitationClosed(f"This invitation is already {invitation.status}.")
+        _record(invitation, action="revoked", actor=user)
+    return invitation
+
+
+def accept_invitation(*, invitation: Invitation, user) -> Invitation:
+    """The invitee accepts: only now do memberships exist (roles added to any the user already holds)."""
+    with transaction.atomic():
+        if not _close(invitation, end="accepted", accepted_by=user):
+            raise InvitationClosed(f"This invitation is {invitation.status}.")
+        for role in invitation.roles:
+            Membership.objects.get_or_create(tenant=invitation.tenant, user=user, role=role)
+        _record(invitation, action="accepted", actor=user, detail={"roles": invitation.roles})
+    return invitation
+
+
+def decline_invitation(*, invitation: Invitation, user) -> Invitation:
+    with transaction.atomic():
+        if not _close(invitation, end="declined"):
+            raise InvitationClosed(f"This invitation is {invitation.status}.")
+        _record(invitation, action="declined", actor=user)
+    return invitation

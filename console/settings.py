@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import database_from_url, env_bool, env_choice, env_int, env_list, env_str
+from console.env import database_from_url, env_bool, env_choice, env_int, env_list, env_str, port_list
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AIRLOCK_VAR_DIR", str(BASE_DIR / "var")))
@@ -194,8 +194,18 @@ AIRLOCK_SIGNING_KEY_FILE = VAR_DIR / "signing_key.pem"
 # Encrypts values kept but never stored readable (raw arguments awaiting approval, tenant secrets).
 AIRLOCK_SEALING_KEY = env_str("AIRLOCK_SEALING_KEY")
 
-# Webhooks to callback URLs on loopback or private networks are refused unless allowed here.
-AIRLOCK_ALLOW_PRIVATE_CALLBACKS = env_bool("AIRLOCK_ALLOW_PRIVATE_CALLBACKS", DEBUG)
+# The egress guard (lib/egress.py) for every request the server makes to an address someone else chose:
+# webhooks, http and MCP skills, MCP import, status checks, trace forwarding. Private, loopback, link-local
+# and other non-public addresses are refused unless allowed here (on in development, so local test servers
+# work); AIRLOCK_ALLOW_PRIVATE_CALLBACKS is the old, webhook-only name, kept as the default and an alias.
+AIRLOCK_EGRESS_ALLOW_PRIVATE = env_bool("AIRLOCK_EGRESS_ALLOW_PRIVATE",
+                                        env_bool("AIRLOCK_ALLOW_PRIVATE_CALLBACKS", DEBUG))
+AIRLOCK_ALLOW_PRIVATE_CALLBACKS = AIRLOCK_EGRESS_ALLOW_PRIVATE
+# Ports those requests may use; "*" (the development default) is any port. None means any.
+AIRLOCK_EGRESS_PORTS = port_list("AIRLOCK_EGRESS_PORTS", env_list(
+    "AIRLOCK_EGRESS_PORTS", ["*"] if DEBUG else ["80", "443", "8080", "8443"]))
+# Host names or IP networks reachable even though private (an in-cluster collector or MCP server).
+AIRLOCK_EGRESS_ALLOW_HOSTS = env_list("AIRLOCK_EGRESS_ALLOW_HOSTS", [])
 
 # Alert e-mail. The console backend prints messages to the log; production uses SMTP.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

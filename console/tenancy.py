@@ -84,6 +84,15 @@ class TenantScopedQuerySet(models.QuerySet):
             return self.all()
         return self.in_tenants(tenants_for(user, role).values("pk"))
 
+    def hidden_from(self, user: AnyUser) -> TenantScopedQuerySet:
+        """The rows `visible_to(user)` leaves out (rows with no tenant included). Pages that cover every
+        tenant (a skill policy's simulation, discovery misses) may count these, never show or probe them."""
+        if user.is_authenticated and user.is_superuser:
+            return self.none()
+        if not user.is_authenticated:
+            return self.all()
+        return self.exclude(**{f"{self.tenant_field}__in": tenants_for(user).values("pk")})
+
     def for_agent(self, agent: Agent) -> TenantScopedQuerySet:
         return self.filter(**{self.tenant_field: agent.tenant_id})
 

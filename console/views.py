@@ -11,8 +11,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from console import dashboard, health, services
-from console.forms import AgentForm, MemberAddForm, MemberRolesForm, TokenForm
-from console.models import Membership, Role, Tenant
+from console.forms import AgentForm, InvitationForm, MemberRolesForm, TokenForm
+from console.models import INVITATION_TTL, Invitation, InvitationEvent, Membership, Role, Tenant, hash_key
 from console.tenancy import SESSION_TENANT_KEY, tenant_for_user_or_404, tenant_ids_for
 
 
@@ -35,7 +35,8 @@ def logout_view(request: HttpRequest) -> HttpResponse:
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
     return render(request, "console/home.html", {"cards": dashboard.cards_for(request.user),
-                                                 "is_approver": bool(tenant_ids_for(request.user, Role.APPROVER))})
+                                                 "is_approver": bool(tenant_ids_for(request.user, Role.APPROVER)),
+                                                 "invitations": _invitations_for(request.user)})
 
 
 @login_required
@@ -53,9 +54,16 @@ def switch_tenant(request: HttpRequest) -> HttpResponse:
 @require_GET
 def member_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    return _members_page(request, tenant, InvitationForm())
+
+
+def _members_page(request: HttpRequest, tenant: Tenant, form: InvitationForm, status: int = 200) -> HttpResponse:
     return render(request, "console/members.html", {
-        "tenant": tenant, "rows": _member_rows(tenant), "form": MemberAddForm(),
-    })
+        "tenant": tenant, "rows": _member_rows(tenant), "form": form,
+        "invitations": Invitation.objects.pending().filter(tenant=tenant).select_related("invited_by"),
+        "events": InvitationEvent.objects.filter(tenant=tenant).select_related("invitation")[:20],
+        "ttl_days": INVITATION_TTL.days,
+    }, status=status)
 
 
 def _member_rows(tenant) -> list[dict]:
@@ -68,17 +76,77 @@ def _member_rows(tenant) -> list[dict]:
 
 @login_required
 @require_POST
-def member_add(request: HttpRequest, tenant_slug: str) -> HttpResponse:
+def invitation_create(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
-    form = MemberAddForm(request.POST)
-    if form.is_valid():
-        user = form.cleaned_data["username"]
-        services.set_member_roles(tenant=tenant, user=user, roles=set(form.cleaned_data["roles"]))
-        messages.success(request, f"{user.username} now has roles: {', '.join(form.cleaned_data['roles']) or 'none'}.")
-        return redirect("console:member_list", tenant_slug=tenant.slug)
-    return render(request, "console/members.html", {
-        "tenant": tenant, "rows": _member_rows(tenant), "form": form,
-    }, status=400)
+    form = InvitationForm(request.POST)
+    if not form.is_valid():
+        return _members_page(request, tenant, form, status=400)
+    invitation = services.invite_member(tenant=tenant, address=form.cleaned_data["address"],
+                                        roles=set(form.cleaned_data["roles"]), invited_by=request.user,
+                                        site_url=request.build_absolute_uri("/"))
+    # The same words whether or not an account matches: this page must not tell who has one.
+    messages.success(request, f"Invitation for {invitation.address} recorded. If it names an account, its owner "
+                              "sees it on their home page (an e-mail address also gets a link); they become a "
+                              "member when they accept.")
+    return redirect("console:member_list", tenant_slug=tenant.slug)
+
+
+@login_required
+@require_POST
+def invitation_revoke(request: HttpRequest, tenant_slug: str, invitation_id: int) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    invitation = get_object_or_404(Invitation, pk=invitation_id, tenant=tenant)
+    try:
+        services.revoke_invitation(invitation=invitation, user=request.user)
+    except services.InvitationClosed as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Invitation for {invitation.address} revoked.")
+    return redirect("console:member_list", tenant_slug=tenant.slug)
+
+
+def _invitations_for(user):
+    return Invitation.objects.pending().addressed_to(user).select_related("tenant", "invited_by")
+
+
+def _get_invitation_for_user_or_404(user, **lookup) -> Invitation:
+    """An invitation addressed to this user (pending or not); anyone else's is a 404."""
+    return get_object_or_404(Invitation.objects.addressed_to(user).select_related("tenant", "invited_by"), **lookup)
+
+
+@login_required
+@require_GET
+def invitation_open(request: HttpRequest, token: str) -> HttpResponse:
+    """The e-mailed link: the invitation, with accept and decline, for the account it names."""
+    invitation = _get_invitation_for_user_or_404(request.user, token_hash=hash_key(token))
+    return render(request, "console/invitation.html", {"invitation": invitation})
+
+
+@login_required
+@require_POST
+def invitation_accept(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    invitation = _get_invitation_for_user_or_404(request.user, pk=invitation_id)
+    try:
+        services.accept_invitation(invitation=invitation, user=request.user)
+    except services.InvitationClosed as exc:
+        messages.error(request, str(exc))
+        return redirect("console:home")
+    request.session[SESSION_TENANT_KEY] = invitation.tenant.slug
+    messages.success(request, f"You joined {invitation.tenant.name} as {', '.join(invitation.roles)}.")
+    return redirect("console:home")
+
+
+@login_required
+@require_POST
+def invitation_decline(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    invitation = _get_invitation_for_user_or_404(request.user, pk=invitation_id)
+    try:
+        services.decline_invitation(invitation=invitation, user=request.user)
+    except services.InvitationClosed as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"You declined the invitation to {invitation.tenant.name}.")
+    return redirect("console:home")
 
 
 def _get_member_or_404(tenant: Tenant, user_id: int):

@@ -247,6 +247,7 @@ class SimulatedCall:
 class Simulation:
     rows: list[SimulatedCall]
     counts: Counter
+    not_replayed: int = 0
 
     @property
     def changed(self) -> list[SimulatedCall]:
@@ -259,6 +260,7 @@ class Simulation:
 
 
 def calls_in_scope(policy: Policy):
+    """Every recorded call the policy applies to, in every tenant: callers narrow it to what a person may see."""
     from runs.models import ToolCall
 
     calls = ToolCall.objects.exclude(verdict="").select_related("run")
@@ -269,15 +271,22 @@ def calls_in_scope(policy: Policy):
     return calls.order_by("-created_at", "-id")
 
 
-def simulate_policy(*, version: PolicyVersion, limit: int = 200) -> Simulation:
+def simulate_policy(*, version: PolicyVersion, user, limit: int = 200) -> Simulation:
     """Replay the last `limit` recorded calls of the policy's scope with this version in place of the
     policy's published one; compare with the currently enforced set. Calls are replayed on their
-    stored (redacted) arguments, so conditions over redacted fields see the redacted value."""
+    stored (redacted) arguments, so conditions over redacted fields see the redacted value.
+
+    Only calls of tenants `user` belongs to are replayed. A skill policy also applies to other
+    tenants, but a draft is the author's own probe: a rule such as `tenant.slug == "globex" &&
+    end_user.id.startsWith("a")` would turn any number derived from evaluating it there (rows, a
+    count, even "some changed") into a one-bit oracle on that tenant's end users. So other tenants'
+    calls are never evaluated; `not_replayed` counts them, a number no rule can change."""
     active = load_active_policies()
     draft = compiled_policy(version, cache=False)
     rows: list[SimulatedCall] = []
     counts: Counter = Counter()
-    for call in calls_in_scope(version.policy)[:limit]:
+    in_scope = calls_in_scope(version.policy)
+    for call in in_scope.visible_to(user)[:limit]:
         inputs = (call.decision or {}).get("inputs")
         if not inputs:
             continue
@@ -293,14 +302,15 @@ def simulate_policy(*, version: PolicyVersion, limit: int = 200) -> Simulation:
                             rule_id=after.rule_id, reason=after.reason)
         rows.append(row)
         counts[f"{row.before} → {row.after}" if row.changed else "unchanged"] += 1
-    return Simulation(rows=rows, counts=counts)
+    return Simulation(rows=rows, counts=counts, not_replayed=in_scope.hidden_from(user).count())
 
 
-def shadow_differences(*, policy: Policy, limit: int = 100) -> list:
-    """Recorded calls where a shadow version of this policy would have decided differently."""
+def shadow_differences(*, policy: Policy, user, limit: int = 100) -> list:
+    """Recorded calls of `user`'s tenants where a shadow version of this policy would have decided
+    differently. Other tenants' calls are left out, not counted: a shadow version is a probe too."""
     rows = []
     label_prefix = f"p{policy.pk}@"
-    for call in calls_in_scope(policy)[:1000]:
+    for call in calls_in_scope(policy).visible_to(user)[:1000]:
         for entry in (call.decision or {}).get("shadow", []):
             if entry.get("differs") and entry["policy_version"].startswith(label_prefix):
                 rows.append({"call": call, "enforced": call.verdict, **entry})

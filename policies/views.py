@@ -103,7 +103,7 @@ def policy_create(request: HttpRequest) -> HttpResponse:
     return redirect("policies:policy_detail", policy_id=policy.pk)
 
 
-def _detail_context(policy: Policy, *, draft: PolicyVersion | None = None, rules: list[dict] | None = None,
+def _detail_context(policy: Policy, *, user, draft: PolicyVersion | None = None, rules: list[dict] | None = None,
                     problems: dict | None = None) -> dict:
     draft = draft or services.draft_of(policy)
     published = policy.versions.filter(status=VersionStatus.PUBLISHED).first()
@@ -115,7 +115,7 @@ def _detail_context(policy: Policy, *, draft: PolicyVersion | None = None, rules
         "policy": policy, "draft": draft, "rows": rows, "published": published,
         "versions": policy.versions.select_related("published_by", "created_by"),
         "test_outcomes": tests, "test_form": PolicyTestForm(), "verdicts": engine.VERDICTS,
-        "shadow_rows": services.shadow_differences(policy=policy, limit=50),
+        "shadow_rows": services.shadow_differences(policy=policy, user=user, limit=50),
         "simulation_sizes": SIMULATION_SIZES, "context_variables": engine.CONTEXT_VARIABLES,
         # Only platform rules may lower the taint floor; elsewhere the box shows only on a rule that has one,
         # so that its author can untick what saving refused.
@@ -127,7 +127,7 @@ def _detail_context(policy: Policy, *, draft: PolicyVersion | None = None, rules
 @require_GET
 def policy_detail(request: HttpRequest, policy_id: int) -> HttpResponse:
     policy = _get_policy_for_user(request.user, policy_id)
-    return render(request, "policies/detail.html", _detail_context(policy))
+    return render(request, "policies/detail.html", _detail_context(policy, user=request.user))
 
 
 @login_required
@@ -138,8 +138,8 @@ def draft_save(request: HttpRequest, policy_id: int) -> HttpResponse:
     try:
         services.save_draft(policy=policy, rules=rules, user=request.user)
     except services.RulesInvalid as exc:
-        return render(request, "policies/detail.html", _detail_context(policy, rules=rules, problems=exc.problems),
-                      status=400)
+        context = _detail_context(policy, user=request.user, rules=rules, problems=exc.problems)
+        return render(request, "policies/detail.html", context, status=400)
     messages.success(request, "Draft saved.")
     return redirect("policies:policy_detail", policy_id=policy.pk)
 
@@ -172,7 +172,7 @@ def simulate(request: HttpRequest, policy_id: int) -> HttpResponse:
         limit = min(int(request.POST.get("limit", 200)), max(SIMULATION_SIZES))
     except ValueError:
         limit = 200
-    simulation = services.simulate_policy(version=draft, limit=limit)
+    simulation = services.simulate_policy(version=draft, user=request.user, limit=limit)
     return render(request, "policies/detail.html#simulation", {"simulation": simulation, "draft": draft,
                                                                 "limit": limit})
 

@@ -13,8 +13,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from console.models import Tenant
 from console.tenancy import teams_for
-from registry import services
+from lib.egress import describe_failure
+from registry import review, services
 from registry.diff import diff_manifests
 from registry.forms import CatalogFilterForm, DeprecateForm, ImportMcpForm, ManifestForm
 from registry.models import DiscoveryQuery, Skill, SkillVersion, VersionStatus
@@ -58,15 +60,23 @@ def _filtered_skills(form: CatalogFilterForm):
     return skills.filter(**version_filter).distinct() if version_filter or data["q"] else skills
 
 
-def discovery_misses(namespace: str | None = None, limit: int = 10) -> list[dict]:
+def discovery_misses(user, namespace: str | None = None, limit: int = 10) -> dict:
+    """The searches that found nothing or little, per tenant the user belongs to (the agents' words are
+    their tenant's data); for skill owners also how many misses other tenants had, a count without text."""
     misses = DiscoveryQuery.objects.all()
     if namespace is not None:
         misses = misses.filter(Q(namespace=namespace) | Q(namespace=""))
-    return list(
-        misses.values("query", "namespace")
-        .annotate(times=Count("id"), results=Max("result_count"), last_seen=Max("created_at"))
-        .order_by("-times", "-last_seen")[:limit]
-    )
+    visible = misses.visible_to(user)
+    tenant_ids = {pk for pk in visible.values_list("agent__tenant", flat=True).distinct() if pk is not None}
+    groups = [
+        {"tenant": tenant, "rows": list(
+            visible.filter(agent__tenant=tenant).values("query", "namespace")
+            .annotate(times=Count("id"), results=Max("result_count"), last_seen=Max("created_at"))
+            .order_by("-times", "-last_seen")[:limit])}
+        for tenant in Tenant.objects.filter(pk__in=tenant_ids).order_by("name")
+    ]
+    elsewhere = misses.hidden_from(user).count() if teams_for(user).exists() else 0
+    return {"tenants": groups, "elsewhere": elsewhere}
 
 
 @login_required
@@ -82,7 +92,7 @@ def catalog(request: HttpRequest) -> HttpResponse:
             "form": form,
             "rows": rows,
             "page": page,
-            "misses": discovery_misses(),
+            "misses": discovery_misses(request.user),
             "can_create": teams_for(request.user).exists(),
         },
     )
@@ -135,7 +145,7 @@ def skill_detail(request: HttpRequest, name: str) -> HttpResponse:
             "manifest": head.effective_manifest() if head else {},
             "is_owner": skill.is_owned_by(request.user),
             "deprecate_form": DeprecateForm(skill=skill),
-            "misses": discovery_misses(skill.namespace, 8),
+            "misses": discovery_misses(request.user, skill.namespace, 8),
             "warnings": lint_manifest(head.manifest) if head else [],
             "reviewable": [v for v in versions if services.can_review(v, request.user)],
             "input_fields": schema_fields(head.manifest.get("input_schema", {})) if head else [],
@@ -155,6 +165,36 @@ def skill_diff(request: HttpRequest, name: str) -> HttpResponse:
         request,
         "registry/diff.html",
         {"skill": skill, "old": old, "new": new, "changes": changes, "versions": skill.versions.all()},
+    )
+
+
+@login_required
+@require_GET
+def version_review(request: HttpRequest, name: str, version: str) -> HttpResponse:
+    """What a second person approves: the field-level diff of execution, risk and permissions, and its reach.
+
+    Owners only (403 otherwise): the reach names the tenants whose grants cover the skill.
+    """
+    skill = _get_skill(name)
+    if not skill.is_owned_by(request.user):
+        raise PermissionDenied(f"Only the {skill.owner_team.slug} team or a platform admin reviews {skill.name}.")
+    found = _get_version(skill, version)
+    base = services.review_base(found)
+    previous = base.manifest if base else None
+    return render(
+        request,
+        "registry/review.html",
+        {
+            "skill": skill,
+            "version": found,
+            "base": base,
+            "reasons": found.review_reasons if found.review_reasons else review.reasons(previous, found.manifest),
+            "changes": review.field_changes(previous, found.manifest),
+            "reach": review.reach_of(found.manifest),
+            "credential": (found.manifest.get("execution") or {}).get("credential") or "",
+            "can_approve": services.can_review(found, request.user),
+            "is_author": request.user.pk == found.author_id,
+        },
     )
 
 
@@ -333,7 +373,8 @@ def import_mcp(request: HttpRequest) -> HttpResponse:
                 server_name=form.cleaned_data["server_name"],
             )
         except Exception as exc:  # noqa: BLE001 - any connection failure is shown to the owner as a form error
-            form.add_error("target", f"Could not list the server's tools: {type(exc).__name__}: {exc}")
+            # the guard's rule or the kind of failure, never the server's own words
+            form.add_error("target", f"Could not list the server's tools: {describe_failure(exc, who='the server')}.")
     return render(
         request,
         "registry/import.html",

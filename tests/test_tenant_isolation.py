@@ -75,6 +75,13 @@ def _traces():
     return isolation
 
 
+def _acme_invitation(world: World):
+    """A pending invitation to acme for acme_user, and the token of its link."""
+    from tests.console.factories import invitation_with_token
+
+    return invitation_with_token(tenant=world.acme, address=world.acme_user.username, invited_by=world.acme_user)
+
+
 def _acme_agent(world: World) -> Agent:
     return create_agent(tenant=world.acme, name="extra-bot", role="support")[0]
 
@@ -82,7 +89,13 @@ def _acme_agent(world: World) -> Agent:
 ROUTES: list[Route] = [
     # console
     Route("console:member_list", lambda w: {"tenant_slug": w.acme.slug}),
-    Route("console:member_add", lambda w: {"tenant_slug": w.acme.slug}, "post"),
+    Route("console:invitation_create", lambda w: {"tenant_slug": w.acme.slug}, "post"),
+    Route("console:invitation_revoke", lambda w: {"tenant_slug": w.acme.slug,
+                                                  "invitation_id": _acme_invitation(w)[0].pk}, "post"),
+    # the invitee's side: an invitation to acme addressed to acme_user; a globex user holding its id or token gets 404
+    Route("console:invitation_accept", lambda w: {"invitation_id": _acme_invitation(w)[0].pk}, "post"),
+    Route("console:invitation_decline", lambda w: {"invitation_id": _acme_invitation(w)[0].pk}, "post"),
+    Route("console:invitation_open", lambda w: {"token": _acme_invitation(w)[1]}),
     Route("console:member_edit", lambda w: {"tenant_slug": w.acme.slug, "user_id": _acme_member(w).pk}),
     Route("console:member_edit", lambda w: {"tenant_slug": w.acme.slug, "user_id": _acme_member(w).pk}, "post"),
     Route("console:agent_list", lambda w: {"tenant_slug": w.acme.slug}),
@@ -127,6 +140,8 @@ ROUTES: list[Route] = [
     Route("reliability:credential_list", lambda w: {"tenant_slug": w.acme.slug}),
     Route("reliability:credential_list", lambda w: {"tenant_slug": w.acme.slug}, "post"),
     Route("reliability:credential_delete", lambda w: _reliability().credential_kwargs(w), "post"),
+    Route("reliability:credential_bind", lambda w: _reliability().credential_kwargs(w), "post"),
+    Route("reliability:credential_unbind", lambda w: _reliability().binding_kwargs(w), "post"),
     Route("reliability_api:pipeline_submit", lambda w: _reliability().run_kwargs(w), "post", "agent"),
     Route("reliability_api:pipeline_detail", lambda w: _reliability().pipeline_kwargs(w), client="agent"),
 ]

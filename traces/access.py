@@ -2,7 +2,8 @@
 
 Tenant members read their tenant's traces whole. A skill's owning team reads, in every tenant, the
 spans of its own skills, with payloads and the end user reduced to hashes (the tenant's data is
-not theirs). Anyone else gets 404, never 403, so ids do not leak across tenants.
+not theirs): no trace title (the run's task), no span names an agent chose, no shadow verdicts.
+Anyone else gets 404, never 403, so ids do not leak across tenants.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from django.http import Http404
 from console.tenancy import teams_for, tenants_for
 from traces.models import Span, Trace
 from traces.redaction import redacted_marker
+from traces.timeline import Timeline, build_timeline
 
 PAYLOAD_HINTS = ("argument", "result", "message", "input", "output", "prompt", "completion", "content")
+# Verdicts of a shadow rule the owner wrote: evaluated on another tenant's calls they would answer its questions.
+HIDDEN_FROM_OWNERS = ("airlock.decision.shadow_differs",)
 
 
 def owned_skill_names(user: Any) -> list[str]:
@@ -56,6 +60,22 @@ class TraceAccess:
         return attributes if self.full else owner_view(attributes)
 
     @property
+    def title(self) -> str:
+        """The trace's name is the run's task, the tenant's own words: members only."""
+        return self.trace.name if self.full else ""
+
+    def shown_name(self, span: Span) -> str:
+        """A span's name as this reader may see it: agents name their spans freely, so owners see the skill."""
+        return span.name if self.full else (span.skill_name or span.kind)
+
+    def timeline(self) -> Timeline:
+        timeline = build_timeline(self.spans())
+        if not self.full:
+            for row in timeline.rows:
+                row.values["name"] = row.values["skill_name"] or row.values["kind"]
+        return timeline
+
+    @property
     def end_user(self) -> str:
         if self.full:
             return self.trace.end_user
@@ -66,6 +86,8 @@ def owner_view(attributes: dict[str, Any]) -> dict[str, Any]:
     """What a skill owner outside the tenant sees: structure, hashes and sizes, never payload values."""
     out = {}
     for key, value in attributes.items():
+        if key in HIDDEN_FROM_OWNERS:
+            continue
         if any(hint in key.lower() for hint in PAYLOAD_HINTS) and not isinstance(value, (bool, int, float)) \
                 and not key.endswith((".sha256", ".bytes", ".truncated", "_tokens")):
             out[key] = value if isinstance(value, dict) and value.get("redacted") else redacted_marker(value)

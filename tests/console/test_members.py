@@ -1,11 +1,10 @@
-"""Tenant admins manage the memberships of their tenant in the console."""
+"""Tenant admins manage the memberships of their tenant in the console (adding people: test_invitations.py)."""
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 
 from console.models import Membership, Role
-from tests.conftest import login, make_user
+from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +25,7 @@ def test_admin_sees_every_member_once_with_all_their_roles(client, tenant_admin,
     ("name", "method", "extra_args"),
     [
         ("console:member_list", "get", []),
-        ("console:member_add", "post", []),
+        ("console:invitation_create", "post", []),
         ("console:member_edit", "get", ["user"]),
         ("console:member_edit", "post", ["user"]),
     ],
@@ -42,36 +41,11 @@ def test_members_pages_refuse_members_without_the_admin_role(client, approver, a
 def test_members_pages_of_another_tenant_are_404(client, outsider, approver):
     login(client, outsider)
     assert client.get(reverse("console:member_list", args=["acme"])).status_code == 404
-    response = client.post(reverse("console:member_add", args=["acme"]), {"username": "outsider", "roles": ["admin"]})
+    response = client.post(reverse("console:invitation_create", args=["acme"]),
+                           {"address": "outsider", "roles": ["admin"]})
     assert response.status_code == 404
     assert client.post(reverse("console:member_edit", args=["acme", approver.pk]), {"roles": []}).status_code == 404
     assert Membership.objects.filter(user=outsider, tenant__slug="acme").count() == 0
-
-
-def test_admin_adds_a_member_with_roles(client, tenant_admin, acme, globex):
-    newcomer = make_user("newcomer")
-    login(client, tenant_admin)
-    url = reverse("console:member_add", args=["acme"])
-    response = client.post(url, {"username": "newcomer", "roles": ["approver"]})
-    assert response.status_code == 302
-    assert roles_of(newcomer, acme) == {"approver"}
-    assert roles_of(newcomer, globex) == set()
-
-
-def test_adding_an_unknown_user_or_no_role_is_refused_with_a_message(client, tenant_admin):
-    login(client, tenant_admin)
-    response = client.post(reverse("console:member_add", args=["acme"]), {"username": "ghost", "roles": ["viewer"]})
-    assert response.status_code == 400
-    assert "No active user is called" in response.content.decode()
-    make_user("newcomer")
-    response = client.post(reverse("console:member_add", args=["acme"]), {"username": "newcomer"})
-    assert response.status_code == 400
-    assert Membership.objects.filter(user__username="newcomer").count() == 0
-
-
-def test_member_add_is_post_only(client, tenant_admin):
-    login(client, tenant_admin)
-    assert client.get(reverse("console:member_add", args=["acme"])).status_code == 405
 
 
 def test_admin_edits_the_roles_of_a_member_who_holds_several(client, tenant_admin, approver, acme):
@@ -107,15 +81,6 @@ def test_editing_someone_who_is_not_a_member_of_this_tenant_is_404(client, tenan
 def test_member_edit_refuses_other_methods(client, tenant_admin, approver):
     login(client, tenant_admin)
     assert client.put(reverse("console:member_edit", args=["acme", approver.pk])).status_code == 405
-
-
-def test_member_add_enforces_csrf(tenant_admin):
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(tenant_admin)
-    make_user("newcomer")
-    response = client.post(reverse("console:member_add", args=["acme"]), {"username": "newcomer", "roles": ["viewer"]})
-    assert response.status_code == 403
-    assert not Membership.objects.filter(user__username="newcomer").exists()
 
 
 def test_platform_admin_manages_any_tenant(client, platform_admin, approver, acme):

@@ -132,7 +132,7 @@ def test_shadow_version_records_would_be_verdict_without_enforcing(acme, tenant_
     [shadow] = ToolCall.objects.get(call_id="c1").decision["shadow"]
     assert shadow["verdict"] == "deny" and shadow["differs"] is True and shadow["rule_id"].endswith("/strict")
     assert ToolCall.objects.get(call_id="c2").decision["shadow"][0]["differs"] is False
-    differences = services.shadow_differences(policy=policy)
+    differences = services.shadow_differences(policy=policy, user=tenant_admin)
     assert [row["call"].call_id for row in differences] == ["c1"]
 
 
@@ -143,7 +143,7 @@ def test_simulation_shows_per_call_changes_with_counts(acme, tenant_admin, mail_
                                            call("c3", "support.other")])
     policy = services.create_policy(name="p", scope=Scope.TENANT, tenant=acme, created_by=tenant_admin,
                                     rules=[rule("confirm-writes", "confirm", 'skill.effect == "write" && args.n > 1')])
-    simulation = services.simulate_policy(version=services.draft_of(policy), limit=50)
+    simulation = services.simulate_policy(version=services.draft_of(policy), user=tenant_admin, limit=50)
     assert len(simulation.rows) == 3
     assert simulation.counts == {"allow → confirm": 1, "unchanged": 2}
     [changed] = simulation.changed
@@ -155,6 +155,6 @@ def test_simulation_of_a_skill_policy_only_replays_that_skill(acme, owner, mail_
     post_calls(mail_setup, run["run_id"], [call("c1", "support.write_note", {"n": 1}), call("c2", "support.other")])
     policy = services.create_policy(name="p", scope=Scope.SKILL, skill_name="support.other", created_by=owner,
                                     rules=[rule("d", "deny")])
-    simulation = services.simulate_policy(version=services.draft_of(policy))
+    simulation = services.simulate_policy(version=services.draft_of(policy), user=owner)
     assert [row.call.call_id for row in simulation.rows] == ["c2"]
     assert simulation.counts == {"allow → deny": 1}

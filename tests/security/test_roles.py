@@ -24,6 +24,8 @@ OPEN_TO_MEMBERS = {
     "console:switch_tenant": "which of one's own tenants the console shows",
     "console:token_list": "creates a personal access token for oneself",
     "console:token_revoke": "one's own tokens only (another's is 404)",
+    "console:invitation_accept": "answers an invitation addressed to oneself (anyone else's is 404)",
+    "console:invitation_decline": "answers an invitation addressed to oneself (anyone else's is 404)",
     "registry:validate": "live validation of a manifest being typed: checks, stores nothing",
     "registry_api:skill-validate": "validates a manifest, stores nothing",
     "registry:import_mcp": "imports into a team the person belongs to (403 otherwise)",

@@ -123,6 +123,14 @@ def _credential(w: World):
     return Credential.objects.create(tenant=w.acme, name="acme_token", sealed_value=seal("acme-secret-value"))
 
 
+def _credential_binding(w: World):
+    from reliability.models import CredentialBinding
+
+    credential = _credential(w)
+    return CredentialBinding.objects.create(tenant=w.acme, credential_name=credential.name,
+                                            skill_pattern="acme.*", endpoint="https://acme-crm.example")
+
+
 def _pipeline(w: World) -> dict:
     from reliability.models import Pipeline
 
@@ -135,6 +143,13 @@ def _alert_rule(w: World):
     from traces.models import AlertRule
 
     return AlertRule.objects.create(skill_name=_skill(w)["name"], kind="error_rate", threshold=0.5)
+
+
+def _invitation(w: World):
+    """A pending invitation to acme addressed to acme's user, and its link's token."""
+    from tests.console.factories import invitation_with_token
+
+    return invitation_with_token(tenant=w.acme, address=w.acme_user.username, invited_by=w.acme_user)
 
 
 Filler = Callable[[World], dict]
@@ -163,6 +178,10 @@ FILLERS: dict[tuple[str, ...], Filler] = {
     ("skill_name",): lambda w: {"skill_name": _skill_with_acme_calls(w)},
     ("item_id",): lambda w: {"item_id": _reconciliation(w).pk},
     ("credential_id", "tenant_slug"): lambda w: {"tenant_slug": w.acme.slug, "credential_id": _credential(w).pk},
+    ("binding_id", "tenant_slug"): lambda w: {"tenant_slug": w.acme.slug, "binding_id": _credential_binding(w).pk},
+    ("invitation_id", "tenant_slug"): lambda w: {"tenant_slug": w.acme.slug, "invitation_id": _invitation(w)[0].pk},
+    ("invitation_id",): lambda w: {"invitation_id": _invitation(w)[0].pk},
+    ("token",): lambda w: {"token": _invitation(w)[1]},
 }
 
 # Parameters naming the global skill catalog: skills belong to teams, not tenants, and any
