@@ -11,7 +11,7 @@ from django.utils import timezone
 from lib.canonical import sha256_of
 from registry.snapshots import ResolvedSkill
 from runs import lifecycle
-from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown
+from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, Transient
 from runs.execution import Outcome
 from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
 from runs.shaping import shape
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 RETRYABLE_CLASSES = {"transient", "unavailable", "rate_limited"}
+NOT_RECORDED = Transient("Airlock could not record this call, so it changed nothing; send the same batch again.",
+                         code="not_recorded", retry_after=1)
 
 
 OUTCOME_FIELDS = ("started_at", "finished_at", "attempts", "error_class", "truncated", "result_bytes",
@@ -135,7 +137,8 @@ def remember_outcome(*, key_record: IdempotencyRecord | None, call: ToolCall, re
 def record_batch(*, run: Run, plans: list[Planned]) -> None:
     """Insert the calls of the batch not stored yet (the executed ones already are), the run's taint and
     pause, and one span per call, in one commit. If that fails, the unstored calls' results become
-    internal errors: nothing they did is left unrecorded, since none of them had a side effect."""
+    `transient` errors (retry the same batch): nothing they did is left unrecorded, since none of them had a
+    side effect, and the retry runs them again."""
     now = timezone.now()
     new_calls = []
     for plan in plans:
@@ -158,7 +161,7 @@ def record_batch(*, run: Run, plans: list[Planned]) -> None:
             if id(plan.tool_call) in unstored:
                 plan.tool_call.pk = None
                 plan.result = {"call_id": plan.call_id, "status": "error", "is_error": True,
-                               "error": Internal(GENERIC_INTERNAL).as_error()}
+                               "error": NOT_RECORDED.as_error()}
 
 
 def _update_run(run: Run, plans: list[Planned]) -> None:
