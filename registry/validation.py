@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator, FormatChecker
 
+from lib.schema_patterns import unsupported_patterns
 from registry.diff import breaking_input_changes
 
 if TYPE_CHECKING:
@@ -68,6 +69,13 @@ def _nested_schema_errors(manifest: dict, key: str) -> list[dict]:
         problem(f"$.{key}{error.json_path[1:]}", "invalid_json_schema", f"Not a valid JSON Schema: {error.message}")
         for error in errors
     ]
+
+
+def _pattern_errors(manifest: dict) -> list[dict]:
+    """Owner patterns run on agent input with RE2 (lib.schema_patterns); one RE2 cannot run is refused here."""
+    return [problem(path, "unsupported_pattern", reason)
+            for key in ("input_schema", "output_schema")
+            for path, reason in unsupported_patterns(manifest.get(key), f"$.{key}")]
 
 
 def _object_schemas(schema: Any, path: str) -> Iterator[tuple[str, dict]]:
@@ -249,7 +257,8 @@ def validate_manifest(manifest: Any, *, skill: Skill | None = None, previous: Sk
         return [problem("$", "schema", "The manifest must be a JSON object.")]
     errors = _schema_errors(manifest)
     rules = (lambda: _nested_schema_errors(manifest, "input_schema"),
-             lambda: _nested_schema_errors(manifest, "output_schema"), lambda: _closed_objects(manifest),
+             lambda: _nested_schema_errors(manifest, "output_schema"), lambda: _pattern_errors(manifest),
+             lambda: _closed_objects(manifest),
              lambda: _risk_rules(manifest), lambda: _bounds(manifest), lambda: _references(manifest, skill),
              lambda: _versioning(manifest, previous))
     for rule in rules:

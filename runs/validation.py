@@ -1,4 +1,7 @@
-"""Argument validation: JSON Schema Draft 2020-12 with format checking, one validator per skill version."""
+"""Argument validation: JSON Schema Draft 2020-12 with format checking, one validator per skill version.
+
+The owner's `pattern`s run on RE2 (lib.schema_patterns): an agent's input cannot make them backtrack.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,8 @@ import threading
 
 from jsonschema import Draft202012Validator, FormatChecker
 
-from runs.errors import ValidationFailed
+from lib.schema_patterns import SchemaValidator, UnsupportedPattern
+from runs.errors import Internal, ValidationFailed
 
 _validators: dict[int, tuple[dict, Draft202012Validator]] = {}
 _lock = threading.Lock()
@@ -19,7 +23,7 @@ def validator_for(skill_version_id: int, schema: dict) -> Draft202012Validator:
     # Published versions never change; the identity/equality check guards against a reused id.
     if cached is not None and (cached[0] is schema or cached[0] == schema):
         return cached[1]
-    validator = Draft202012Validator(schema or {"type": "object"}, format_checker=_format_checker)
+    validator = SchemaValidator(schema or {"type": "object"}, format_checker=_format_checker)
     with _lock:
         _validators[skill_version_id] = (schema, validator)
     return validator
@@ -27,7 +31,12 @@ def validator_for(skill_version_id: int, schema: dict) -> Draft202012Validator:
 
 def validate_arguments(*, skill_version_id: int, schema: dict, version: str, name: str, arguments: object) -> None:
     validator = validator_for(skill_version_id, schema)
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    try:
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    except UnsupportedPattern as exc:
+        # Published before publication refused such patterns: refuse the call rather than backtrack.
+        raise Internal(f"{name} {version} has an input pattern Airlock cannot run safely ({exc}); its owners must "
+                       "publish a version without it.", code="unsupported_pattern") from None
     if not errors:
         return
     fields = [{"field": "/".join(str(p) for p in error.absolute_path) or "(arguments)", "message": error.message}
