@@ -55,7 +55,8 @@ def discoverable_entries(agent: Agent, index: SnapshotIndex) -> list[dict]:
     Cached per (snapshot, agent, filters): a snapshot never changes, and grant changes publish a
     new snapshot. Revoked agents never get here (authentication refuses them).
     """
-    key = (index.number, index.sha256, agent.pk, agent.role, agent.tenant_id, tuple(map(id, DISCOVERY_FILTERS)))
+    key = (index.number, index.sha256, agent.pk, agent.key_lookup, agent.name, agent.role, agent.tenant_id,
+           tuple(map(id, DISCOVERY_FILTERS)))
     with _permitted_lock:
         if key in _permitted_cache:
             _permitted_cache.move_to_end(key)
@@ -219,7 +220,8 @@ def agent_snapshot(agent: Agent, index: SnapshotIndex) -> AgentSnapshot:
     from lib import signing
     from lib.canonical import canonical_json, sha256_of
 
-    key = (index.number, index.sha256, agent.pk, agent.role, agent.tenant_id, tuple(map(id, DISCOVERY_FILTERS)))
+    key = (index.number, index.sha256, agent.pk, agent.key_lookup, agent.name, agent.role, agent.tenant_id,
+           tuple(map(id, DISCOVERY_FILTERS)))
     with _permitted_lock:
         if key in _view_cache:
             return _view_cache[key]
@@ -228,7 +230,10 @@ def agent_snapshot(agent: Agent, index: SnapshotIndex) -> AgentSnapshot:
         "number": index.number,
         "created_at": index.body.get("created_at"),
         "source_sha256": index.sha256,
-        "audience": {"tenant": agent.tenant.slug, "agent_role": agent.role},
+        # Signed, so a runtime refuses a snapshot fetched by another agent or tenant (the SDK
+        # compares key_lookup with its own key's and the tenant with the one it knows).
+        "audience": {"tenant": agent.tenant.slug, "agent_id": agent.pk, "agent_name": agent.name,
+                     "key_lookup": agent.key_lookup, "agent_role": agent.role},
         "skills": discoverable_entries(agent, index),
     }
     view = AgentSnapshot(

@@ -14,6 +14,9 @@ from airlock_sdk.errors import (  # noqa: E402
     OutcomeUnknown,
     PermissionDenied,
     RateLimited,
+    SnapshotAudienceError,
+    SnapshotKeyChanged,
+    SnapshotRollbackError,
     SnapshotVerificationError,
     TransportError,
     UnknownClientSkill,
@@ -26,7 +29,8 @@ from airlock_sdk.webhooks import DeliveryLog, WebhookVerifier, sign_webhook, ver
 __all__ = [
     "APIError", "Airlock", "AirlockError", "ApprovalRequired", "ApprovalTimeout", "AuthenticationError",
     "ClientSkillRegistry", "ControlPlaneUnavailable", "DeliveryLog", "Error", "NotFound", "Ok", "OutcomeUnknown",
-    "PermissionDenied", "RateLimited", "Result", "Run", "SnapshotVerificationError", "ToolList", "TransportError",
+    "PermissionDenied", "RateLimited", "Result", "Run", "SnapshotAudienceError", "SnapshotKeyChanged",
+    "SnapshotRollbackError", "SnapshotVerificationError", "ToolList", "TransportError",
     "UnknownClientSkill", "WebhookVerificationError", "WebhookVerifier", "client_skill", "sign_webhook",
     "tool_name", "tool_skill", "verify_webhook",
 ]

@@ -11,10 +11,11 @@ from typing import Any
 import httpx
 
 from airlock_sdk.client_skills import ClientSkillRegistry, default_registry
-from airlock_sdk.errors import TransportError
+from airlock_sdk.errors import SnapshotVerificationError, TransportError
 from airlock_sdk.run import Run
 from airlock_sdk.snapshots import SnapshotCache
 from airlock_sdk.transport import Transport
+from airlock_sdk.trust import key_lookup_of
 
 logger = logging.getLogger("airlock_sdk")
 
@@ -76,11 +77,14 @@ class Airlock:
 
     def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0, retries: int = 2,
                  cache_dir: str | Path | None = None, use_cache: bool = True, public_key_pem: str | None = None,
+                 tenant: str | None = None, trust_dir: str | Path | None = None,
                  client_skills: ClientSkillRegistry | None = None, http_client: httpx.Client | None = None) -> None:
         self.transport = Transport(base_url, api_key, timeout=timeout, retries=retries, client=http_client)
         self.client_skills = client_skills or default_registry
         self.cache = SnapshotCache(self.transport, directory=Path(cache_dir) if cache_dir else None,
-                                   public_key_pem=public_key_pem, namespace=api_key[:15]) if use_cache else None
+                                   public_key_pem=public_key_pem, namespace=api_key[:15],
+                                   key_lookup=key_lookup_of(api_key), tenant=tenant,
+                                   trust_dir=Path(trust_dir) if trust_dir else None) if use_cache else None
 
     def __enter__(self) -> Airlock:
         return self
@@ -98,6 +102,11 @@ class Airlock:
     def client_skill(self, name: str):
         """Decorator registering a local function as the implementation of a `client:` skill."""
         return self.client_skills.skill(name)
+
+    @property
+    def snapshot_refusals(self) -> list[SnapshotVerificationError]:
+        """The snapshots refused so far (typed: audience, rollback, key change, bad signature), newest last."""
+        return list(self.cache.refusals) if self.cache is not None else []
 
     # discovery -----------------------------------------------------------------------------------
     def refresh_snapshot(self):

@@ -67,7 +67,42 @@ class RateLimited(APIError):
 
 
 class SnapshotVerificationError(AirlockError):
-    """A snapshot's signature or hash does not match the served public key: it is refused."""
+    """A snapshot is refused: its signature does not verify against the pinned public key, or one
+    of the checks below fails. The last known good snapshot stays in use."""
+
+
+class SnapshotAudienceError(SnapshotVerificationError):
+    """The snapshot is signed for another agent or tenant (its `audience`), or names none.
+
+    `expected` is what this client is (`key_lookup`, and `tenant` when known); `found` is the
+    audience the snapshot names.
+    """
+
+    def __init__(self, message: str, *, expected: dict[str, Any], found: Any) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.found = found
+
+
+class SnapshotRollbackError(SnapshotVerificationError):
+    """The snapshot's number is lower than the highest this client has accepted: an old snapshot
+    replayed by the network or planted in the cache. `number` is the refused one, `highest` the
+    highest accepted."""
+
+    def __init__(self, message: str, *, number: int, highest: int) -> None:
+        super().__init__(message)
+        self.number = number
+        self.highest = highest
+
+
+class SnapshotKeyChanged(SnapshotVerificationError):
+    """The control plane serves a public key other than the one pinned (on first use or by
+    configuration); snapshots signed by it are refused until the new key is pinned deliberately.
+    `trust_file` is where the key pinned on first use is kept."""
+
+    def __init__(self, message: str, *, trust_file: str) -> None:
+        super().__init__(message)
+        self.trust_file = trust_file
 
 
 class ApprovalTimeout(AirlockError):

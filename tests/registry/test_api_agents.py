@@ -84,6 +84,15 @@ def test_etag_changes_when_a_new_snapshot_changes_what_the_agent_sees(catalog, o
     assert response.status_code == 200 and response["ETag"] != etag
 
 
+def test_the_signed_snapshot_names_the_agent_that_fetched_it(catalog, agent, agent_client, outsider_agent_client):
+    mine = agent_client.get(reverse("registry_api:snapshot-latest")).json()["snapshot"]["audience"]
+    assert mine == {"tenant": "acme", "agent_id": agent.pk, "agent_name": "support-bot",
+                    "key_lookup": agent.key_lookup, "agent_role": "support"}
+    theirs = outsider_agent_client.get(reverse("registry_api:snapshot-latest")).json()
+    assert theirs["snapshot"]["audience"]["tenant"] == "globex"
+    assert theirs["snapshot"]["audience"]["key_lookup"] != agent.key_lookup
+
+
 def test_snapshot_needs_an_agent_key(catalog, client, owner):
     assert APIClient().get(reverse("registry_api:snapshot-latest")).status_code == 401
     client.force_login(owner)

@@ -54,6 +54,14 @@ def delete_user_permanently(*, arguments, context):
 
 
 @pytest.fixture(autouse=True)
+def _own_trust_dir(tmp_path_factory, monkeypatch):
+    """Each test pins keys in its own trust directory, apart from its cache, never in the home directory."""
+    monkeypatch.setenv("AIRLOCK_TRUST_DIR", str(tmp_path_factory.mktemp("trust")))
+    monkeypatch.delenv("AIRLOCK_PUBLIC_KEY", raising=False)
+    monkeypatch.delenv("AIRLOCK_TENANT", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _fresh_outbox():
     OUTBOX.clear()
     REFUNDS.clear()

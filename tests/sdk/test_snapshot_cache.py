@@ -32,9 +32,10 @@ def pem(private) -> str:
 
 
 def snapshot(private, number: int = 4, schema=REFUND_SCHEMA) -> dict:
-    body = {"format": "airlock.snapshot/1", "number": number, "skills": [
-        {"name": "billing.create_refund_request", "version": "1.0.0", "status": "active",
-         "manifest": {"input_schema": schema}}]}
+    skill = {"name": "billing.create_refund_request", "version": "1.0.0", "status": "active",
+             "manifest": {"input_schema": schema}}
+    body = {"format": "airlock.snapshot/1", "number": number, "skills": [skill],
+            "audience": {"tenant": "acme", "key_lookup": "test"}}  # FakeAirlock's key is ak_test_key
     return {"snapshot": body, "signature": base64.b64encode(private.sign(canonical_json(body))).decode(),
             "algorithm": "Ed25519", "canonicalization": "RFC 8785"}
 
