@@ -49,6 +49,7 @@ class Options:
     max_pending: int = 6
     seed: int | None = None
     cache_dir: str | None = None
+    public_key_pem: str | None = None  # the server's own key: the simulator pins it instead of trusting first use
 
 
 class Simulator:
@@ -66,7 +67,8 @@ class Simulator:
         self.skills: dict[str, dict[str, str]] = {}
         self.can_finish = [True]
         for scenario, agent in keys.items():
-            client = Airlock(options.base_url, agent.key, cache_dir=options.cache_dir, retries=3)
+            client = Airlock(options.base_url, agent.key, cache_dir=options.cache_dir, retries=3,
+                             public_key_pem=options.public_key_pem)
             register_client_skills(client)
             self.clients[scenario] = client
 

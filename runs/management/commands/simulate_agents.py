@@ -12,6 +12,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from lib import signing
 from simulation.downstream import start_downstream
 from simulation.runner import Options, Simulator, report, wait_for_server
 from simulation.setup import ensure_agents, ensure_skills
@@ -61,6 +62,7 @@ class Command(BaseCommand):
             agents=agents or (16 if burst else 1),
             rate=rate if rate is not None else (0 if burst else 0.15),
             duration=duration if duration is not None else (30 if burst else 0),
+            public_key_pem=signing.public_key_pem(),
         )
         simulator = Simulator(sim_options, keys, log)
         previous = signal.signal(signal.SIGTERM, lambda *_: simulator.stop.set())
