@@ -6,6 +6,7 @@ service fails the run instead.
 """
 
 import os
+import tempfile
 
 import pytest
 from django.conf import settings
@@ -18,6 +19,8 @@ from console.models import Membership, Role, Team, Tenant
 from console.services import create_agent
 
 REQUIRE_SERVICES = os.environ.get("AIRLOCK_REQUIRE_SERVICES") == "1"
+# SDK clients started by tests (and their subprocesses) pin keys in a throwaway folder, not in ~/.config.
+os.environ.setdefault("AIRLOCK_TRUST_DIR", tempfile.mkdtemp(prefix="airlock-trust-"))
 # console.asgi wraps websockets in Channels' AllowedHostsOriginValidator, which reads ALLOWED_HOSTS when
 # the module is first imported. Importing it above, before any test overrides settings, keeps a test
 # that first imports it inside an override (the live server's) from changing it for every later test.
