@@ -1,4 +1,5 @@
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -134,14 +135,47 @@ class ApprovalVote(models.Model):
         ordering = ["created_at"]
 
 
+class AppendOnlyError(ValueError):
+    """Raised for any change to the audit log other than appending, outside the retention path."""
+
+
+APPEND_ONLY = "The approval audit log is append-only; only approvals.retention redacts or deletes it."
+
+
 class ApprovalEventQuerySet(TenantScopedQuerySet):
-    tenant_field = "request__tenant"
+    """Reads of the audit log. Bulk updates and deletes are refused; the one deliberate exception is
+    `approvals.retention` (redact when the run is deleted, delete after the audit period), which goes
+    through `retention_queryset()`. Cascades never reach the log: its foreign keys are SET_NULL."""
+
+    tenant_field = "tenant"
+
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnlyError(APPEND_ONLY)
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError(APPEND_ONLY)
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> int:
+        raise AppendOnlyError(APPEND_ONLY)
 
 
 class ApprovalEvent(models.Model):
-    """The append-only audit log of an approval request: who, when, what, from which state."""
+    """The append-only audit log of an approval request: who, when, what, from which state.
 
-    request = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="events")
+    The row names its approval, run, call, skill and tenant itself (kept fields), so that it outlives
+    the run under retention: deleting the request sets `request` to NULL and `redacted_at` records
+    when `approvals.retention` reduced `detail` to its documented redacted form (docs/operations.md)."""
+
+    request = models.ForeignKey(ApprovalRequest, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="events")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    approval_ref = models.PositiveBigIntegerField(null=True, blank=True, db_index=True,
+                                                  help_text="The approval request's id, kept after it is deleted.")
+    run_ref = models.UUIDField(null=True, blank=True, help_text="The run's id, kept after it is deleted.")
+    call_ref = models.CharField(max_length=200, blank=True, help_text="The agent's call id in the run.")
+    skill_name = models.CharField(max_length=200, blank=True)
+    skill_version = models.CharField(max_length=64, blank=True)
+    redacted_at = models.DateTimeField(null=True, blank=True, help_text="When retention redacted the detail.")
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                               related_name="+")
     actor_label = models.CharField(max_length=200, help_text="Who acted, kept even if the user is deleted.")
@@ -155,14 +189,21 @@ class ApprovalEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["created_at"], name="detached_audit_created_idx",
+                                condition=models.Q(request__isnull=True))]
 
     def save(self, *args, **kwargs) -> None:
         if self.pk is not None:
-            raise ValueError("The approval audit log is append-only.")
+            raise AppendOnlyError(APPEND_ONLY)
         super().save(*args, **kwargs)
 
     def delete(self, *args, **kwargs):
-        raise ValueError("The approval audit log is append-only.")
+        raise AppendOnlyError(APPEND_ONLY)
+
+    @classmethod
+    def retention_queryset(cls) -> models.QuerySet:
+        """A plain queryset that can update and delete: for `approvals.retention` alone."""
+        return models.QuerySet(model=cls)
 
 
 class DeliveryStatus(models.TextChoices):

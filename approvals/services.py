@@ -61,8 +61,13 @@ SYSTEM = Actor(label="system")
 
 def _record(request: ApprovalRequest, *, actor: Actor, action: str, from_status: str = "", to_status: str = "",
             detail: dict | None = None) -> ApprovalEvent:
+    # The kept fields let the row outlive the request and the run (approvals.retention).
+    run_id = request.context.get("run_id") or request.call.run_id
     return ApprovalEvent.objects.create(request=request, actor=actor.user, actor_label=actor.label, action=action,
-                                        from_status=from_status, to_status=to_status, detail=detail or {})
+                                        from_status=from_status, to_status=to_status, detail=detail or {},
+                                        tenant_id=request.tenant_id, approval_ref=request.pk, run_ref=run_id,
+                                        call_ref=request.context.get("call_id") or request.call.call_id,
+                                        skill_name=request.skill_name, skill_version=request.skill_version)
 
 
 def _record_span(**kwargs: Any) -> None:

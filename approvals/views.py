@@ -152,6 +152,6 @@ def _decision_reply(request: HttpRequest, approval: ApprovalRequest, *, error: s
 def history(request: HttpRequest) -> HttpResponse:
     """The decisions this approver made, newest first."""
     events = (ApprovalEvent.objects.filter(actor=request.user, action__in=["approved", "declined", "vote"])
-              .select_related("request__tenant").order_by("-created_at", "-id"))
+              .select_related("request", "tenant").order_by("-created_at", "-id"))
     page = Paginator(events, 50).get_page(request.GET.get("page"))
     return render(request, "approvals/history.html", {"page": page})

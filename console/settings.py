@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "approvals",
     "traces",
     "reliability",
+    "retention",
 ]
 
 MIDDLEWARE = [
@@ -193,6 +194,18 @@ if not AIRLOCK_SIGNING_KEY and not DEBUG:
 AIRLOCK_SIGNING_KEY_FILE = VAR_DIR / "signing_key.pem"
 # Encrypts values kept but never stored readable (raw arguments awaiting approval, tenant secrets).
 AIRLOCK_SEALING_KEY = env_str("AIRLOCK_SEALING_KEY")
+
+# Retention (retention/services.py, every 10 minutes through beat or run_periodic): closed runs with
+# their calls, events, approvals, idempotency records and deliveries go this many days after they
+# end; their approval audit rows stay, redacted, for the longer audit period. 0 keeps forever.
+AIRLOCK_RUN_RETENTION_DAYS = env_int("AIRLOCK_RUN_RETENTION_DAYS", 90)
+AIRLOCK_AUDIT_RETENTION_DAYS = env_int("AIRLOCK_AUDIT_RETENTION_DAYS", 365)
+if AIRLOCK_AUDIT_RETENTION_DAYS and AIRLOCK_AUDIT_RETENTION_DAYS < AIRLOCK_RUN_RETENTION_DAYS:
+    raise ImproperlyConfigured(
+        f"AIRLOCK_AUDIT_RETENTION_DAYS={AIRLOCK_AUDIT_RETENTION_DAYS} must be 0 (kept forever) or at least "
+        f"AIRLOCK_RUN_RETENTION_DAYS={AIRLOCK_RUN_RETENTION_DAYS}: the audit trail outlives the runs it records."
+    )
+AIRLOCK_RETENTION_BATCH_SIZE = env_int("AIRLOCK_RETENTION_BATCH_SIZE", 500, minimum=1)
 
 # The egress guard (lib/egress.py) for every request the server makes to an address someone else chose:
 # webhooks, http and MCP skills, MCP import, status checks, trace forwarding. Private, loopback, link-local

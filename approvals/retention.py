@@ -1,0 +1,103 @@
+"""The audit log under retention: the one path allowed to change `ApprovalEvent` rows.
+
+The log is append-only for everyone else (`ApprovalEvent.save`/`delete` and the queryset's
+`update`/`delete`/`bulk_update` raise `AppendOnlyError`). Retention needs two exceptions, both here:
+
+1. When a run past its retention period is deleted, its approval requests go and their audit rows
+   stay, reduced to the redacted form below (`redact_and_delete_requests`). A row keeps who acted
+   (`actor_label`), what (`action`, `from_status`, `to_status`), when (`created_at`), and for which
+   tenant, approval, run, call and skill (the kept fields). Its `detail` keeps only identifiers,
+   counts and hashes (`KEPT_DETAIL_KEYS`), the paths of edited arguments without their values, and
+   a hash marker (`traces.redaction.redacted_marker`) for anything else: no arguments, no results,
+   no free text.
+2. A detached row (its request deleted) older than `AIRLOCK_AUDIT_RETENTION_DAYS` is deleted
+   (`purge_expired_audit`), in small separate deletes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.models import ApprovalEvent, ApprovalRequest
+from traces.redaction import mask_secrets, redact, redacted_marker
+
+# Identifiers, counts, flags and hashes: what an auditor needs to tell decisions apart, nothing reusable.
+KEPT_DETAIL_KEYS = frozenset({"via", "rule_id", "policy_version", "arguments_sha256", "votes", "required",
+                              "approvers", "edited", "is_error", "error_class", "error_code"})
+RETENTION_REASON = "retention"
+
+
+def redacted_detail(detail: dict[str, Any]) -> dict[str, Any]:
+    """The documented redacted form of an audit row's `detail` (see the module docstring)."""
+    out: dict[str, Any] = {}
+    for key, value in (detail or {}).items():
+        if key in KEPT_DETAIL_KEYS:
+            out[key] = redact(value)
+        elif key == "changes" and isinstance(value, list):
+            out[key] = [{"path": mask_secrets(str(change.get("path", ""))), "op": str(change.get("op", ""))}
+                        for change in value if isinstance(change, dict)]
+        else:
+            out[key] = redacted_marker(value, reason=RETENTION_REASON)
+    return out
+
+
+def _redact_rows(rows: Iterable[ApprovalEvent], now: datetime) -> int:
+    changed = []
+    for row in rows:
+        row.detail = redacted_detail(row.detail)
+        row.redacted_at = now
+        changed.append(row)
+    if changed:
+        ApprovalEvent.retention_queryset().bulk_update(changed, ["detail", "redacted_at"])
+    return len(changed)
+
+
+def redact_and_delete_requests(*, request_ids: list[int], now: datetime | None = None) -> tuple[int, int]:
+    """Redact the audit rows of these approval requests, then delete the requests (and their votes);
+    the rows stay, detached. One short transaction, so no row is ever detached unredacted.
+    Returns (rows redacted, requests deleted)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        rows = ApprovalEvent.retention_queryset().filter(request_id__in=request_ids, redacted_at__isnull=True)
+        redacted = _redact_rows(rows.only("pk", "detail"), now)
+        deleted = ApprovalRequest.objects.filter(pk__in=request_ids).delete()[1].get("approvals.ApprovalRequest", 0)
+    return redacted, deleted
+
+
+def detached_unredacted():
+    """Rows whose request was deleted some other way (an admin deleting a run): retention redacts them too."""
+    return ApprovalEvent.retention_queryset().filter(request__isnull=True, redacted_at__isnull=True)
+
+
+def expired_audit(*, now: datetime | None = None):
+    """Detached rows past the audit period; none while AIRLOCK_AUDIT_RETENTION_DAYS is 0 (kept forever)."""
+    if not settings.AIRLOCK_AUDIT_RETENTION_DAYS:
+        return ApprovalEvent.retention_queryset().none()
+    cutoff = (now or timezone.now()) - timedelta(days=settings.AIRLOCK_AUDIT_RETENTION_DAYS)
+    return ApprovalEvent.retention_queryset().filter(request__isnull=True, created_at__lt=cutoff)
+
+
+def purge_expired_audit(*, now: datetime | None = None, batch_size: int, max_batches: int) -> tuple[int, int, int]:
+    """Redact stray detached rows, then delete detached rows past the audit period, `batch_size` rows
+    per statement and at most `max_batches` statements. Returns (redacted, deleted, statements)."""
+    now = now or timezone.now()
+    redacted = deleted = batches = 0
+    while batches < max_batches:
+        rows = list(detached_unredacted().order_by("pk").only("pk", "detail")[:batch_size])
+        if not rows:
+            break
+        redacted += _redact_rows(rows, now)
+        batches += 1
+    while batches < max_batches:
+        ids = list(expired_audit(now=now).order_by("pk").values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            break
+        deleted += ApprovalEvent.retention_queryset().filter(pk__in=ids).delete()[0]
+        batches += 1
+    return redacted, deleted, batches

@@ -1,0 +1,174 @@
+"""Retention of runs and everything they own: calls, run events, approval requests and votes,
+idempotency records, webhook deliveries, reconciliation items, long jobs and pipelines.
+
+The orchestration lives here, above `runs`, `approvals` and `reliability`, because it deletes from
+all three; each app's rows are deleted through its own models, and the approval audit log only
+through `approvals.retention`, its one retention path.
+
+A run goes when it is closed (completed, failed or cancelled), ended more than
+AIRLOCK_RUN_RETENTION_DAYS ago, and nothing of it is still live: no call executing or awaiting
+approval, no approval pending, approved or executing, no open reconciliation item, no running long
+job, no unfinished pipeline. Rows go in small separate deletes of AIRLOCK_RETENTION_BATCH_SIZE,
+children first, so no statement holds locks for long; an interrupted purge leaves rows the next
+one finishes. Audit rows outlive the run, redacted, for AIRLOCK_AUDIT_RETENTION_DAYS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from approvals import retention as audit
+from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalStatus, WebhookDelivery
+from reliability.models import (
+    JobStatus,
+    LongJob,
+    Pipeline,
+    PipelineStatus,
+    PipelineStep,
+    ReconciliationItem,
+    ReconciliationStatus,
+)
+from runs.models import CallStatus, IdempotencyRecord, Run, RunEvent, RunStatus, ToolCall
+
+CLOSED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+LIVE_CALL_STATUSES = (CallStatus.EXECUTING, CallStatus.AWAITING_APPROVAL)
+LIVE_APPROVAL_STATUSES = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED, ApprovalStatus.EXECUTING)
+LIVE_PIPELINE_STATUSES = (PipelineStatus.PENDING, PipelineStatus.RUNNING, PipelineStatus.WAITING)
+RUNS_PER_GROUP = 100
+DEFAULT_MAX_BATCHES = 200
+
+
+@dataclass
+class RetentionReport:
+    """What one purge deleted (or, for a dry run, would delete); `finished` is False when the batch
+    budget ran out first and the next purge has more to do."""
+
+    runs: int = 0
+    calls: int = 0
+    events: int = 0
+    approvals: int = 0
+    idempotency_records: int = 0
+    deliveries: int = 0
+    audit_redacted: int = 0
+    audit_deleted: int = 0
+    batches: int = 0
+    finished: bool = True
+
+    def as_dict(self) -> dict[str, int | bool]:
+        return asdict(self)
+
+
+class _Budget:
+    def __init__(self, max_batches: int) -> None:
+        self.left = max_batches
+
+    def spend(self) -> None:
+        self.left -= 1
+
+
+def expired_runs(*, now: datetime | None = None) -> QuerySet[Run]:
+    """The runs retention may delete now (the rule in the module docstring, written once)."""
+    if not settings.AIRLOCK_RUN_RETENTION_DAYS:
+        return Run.objects.none()
+    cutoff = (now or timezone.now()) - timedelta(days=settings.AIRLOCK_RUN_RETENTION_DAYS)
+    ended_before = Q(finished_at__lt=cutoff) | Q(finished_at__isnull=True, updated_at__lt=cutoff)
+    return (Run.objects.filter(ended_before, status__in=CLOSED_RUN_STATUSES)
+            .exclude(calls__status__in=LIVE_CALL_STATUSES)
+            .exclude(calls__approval__status__in=LIVE_APPROVAL_STATUSES)
+            .exclude(reconciliation_items__status=ReconciliationStatus.OPEN)
+            .exclude(long_jobs__status=JobStatus.RUNNING)
+            .exclude(pipelines__status__in=LIVE_PIPELINE_STATUSES))
+
+
+def count_expired(*, now: datetime | None = None) -> RetentionReport:
+    """The dry run: how many rows a purge would delete or redact now, deleting nothing."""
+    runs = expired_runs(now=now)
+    run_ids = runs.values("pk")
+    return RetentionReport(
+        runs=runs.count(),
+        calls=ToolCall.objects.filter(run__in=run_ids).count(),
+        events=RunEvent.objects.filter(run__in=run_ids).count(),
+        approvals=ApprovalRequest.objects.filter(call__run__in=run_ids).count(),
+        idempotency_records=IdempotencyRecord.objects.filter(call__run__in=run_ids).count(),
+        deliveries=WebhookDelivery.objects.filter(run__in=run_ids).count(),
+        audit_redacted=(ApprovalEvent.objects.filter(request__call__run__in=run_ids, redacted_at__isnull=True).count()
+                        + audit.detached_unredacted().count()),
+        audit_deleted=audit.expired_audit(now=now).count(),
+    )
+
+
+def _delete_in_batches(queryset: QuerySet, *, batch_size: int, budget: _Budget) -> tuple[int, bool]:
+    """Delete the queryset's rows `batch_size` at a time; (rows deleted, whether all are gone)."""
+    model = queryset.model
+    deleted = 0
+    while budget.left > 0:
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return deleted, True
+        deleted += model.objects.filter(pk__in=ids).delete()[1].get(model._meta.label, 0)
+        budget.spend()
+    return deleted, False
+
+
+def _delete_approvals(run_ids: list, *, batch_size: int, budget: _Budget, report: RetentionReport) -> bool:
+    requests = ApprovalRequest.objects.filter(call__run_id__in=run_ids)
+    while budget.left > 0:
+        ids = list(requests.order_by("pk").values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return True
+        redacted, deleted = audit.redact_and_delete_requests(request_ids=ids)
+        report.audit_redacted += redacted
+        report.approvals += deleted
+        budget.spend()
+    return False
+
+
+def _purge_group(run_ids: list, *, now: datetime, batch_size: int, budget: _Budget, report: RetentionReport) -> bool:
+    """Delete one group of expired runs, children first; False when the budget ran out midway."""
+    def step(queryset: QuerySet, field: str | None) -> bool:
+        deleted, done = _delete_in_batches(queryset, batch_size=batch_size, budget=budget)
+        if field:
+            setattr(report, field, getattr(report, field) + deleted)
+        return done
+
+    return (step(WebhookDelivery.objects.filter(run_id__in=run_ids), "deliveries")
+            and step(RunEvent.objects.filter(run_id__in=run_ids), "events")
+            and _delete_approvals(run_ids, batch_size=batch_size, budget=budget, report=report)
+            and step(IdempotencyRecord.objects.filter(call__run_id__in=run_ids), "idempotency_records")
+            and step(ReconciliationItem.objects.filter(run_id__in=run_ids), None)
+            and step(PipelineStep.objects.filter(pipeline__run_id__in=run_ids), None)
+            and step(Pipeline.objects.filter(run_id__in=run_ids), None)
+            and step(LongJob.objects.filter(run_id__in=run_ids), None)
+            and step(ToolCall.objects.filter(run_id__in=run_ids), "calls")
+            # Checked again: a run that came back to life meanwhile keeps what is left of it.
+            and step(expired_runs(now=now).filter(pk__in=run_ids), "runs"))
+
+
+def purge_expired_records(*, now: datetime | None = None, batch_size: int | None = None,
+                          max_batches: int = DEFAULT_MAX_BATCHES) -> RetentionReport:
+    """Delete expired runs and all they own, then redact and expire detached audit rows, in at most
+    `max_batches` deletes of `batch_size` rows each. Safe to run twice or concurrently with itself
+    (a second purge finds nothing left or deletes nothing twice); call again while not `finished`."""
+    now = now or timezone.now()
+    batch_size = batch_size or settings.AIRLOCK_RETENTION_BATCH_SIZE
+    budget = _Budget(max_batches)
+    report = RetentionReport()
+    while budget.left > 0:
+        run_ids = list(expired_runs(now=now).order_by("finished_at", "pk").values_list("pk", flat=True)
+                       [:RUNS_PER_GROUP])
+        if not run_ids:
+            break
+        if not _purge_group(run_ids, now=now, batch_size=batch_size, budget=budget, report=report):
+            break
+    redacted, deleted, batches = audit.purge_expired_audit(now=now, batch_size=batch_size, max_batches=budget.left)
+    budget.left -= batches
+    report.audit_redacted += redacted
+    report.audit_deleted += deleted
+    report.batches = max_batches - budget.left
+    report.finished = budget.left > 0
+    return report
