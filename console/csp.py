@@ -1,0 +1,48 @@
+"""The Content-Security-Policy of every console page (django-csp), with two per-request additions.
+
+The policy itself is CONTENT_SECURITY_POLICY in settings: scripts, styles, frames and forms from this
+origin only, no inline script or style. This middleware adds what a static setting cannot say:
+
+- connect-src gets the websocket form of this very origin (`ws://host` or `wss://host`, the Host
+  already checked against ALLOWED_HOSTS), for the live inbox at /ws/approvals/;
+- the API reference page (drf-spectacular's Redoc) loads its script from a CDN and styles itself
+  inline; that one page, which shows only the public OpenAPI schema, gets a wider policy.
+"""
+
+from __future__ import annotations
+
+from csp.middleware import CSPMiddleware, PolicyParts
+from django.http import HttpRequest, HttpResponseBase
+
+REDOC_CDN = "https://cdn.jsdelivr.net"
+PAGE_POLICIES: dict[str, dict[str, list[str]]] = {
+    "api-docs": {
+        "script-src": ["'self'", REDOC_CDN],
+        "style-src": ["'self'", "'unsafe-inline'", "https://fonts.googleapis.com"],
+        "font-src": ["'self'", "https://fonts.gstatic.com"],
+        "img-src": ["'self'", "data:", "https:"],
+        "worker-src": ["'self'", "blob:"],
+    },
+}
+
+
+class ConsoleCSPMiddleware(CSPMiddleware):
+    def get_policy_parts(self, request: HttpRequest, response: HttpResponseBase,
+                         report_only: bool = False) -> PolicyParts:
+        parts = super().get_policy_parts(request, response, report_only)
+        if report_only:
+            return parts
+        update = dict(parts.update or {})
+        try:
+            host = request.get_host()
+        except Exception:  # DisallowedHost: Django answers 400 anyway; the base policy still applies
+            host = ""
+        if host:
+            websocket = f"{'wss' if request.is_secure() else 'ws'}://{host}"
+            update["connect-src"] = [*update.get("connect-src", []), websocket]
+        match = getattr(request, "resolver_match", None)
+        page_policy = PAGE_POLICIES.get(match.view_name if match else "")
+        if page_policy:
+            parts.replace = {**(parts.replace or {}), **page_policy}
+        parts.update = update
+        return parts
