@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -31,6 +30,7 @@ from approvals.models import (
 from console.models import Role
 from console.tenancy import require_role
 from lib.canonical import sha256_of
+from lib.schema_patterns import SchemaValidator, UnsupportedPattern
 from lib.sealing import seal, unseal
 from runs import lifecycle
 from runs.authorization import decision_on
@@ -214,9 +214,12 @@ def _validated_edit(approval: ApprovalRequest, arguments: Any) -> _Edit | None:
         return None
     schema = _input_schema(approval)
     if schema is not None:
-        validator_class = jsonschema.validators.validator_for(schema)
-        validator = validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)
-        errors = sorted(validator.iter_errors(edited), key=lambda e: list(e.absolute_path))
+        validator = SchemaValidator(schema, format_checker=SchemaValidator.FORMAT_CHECKER)  # patterns on RE2
+        try:
+            errors = sorted(validator.iter_errors(edited), key=lambda e: list(e.absolute_path))
+        except UnsupportedPattern as exc:
+            raise InvalidDecision(f"{approval.skill_name} {approval.skill_version} has an input pattern Airlock "
+                                  f"cannot run safely ({exc}); approve the arguments as proposed or decline.") from None
         if errors:
             fields = [{"path": "/" + "/".join(str(p) for p in error.absolute_path), "message": error.message}
                       for error in errors]
