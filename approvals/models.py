@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from console.models import Agent, Tenant
 from console.tenancy import TenantScopedQuerySet
+from lib.identity import is_same_person
 
 
 class ApprovalStatus(models.TextChoices):
@@ -105,11 +106,11 @@ class ApprovalRequest(models.Model):
         return self.call.run
 
     def acts_for(self, user) -> bool:
-        """True when the run acts on behalf of this user: they may not approve it themselves."""
-        end_user = (self.context.get("end_user") or "").strip().lower()
-        if not end_user:
-            return False
-        return end_user in {user.get_username().lower(), (user.email or "").lower()} - {""}
+        """True when the run acts on behalf of this user: they may not approve it themselves.
+
+        Compared through lib.identity (case, Unicode forms, invisible characters, `user:` prefixes,
+        `account:<id>` bindings), so that a respelling of the approver's name is still the approver."""
+        return is_same_person(str(self.context.get("end_user") or ""), user)
 
     def decided_summary(self) -> str:
         when = self.decided_at.strftime("%Y-%m-%d %H:%M:%S UTC") if self.decided_at else "an unknown time"

@@ -29,7 +29,7 @@ class AgentAdmin(admin.ModelAdmin):
 
 @admin.register(PersonalAccessToken)
 class PersonalAccessTokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "user", "key_lookup", "created_at", "revoked_at"]
+    list_display = ["name", "user", "key_lookup", "scopes", "created_at", "expires_at", "revoked_at"]
     readonly_fields = ["key_lookup", "key_hash", "last_used_at"]
 
 

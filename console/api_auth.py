@@ -9,7 +9,7 @@ from django.core.cache import cache
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
-from console.models import Agent, PersonalAccessToken
+from console.models import Agent, PersonalAccessToken, TokenScope
 
 
 class KeyError401(exceptions.AuthenticationFailed):
@@ -18,35 +18,60 @@ class KeyError401(exceptions.AuthenticationFailed):
 
 
 class TooManyBadKeys(exceptions.AuthenticationFailed):
-    """429 for a client that keeps sending unknown keys; the key is not even looked up.
+    """429 for a wrong key from an address, or for a key lookup, that has sent too many wrong keys.
 
-    An AuthenticationFailed, so that the plain-Django endpoints (events, OTLP) refuse it too."""
+    Raised only after the key was checked and found wrong: a valid key always authenticates, even
+    from an address that guessed, or while others guess at its lookup. An AuthenticationFailed, so that
+    the plain-Django endpoints (events, OTLP) refuse it too; they answer its `status_code` and `wait`."""
 
     status_code = 429
 
     def __init__(self, wait: int) -> None:
         self.wait = wait
-        super().__init__(detail=f"Too many invalid keys from this client; retry in {wait} s.", code="too_many_bad_keys")
+        super().__init__(detail=f"Too many invalid keys from this client or for this key; retry in {wait} s.",
+                         code="too_many_bad_keys")
 
 
-def _bad_key_counter(request) -> str:
-    window = int(time.time() // 60)
-    return f"airlock:bad-keys:{request.META.get('REMOTE_ADDR', '')}:{window}"
+class MissingScope(exceptions.PermissionDenied):
+    """403 for a personal access token used outside its scopes; `scope` names the one it lacks."""
+
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+        super().__init__(detail=f"This access token lacks the '{scope}' scope; create a token with it in the "
+                                "console (Access tokens).", code="insufficient_scope")
 
 
-def _refuse_if_guessing(request) -> None:
-    limit = getattr(settings, "AIRLOCK_BAD_KEYS_PER_MINUTE", 30)
-    if (cache.get(_bad_key_counter(request)) or 0) >= limit:
-        raise TooManyBadKeys(wait=60 - int(time.time()) % 60)
+class _BadKey(KeyError401):
+    """A key that is malformed, or whose lookup or secret does not match: what a guesser sends."""
+
+    def __init__(self, code: str, message: str, *, lookup: str = "") -> None:
+        self.lookup = lookup
+        super().__init__(code, message)
 
 
-def _count_bad_key(request) -> None:
-    counter = _bad_key_counter(request)
-    cache.add(counter, 0, timeout=120)
-    try:
-        cache.incr(counter)
-    except ValueError:  # expired between add and incr
-        cache.set(counter, 1, timeout=120)
+BAD_KEY_WINDOW = 60  # seconds; counters are per fixed minute
+
+
+def _bad_key_counters(request, lookup: str) -> list[str]:
+    """One counter for the client's address and, when the key had a lookup part, one for that lookup."""
+    window = int(time.time() // BAD_KEY_WINDOW)
+    counters = [f"airlock:bad-keys:addr:{request.META.get('REMOTE_ADDR', '')}:{window}"]
+    if lookup:
+        counters.append(f"airlock:bad-keys:key:{lookup}:{window}")
+    return counters
+
+
+def _refuse_or_count_bad_key(request, lookup: str) -> None:
+    """After a wrong key: 429 when its address or lookup is over the limit this minute, else count it."""
+    counters = _bad_key_counters(request, lookup)
+    if any((cache.get(counter) or 0) >= settings.AIRLOCK_BAD_KEYS_PER_MINUTE for counter in counters):
+        raise TooManyBadKeys(wait=max(1, BAD_KEY_WINDOW - int(time.time()) % BAD_KEY_WINDOW))
+    for counter in counters:
+        cache.add(counter, 0, timeout=2 * BAD_KEY_WINDOW)
+        try:
+            cache.incr(counter)
+        except ValueError:  # expired between add and incr
+            cache.set(counter, 1, timeout=2 * BAD_KEY_WINDOW)
 
 
 @dataclass(frozen=True)
@@ -71,12 +96,15 @@ class AgentPrincipal:
 def _split_key(raw: str, prefix: str) -> str:
     parts = raw.split("_", 2)
     if len(parts) != 3 or parts[0] != prefix or len(parts[1]) != 12 or len(parts[2]) < 20:
-        raise KeyError401("malformed_key", f"The bearer token is not an Airlock key ({prefix}_<lookup>_<secret>).")
+        raise _BadKey("malformed_key", f"The bearer token is not an Airlock key ({prefix}_<lookup>_<secret>).")
     return parts[1]
 
 
 class AgentKeyAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Bearer ak_...` for agents, `Bearer pat_...` for approvers' personal tokens."""
+    """`Authorization: Bearer ak_...` for agents, `Bearer pat_...` for approvers' personal tokens.
+
+    Wrong keys are counted per address and per key lookup; past AIRLOCK_BAD_KEYS_PER_MINUTE the next
+    wrong key gets 429 instead of 401. A right key is never refused for someone else's guessing."""
 
     keyword = "Bearer"
 
@@ -84,24 +112,23 @@ class AgentKeyAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1")
         if not header:
             return None
-        _refuse_if_guessing(request)
         try:
             return self._authenticate_token(header)
-        except KeyError401:
-            _count_bad_key(request)
+        except _BadKey as exc:
+            _refuse_or_count_bad_key(request, exc.lookup)
             raise
 
     def _authenticate_token(self, header: str):
         scheme, _, token = header.partition(" ")
         token = token.strip()
         if scheme.lower() != self.keyword.lower() or not token or " " in token:
-            raise KeyError401("malformed_key", "Use the header 'Authorization: Bearer <key>'.")
+            raise _BadKey("malformed_key", "Use the header 'Authorization: Bearer <key>'.")
         if token.startswith("pat_"):
             return self._authenticate_personal_token(token)
         lookup = _split_key(token, "ak")
         agent = Agent.objects.select_related("tenant").filter(key_lookup=lookup).first()
         if agent is None or not agent.key_matches(token):
-            raise KeyError401("unknown_key", "This API key is not known to Airlock.")
+            raise _BadKey("unknown_key", "This API key is not known to Airlock.", lookup=f"ak_{lookup}")
         if agent.is_revoked:
             raise KeyError401("revoked_key", "This API key was revoked; ask a tenant admin for a new one.")
         agent.touch()
@@ -111,9 +138,12 @@ class AgentKeyAuthentication(authentication.BaseAuthentication):
         lookup = _split_key(token, "pat")
         pat = PersonalAccessToken.objects.select_related("user").filter(key_lookup=lookup).first()
         if pat is None or not pat.key_matches(token):
-            raise KeyError401("unknown_key", "This access token is not known to Airlock.")
+            raise _BadKey("unknown_key", "This access token is not known to Airlock.", lookup=f"pat_{lookup}")
         if pat.revoked_at is not None:
             raise KeyError401("revoked_key", "This access token was revoked.")
+        if pat.is_expired:
+            raise KeyError401("expired_token", f"This access token expired at {pat.expires_at:%Y-%m-%d %H:%M} UTC; "
+                                               "create a new one in the console (Access tokens).")
         if not pat.user.is_active:
             raise KeyError401("revoked_key", "The user of this access token is inactive.")
         pat.touch()
@@ -133,9 +163,17 @@ class IsAgent(permissions.BasePermission):
 
 
 class IsHuman(permissions.BasePermission):
-    """A logged-in person (session or personal access token), never an agent key."""
+    """A logged-in person (session or personal access token), never an agent key.
+
+    A personal access token needs the `read` scope for safe methods and `approve` for anything else."""
 
     def has_permission(self, request: Request, view) -> bool:
         if request.user is None or not getattr(request.user, "is_authenticated", False):
             raise exceptions.NotAuthenticated("Log in, or send a personal access token.")
-        return isinstance(request.user, get_user_model())
+        if not isinstance(request.user, get_user_model()):
+            return False
+        if isinstance(request.auth, PersonalAccessToken):
+            needed = TokenScope.READ if request.method in permissions.SAFE_METHODS else TokenScope.APPROVE
+            if not request.auth.has_scope(needed):
+                raise MissingScope(needed.value)
+        return True

@@ -50,7 +50,9 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         body = error_body(error_class, code, "The request is not valid.", fields=detail)
     else:
         body = error_body(error_class, code, str(detail))
-    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+    if isinstance(exc, exceptions.APIException) and getattr(exc, "wait", None) is not None:  # throttled, key guessing
         body["error"]["retry_after"] = int(exc.wait)
+    if getattr(exc, "scope", None):  # console.api_auth.MissingScope
+        body["error"]["required_scope"] = exc.scope
     response.data = body
     return response

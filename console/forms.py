@@ -1,8 +1,9 @@
 from django import forms
+from django.conf import settings
 from django.contrib.auth.validators import UnicodeUsernameValidator
-from django.core.validators import validate_email
+from django.core.validators import MaxValueValidator, validate_email
 
-from console.models import Role
+from console.models import Role, TokenScope
 
 
 class MemberRolesForm(forms.Form):
@@ -50,3 +51,20 @@ class AgentForm(forms.Form):
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="What will use it, for example slack-bot.")
+    scopes = forms.MultipleChoiceField(
+        choices=TokenScope.choices, widget=forms.CheckboxSelectMultiple, initial=[TokenScope.READ],
+        help_text="Read: list and view requests. Approve: decide them (and any other change your roles allow "
+                  "through the API). A token without Approve is read-only.",
+        error_messages={"required": "Choose at least one scope."},
+    )
+    expires_in_days = forms.IntegerField(label="Expires in (days)", min_value=1)
+
+    def __init__(self, *args, **kwargs) -> None:
+        """The lifetime's default and ceiling come from settings, read when the form is made."""
+        super().__init__(*args, **kwargs)
+        days = self.fields["expires_in_days"]
+        days.initial = settings.AIRLOCK_TOKEN_DEFAULT_DAYS
+        days.max_value = settings.AIRLOCK_TOKEN_MAX_DAYS
+        days.validators.append(MaxValueValidator(settings.AIRLOCK_TOKEN_MAX_DAYS))
+        days.widget.attrs.update(max=settings.AIRLOCK_TOKEN_MAX_DAYS, min=1)
+        days.help_text = f"The token stops working after this many days (at most {settings.AIRLOCK_TOKEN_MAX_DAYS})."

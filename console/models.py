@@ -136,14 +136,28 @@ class Agent(BearerKeyMixin, models.Model):
         return self.revoked_at is not None
 
 
+class TokenScope(models.TextChoices):
+    """What a personal access token may do. `read`: safe (GET) requests of the human API. `approve`:
+    decide approvals, and every other change the API lets the user's roles make; without it a token is
+    read-only."""
+
+    READ = "read", "Read"
+    APPROVE = "approve", "Approve"
+
+
 class PersonalAccessToken(BearerKeyMixin, models.Model):
-    """A token a human approver creates to use the approver API from a chat bot or script."""
+    """A token a human approver creates to use the approver API from a chat bot or script.
+
+    It always expires (`expires_at`) and carries scopes (TokenScope); console.api_auth refuses an
+    expired token and a request outside the token's scopes."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="access_tokens")
     name = models.CharField(max_length=100)
     key_lookup = models.CharField(max_length=16, unique=True)
     key_hash = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list, help_text="TokenScope values.")
     created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
@@ -154,6 +168,13 @@ class PersonalAccessToken(BearerKeyMixin, models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}: {self.name}"
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at <= timezone.now()
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
 
 
 

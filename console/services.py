@@ -1,5 +1,8 @@
 """Use cases of the console: agents, memberships, invitations and personal access tokens."""
 
+from collections.abc import Iterable
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
@@ -16,6 +19,7 @@ from console.models import (
     PersonalAccessToken,
     Role,
     Tenant,
+    TokenScope,
 )
 
 User = get_user_model()
@@ -52,8 +56,18 @@ def set_member_roles(*, tenant: Tenant, user, roles: set[str]) -> set[str]:
     return roles
 
 
-def create_personal_token(*, user, name: str) -> tuple[PersonalAccessToken, str]:
-    token = PersonalAccessToken(user=user, name=name)
+def create_personal_token(*, user, name: str, scopes: Iterable[str] = (TokenScope.READ, TokenScope.APPROVE),
+                          expires_in: timedelta | None = None) -> tuple[PersonalAccessToken, str]:
+    """A token with these scopes that stops working after `expires_in` (the configured default lifetime
+    when None, never longer than AIRLOCK_TOKEN_MAX_DAYS); returned with its key, shown once."""
+    scopes = sorted({TokenScope(scope).value for scope in scopes})
+    if not scopes:
+        raise ValueError("A token needs at least one scope.")
+    lifetime = expires_in if expires_in is not None else timedelta(days=settings.AIRLOCK_TOKEN_DEFAULT_DAYS)
+    if lifetime > timedelta(days=settings.AIRLOCK_TOKEN_MAX_DAYS):
+        raise ValueError(f"A token lives at most {settings.AIRLOCK_TOKEN_MAX_DAYS} days.")
+    now = timezone.now()
+    token = PersonalAccessToken(user=user, name=name, scopes=scopes, created_at=now, expires_at=now + lifetime)
     key = token.issue_key()
     token.save()
     return token, key

@@ -4,6 +4,7 @@ Unset REDIS_URL and DATABASE_URL give the embedded default: SQLite, the in-memor
 channel layer, eager Celery and a local-memory cache, all in one process.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -53,6 +54,7 @@ INSTALLED_APPS = [
     "traces",
     "reliability",
     "retention",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -69,6 +71,8 @@ MIDDLEWARE = [
     "console.csp.ConsoleCSPMiddleware",  # CONTENT_SECURITY_POLICY below, plus ws(s)://<this host>
     "django_htmx.middleware.HtmxMiddleware",
     "console.tenancy.CurrentTenantMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the login page saying so.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -139,6 +143,29 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "console:login"
 LOGIN_REDIRECT_URL = "console:home"
 LOGOUT_REDIRECT_URL = "console:login"
+
+# Login throttling (django-axes): after this many failed passwords for one account (from any address),
+# or from one address (for any accounts), logins of that account, or from that address, are refused for
+# this many minutes, even with the right password; a success before that resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("AIRLOCK_LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AIRLOCK_LOGIN_LOCKOUT_MINUTES = env_int("AIRLOCK_LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=AIRLOCK_LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "console.views.login_locked"
+AXES_VERBOSE = False
+
+# Personal access tokens (console/api_auth.py): the lifetime the console offers and the longest it allows.
+AIRLOCK_TOKEN_DEFAULT_DAYS = env_int("AIRLOCK_TOKEN_DEFAULT_DAYS", 30, minimum=1)
+AIRLOCK_TOKEN_MAX_DAYS = env_int("AIRLOCK_TOKEN_MAX_DAYS", 365, minimum=1)
+if AIRLOCK_TOKEN_DEFAULT_DAYS > AIRLOCK_TOKEN_MAX_DAYS:
+    raise ImproperlyConfigured(f"AIRLOCK_TOKEN_DEFAULT_DAYS={AIRLOCK_TOKEN_DEFAULT_DAYS} is above "
+                               f"AIRLOCK_TOKEN_MAX_DAYS={AIRLOCK_TOKEN_MAX_DAYS}.")
+# Key guessing (console/api_auth.py): unknown or wrong API keys allowed per minute from one address, and
+# per key lookup (the `ak_<lookup>` part) from anywhere, before further wrong keys get 429. A valid key
+# always authenticates.
+AIRLOCK_BAD_KEYS_PER_MINUTE = env_int("AIRLOCK_BAD_KEYS_PER_MINUTE", 30, minimum=1)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -1,7 +1,10 @@
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model, logout
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -23,6 +26,17 @@ class AirlockLoginView(LoginView):
     def get_context_data(self, **kwargs):
         # `make run` prints the demo logins; repeat the first one on the page, in development only.
         return super().get_context_data(debug_demo_hint=settings.DEBUG, **kwargs)
+
+
+def login_locked(request: HttpRequest, *args) -> HttpResponse:
+    """What django-axes answers instead of the login view while the account or address is locked out
+    (AXES_LOCKOUT_CALLABLE): the login page, saying so, with 429 and Retry-After."""
+    minutes = settings.AIRLOCK_LOGIN_LOCKOUT_MINUTES
+    context = {"form": AuthenticationForm(request), "locked_minutes": minutes, "debug_demo_hint": settings.DEBUG,
+               "next": request.POST.get("next", "")}
+    response = render(request, "registration/login.html", context, status=429)
+    response["Retry-After"] = str(minutes * 60)
+    return response
 
 
 @require_POST
@@ -211,7 +225,9 @@ def agent_revoke(request: HttpRequest, tenant_slug: str, agent_id: int) -> HttpR
 def token_list(request: HttpRequest) -> HttpResponse:
     form = TokenForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
-        token, key = services.create_personal_token(user=request.user, name=form.cleaned_data["name"])
+        token, key = services.create_personal_token(user=request.user, name=form.cleaned_data["name"],
+                                                    scopes=form.cleaned_data["scopes"],
+                                                    expires_in=timedelta(days=form.cleaned_data["expires_in_days"]))
         return render(request, "console/token_key.html", {"token": token, "key": key})
     return render(request, "console/tokens.html", {"tokens": request.user.access_tokens.all(), "form": form})
 

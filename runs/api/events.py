@@ -14,7 +14,7 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from rest_framework import exceptions
 
-from console.api_auth import AgentKeyAuthentication
+from console.api_auth import AgentKeyAuthentication, TooManyBadKeys
 from console.api_errors import error_body
 from console.models import Agent
 from runs.events import events_after
@@ -34,6 +34,11 @@ def _error(status: int, error_class: str, code: str, message: str) -> JsonRespon
 def _authenticate(request: HttpRequest) -> Agent | JsonResponse:
     try:
         result = AgentKeyAuthentication().authenticate(request)
+    except TooManyBadKeys as exc:  # this address or key lookup sent too many wrong keys: back off
+        response = JsonResponse(error_body("rate_limited", "too_many_bad_keys", str(exc.detail),
+                                           retry_after=exc.wait), status=429)
+        response["Retry-After"] = str(exc.wait)
+        return response
     except exceptions.AuthenticationFailed as exc:
         codes = exc.get_codes()
         return _error(401, "authentication", codes if isinstance(codes, str) else "invalid_key", str(exc.detail))

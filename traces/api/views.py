@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from console.api_auth import AgentKeyAuthentication, IsAgent
+from console.api_auth import AgentKeyAuthentication, IsAgent, TooManyBadKeys
 from console.api_errors import error_body
 from console.models import Agent
 from traces import ingest, otlp
@@ -87,6 +87,9 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
 def _authenticate(request: HttpRequest) -> Agent:
     try:
         found = AgentKeyAuthentication().authenticate(request)
+    except TooManyBadKeys as exc:  # 429 with Retry-After: OTLP exporters back off and retry on exactly that
+        raise ingest.IngestError(429, "too_many_bad_keys", str(exc.detail), retry_after=exc.wait,
+                                 error_class="rate_limited") from None
     except exceptions.AuthenticationFailed as exc:
         raise ingest.IngestError(401, str(exc.get_codes()), str(exc.detail), error_class="authentication") from None
     if found is None or not isinstance(found[1], Agent):
