@@ -68,7 +68,13 @@
         refreshCount();
         refreshCard(data.approval_id);
       };
-      socket.onclose = () => {
+      socket.onclose = (event) => {
+        // The server ends the socket when access ends: 4401 the session is gone, 4403 the role was lost.
+        if (event.code === 4401) { window.location.reload(); return; }  // the login page takes over
+        if (event.code === 4403) {
+          if (live) { live.textContent = "not live: you no longer approve here"; live.className = "pill bad"; }
+          return;
+        }
         if (live) { live.textContent = "reconnecting…"; live.className = "pill warn"; }
         setTimeout(connect, delay);
         delay = Math.min(delay * 2, 15000);
