@@ -21,6 +21,7 @@ from django.db.models import F
 
 from console.models import Agent
 from registry.models import DiscoveryQuery, SkillVersion
+from registry.offering import offered_to
 from registry.snapshots import SnapshotIndex
 
 # "module:function" paths or callables: f(agent, entries: list[dict]) -> list[dict] (a subset).
@@ -29,13 +30,6 @@ DISCOVERY_FILTERS: list[str | Callable] = []
 LOW_RESULT_THRESHOLD = 2
 MAX_LIMIT = 50
 STOP_WORDS = {"a", "an", "the", "to", "of", "for", "and", "or", "in", "on", "by", "with", "my", "me", "i", "is"}
-
-
-def allowed_by_manifest(agent: Agent, entry: dict) -> bool:
-    permissions = entry["manifest"].get("permissions", {})
-    tenants = permissions.get("allowed_tenants", [])
-    roles = permissions.get("allowed_agent_roles", [])
-    return ("*" in tenants or agent.tenant.slug in tenants) and ("*" in roles or agent.role in roles)
 
 
 def _resolve_filter(source: str | Callable) -> Callable:
@@ -61,7 +55,8 @@ def discoverable_entries(agent: Agent, index: SnapshotIndex) -> list[dict]:
         if key in _permitted_cache:
             _permitted_cache.move_to_end(key)
             return _permitted_cache[key]
-    entries = [entry for entry in index.current_entries() if allowed_by_manifest(agent, entry)]
+    entries = [entry for entry in index.current_entries()
+               if offered_to(entry["manifest"], tenant_slug=agent.tenant.slug, agent_role=agent.role)]
     for source in DISCOVERY_FILTERS:
         entries = list(_resolve_filter(source)(agent, entries))
     entries.sort(key=lambda entry: entry["name"])

@@ -27,6 +27,7 @@ from typing import Any
 
 from lib.endpoints import endpoint_of, leaves_airlock
 from registry.models import EFFECT_RANK
+from registry.offering import offered_to
 
 APPROVAL_RANK = {"not_required": 0, "required": 1, "two_person": 2}
 DATA_RANK = {"public": 0, "internal": 1, "confidential": 2, "restricted": 3}
@@ -197,9 +198,10 @@ class Reach:
     allowed_roles: list[str]
     grants: list[GrantReach] = field(default_factory=list)
 
+    manifest: dict = field(default_factory=dict)
+
     def allows(self, grant: GrantReach) -> bool:
-        tenant_ok = self.every_tenant or grant.tenant_slug in self.allowed_tenants
-        return tenant_ok and ("*" in self.allowed_roles or grant.agent_role in self.allowed_roles)
+        return offered_to(self.manifest, tenant_slug=grant.tenant_slug, agent_role=grant.agent_role)
 
     @property
     def rows(self) -> list[dict]:
@@ -222,4 +224,5 @@ def reach_of(manifest: dict) -> Reach:
         allowed_tenants=[t for t in tenants if t != "*"],
         allowed_roles=list(permissions.get("allowed_agent_roles") or []),
         grants=grants,
+        manifest=manifest,
     )

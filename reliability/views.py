@@ -13,6 +13,7 @@ from console.models import Role
 from console.tenancy import get_visible_or_404, has_role, is_platform_admin, tenant_for_user_or_404
 from lib.endpoints import endpoint_of
 from registry.models import Skill, SkillVersion, VersionStatus
+from registry.offering import offers_tenant
 from reliability import services
 from reliability.forms import CredentialBindingForm, CredentialForm, McpServerForm, ResolveForm
 from reliability.models import (
@@ -89,8 +90,7 @@ def credential_requests(tenant, name: str, bindings: list[CredentialBinding]) ->
                 .select_related("skill").order_by("skill__name", "-major", "-minor", "-patch"))
     rows = []
     for version in versions:
-        tenants = version.manifest.get("permissions", {}).get("allowed_tenants", [])
-        if "*" not in tenants and tenant.slug not in tenants:
+        if not offers_tenant(version.manifest, tenant.slug):
             continue
         endpoint = endpoint_of(str(version.manifest.get("execution", {}).get("adapter", "")))
         rows.append({"version": version, "endpoint": endpoint,

@@ -18,6 +18,7 @@ from policies import grants as grant_lookup
 from policies.engine import VERDICT_RANK, Decision
 from policies.services import ActivePolicies, evaluate_with_shadow, load_active_policies
 from registry.models import SkillVersion, VersionStatus
+from registry.offering import offers_role, offers_tenant
 from registry.snapshots import ResolvedSkill, index_for
 from runs import lifecycle
 from runs.errors import CallError, Declined, NotPermitted
@@ -49,23 +50,13 @@ class RunFacts:
                    taint_source=run.taint_source if taint_source is None else taint_source)
 
 
-def offered(manifest: dict, *, tenant_slug: str, agent_role: str) -> bool:
-    """Whether a skill version is offered to this tenant and agent role (a missing list offers it to all)."""
-    permissions = manifest.get("permissions") or {}
-    tenants = permissions.get("allowed_tenants", ["*"])
-    roles = permissions.get("allowed_agent_roles", ["*"])
-    return ("*" in tenants or tenant_slug in tenants) and ("*" in roles or agent_role in roles)
-
-
 def permitted(skill: ResolvedSkill, facts: RunFacts, grants: list[tuple[str, list[str]]], *,
               no_grant_code: str = "no_grant", available: list[str] | None = None) -> None:
     """Raise NotPermitted unless the skill is offered to the tenant and role and a grant covers it."""
     permissions = skill.manifest.get("permissions") or {}
-    tenants = permissions.get("allowed_tenants", ["*"])
-    if "*" not in tenants and facts.tenant_slug not in tenants:
+    if not offers_tenant(skill.manifest, facts.tenant_slug):
         raise NotPermitted(f"{skill.name} is not offered to this tenant.", code="tenant_not_allowed")
-    roles = permissions.get("allowed_agent_roles", ["*"])
-    if "*" not in roles and facts.agent_role not in roles:
+    if not offers_role(skill.manifest, facts.agent_role):
         raise NotPermitted(f"{skill.name} is not for agents with the role {facts.agent_role}.",
                            code="role_not_allowed")
     required = set(permissions.get("oauth_scopes") or [])
@@ -149,7 +140,7 @@ def skill_refusal(skill: ResolvedSkill) -> NotPermitted | None:
     return None
 
 
-__all__ = ["CALLABLE_STATUSES", "RunFacts", "approval_required", "decide", "decision_on", "live_refusal", "offered",
+__all__ = ["CALLABLE_STATUSES", "RunFacts", "approval_required", "decide", "decision_on", "live_refusal",
            "permitted", "policy_context", "policy_refusal", "skill_refusal"]
 
 

@@ -21,6 +21,7 @@ from policies import grants as grant_lookup
 from policies.engine import Decision
 from policies.services import ActivePolicies, load_active_policies
 from registry.models import MUTATING_EFFECTS, SkillVersion, VersionStatus
+from registry.offering import offered_to
 from registry.snapshots import ResolvedSkill, SnapshotIndex, index_for
 from runs import authorization, batch_input, client_exec, execution, lifecycle, ratelimit, recording
 from runs.adapters import InvocationContext
@@ -134,7 +135,7 @@ def _available(state: BatchState) -> list[str]:
     """What this agent may call: current skills its tenant and role are offered and a grant covers."""
     run = state.run
     names = [entry["name"] for entry in state.index.current_entries()
-             if authorization.offered(entry["manifest"], tenant_slug=run.tenant.slug, agent_role=run.agent.role)]
+             if offered_to(entry["manifest"], tenant_slug=run.tenant.slug, agent_role=run.agent.role)]
     return grant_lookup.granted_names([pattern for pattern, _ in state.grants], names)
 
 

@@ -41,16 +41,12 @@ def _reconstructed_exposure(run: Any) -> list[str] | None:
     Read-only display; when the pieces are missing the panel says "not recorded" instead."""
     try:
         from policies.grants import active_patterns, granted_names
+        from registry.offering import offered_to
         from registry.snapshots import load_snapshot
 
         index = load_snapshot(run.snapshot.number)
-        offered = []
-        for entry in index.current_entries():
-            permissions = entry.get("manifest", {}).get("permissions", {})
-            tenants = permissions.get("allowed_tenants", ["*"])
-            roles = permissions.get("allowed_agent_roles", ["*"])
-            if ("*" in tenants or run.tenant.slug in tenants) and ("*" in roles or run.agent.role in roles):
-                offered.append(entry["name"])
+        offered = [entry["name"] for entry in index.current_entries()
+                   if offered_to(entry.get("manifest", {}), tenant_slug=run.tenant.slug, agent_role=run.agent.role)]
         return granted_names(active_patterns(tenant_id=run.tenant_id, agent_role=run.agent.role), offered)
     except Exception:  # a display aid must not break the panel
         return None
