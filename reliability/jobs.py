@@ -20,13 +20,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from registry.snapshots import index_for
-from reliability import contracts, hygiene
-from reliability.asking import ask
-from reliability.delivery import deliver_final_result
 from reliability.models import JobStatus, LongJob
 from runs.authorization import live_refusal
 from runs.errors import CallError, NotPermitted
 from runs.models import CallStatus, Run, ToolCall
+from runs.plane import contracts, hygiene
+from runs.plane.asking import ask
+from runs.plane.delivery import deliver_final_result
 from runs.shaping import shape
 
 logger = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ def _final_result(call: ToolCall, *, succeeded: bool, content, message: str) -> 
                                                         else ".")}}
     problem = contracts.violation(content, manifest.get("output_schema"))
     if problem:
-        from reliability.alerts import notify_owners
+        from runs.plane.alerts import notify_owners
 
         notify_owners(skill_name=call.name, dedupe_key=f"contract:{call.name}:{skill['version']}",
                       subject=f"{call.name} {skill['version']} job result breaks its output_schema",

@@ -1,5 +1,8 @@
-"""What makes calls fail well: MCP servers, tenant credentials, breaker history, reconciliation
-items for unknown outcomes, long-running jobs, and pipelines run as sagas."""
+"""Multi-step work: reconciliation items for unknown outcomes, long-running jobs, and pipelines run as sagas.
+
+The execution plane's tables (MCP servers, credentials, breaker history) keep this app's label but their
+classes live in `runs.plane.models`; they are imported here so that Django registers them with this app.
+"""
 
 from __future__ import annotations
 
@@ -11,165 +14,18 @@ from django.utils import timezone
 
 from console.models import Tenant
 from console.tenancy import TenantScopedQuerySet
-from lib.sealing import seal, unseal
-from policies.models import pattern_covers
-
-
-class McpTransport(models.TextChoices):
-    HTTP = "http", "Streamable HTTP"
-    STDIO = "stdio", "stdio (local command)"
-
-
-class McpServer(models.Model):
-    """A registered MCP server reached by `mcp://<name>/<tool>` adapters.
-
-    Connection settings (URL or command, headers with credentials) live here, sealed, so that
-    manifests, snapshots and traces only ever name the server.
-    """
-
-    name = models.SlugField(max_length=63, unique=True)
-    transport = models.CharField(max_length=8, choices=McpTransport.choices, default=McpTransport.HTTP)
-    url = models.URLField(max_length=500, blank=True, help_text="Streamable HTTP endpoint, e.g. https://host/mcp.")
-    command = models.CharField(max_length=500, blank=True, help_text="For stdio: the command line that starts it.")
-    headers_sealed = models.TextField(blank=True, help_text="Extra HTTP headers (credentials), sealed.")
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def set_headers(self, headers: dict[str, str]) -> None:
-        self.headers_sealed = seal(headers) if headers else ""
-
-    def headers(self) -> dict[str, str]:
-        return unseal(self.headers_sealed) if self.headers_sealed else {}
-
-
-class CredentialQuerySet(TenantScopedQuerySet):
-    pass
-
-
-class Credential(models.Model):
-    """A tenant's secret for a downstream service, referenced by name (`execution.credential`).
-
-    Sealed at rest; attached by the adapter at execution only; never returned by any page or API.
-    An empty `end_user` serves every end user; a row for one end user wins over it.
-    """
-
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="credentials")
-    name = models.SlugField(max_length=100, help_text="The name manifests use, e.g. zendesk_token.")
-    end_user = models.CharField(max_length=200, blank=True, help_text="Only for this end user (blank: all).")
-    header = models.CharField(max_length=100, default="Authorization")
-    scheme = models.CharField(max_length=30, default="Bearer", blank=True, help_text="Prefix, e.g. Bearer.")
-    sealed_value = models.TextField()
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
-    created_at = models.DateTimeField(default=timezone.now)
-    rotated_at = models.DateTimeField(null=True, blank=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-
-    objects = CredentialQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["name", "end_user"]
-        constraints = [models.UniqueConstraint(fields=["tenant", "name", "end_user"], name="unique_credential")]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.tenant})"
-
-    def header_value(self) -> str:
-        value = unseal(self.sealed_value)
-        return f"{self.scheme} {value}" if self.scheme else value
-
-
-class CredentialBindingQuerySet(TenantScopedQuerySet):
-    pass
-
-
-class CredentialBinding(models.Model):
-    """Where a tenant lets one of its credentials go: skills (a name, or `namespace.*`) at one endpoint.
-
-    A credential is attached to a request only when a binding of the calling tenant covers both the
-    skill's name and the endpoint the request goes to (`lib.endpoints.endpoint_of`: `https://host[:port]`,
-    `mcp://server`, `python:module.function`). Skill owners cannot write these: tenant admins do,
-    through `reliability.services`, and every change leaves a `CredentialAudit` row.
-    """
-
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="credential_bindings")
-    credential_name = models.SlugField(max_length=100)
-    skill_pattern = models.CharField(max_length=200, help_text="customer.read_profile, or customer.* for a namespace.")
-    endpoint = models.CharField(max_length=300, help_text="https://api.example.com[:port], mcp://server or python:f.")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
-    created_at = models.DateTimeField(default=timezone.now)
-
-    objects = CredentialBindingQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["credential_name", "skill_pattern", "endpoint"]
-        constraints = [models.UniqueConstraint(fields=["tenant", "credential_name", "skill_pattern", "endpoint"],
-                                               name="unique_credential_binding")]
-
-    def __str__(self) -> str:
-        return f"{self.credential_name}: {self.skill_pattern} at {self.endpoint} ({self.tenant})"
-
-    def covers(self, *, skill_name: str, endpoint: str) -> bool:
-        return self.endpoint == endpoint and pattern_covers(self.skill_pattern, skill_name)
-
-
-class CredentialAction(models.TextChoices):
-    SAVED = "saved"
-    ROTATED = "rotated"
-    DELETED = "deleted"
-    BOUND = "bound"
-    UNBOUND = "unbound"
-
-
-class CredentialAuditQuerySet(TenantScopedQuerySet):
-    pass
-
-
-class CredentialAudit(models.Model):
-    """The append-only history of a tenant's credentials and bindings: who, when, what changed (never a value)."""
-
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
-    credential_name = models.SlugField(max_length=100)
-    action = models.CharField(max_length=16, choices=CredentialAction.choices)
-    detail = models.JSONField(default=dict, blank=True, help_text="skill_pattern, endpoint, end_user, note.")
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+")
-    actor_label = models.CharField(max_length=200, help_text="Who acted, kept even if the user is deleted.")
-    at = models.DateTimeField(default=timezone.now, db_index=True)
-
-    objects = CredentialAuditQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-at", "-id"]
-
-    def save(self, *args, **kwargs) -> None:
-        if self.pk is not None:
-            raise ValueError("The credential audit log is append-only.")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("The credential audit log is append-only.")
-
-
-class BreakerTransition(models.Model):
-    """One state change of a circuit breaker, for the skill page and the owners' alert."""
-
-    domain = models.CharField(max_length=300, db_index=True)
-    skill_name = models.CharField(max_length=200, db_index=True)
-    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    from_state = models.CharField(max_length=10)
-    to_state = models.CharField(max_length=10)
-    detail = models.CharField(max_length=300, blank=True)
-    at = models.DateTimeField(default=timezone.now, db_index=True)
-
-    class Meta:
-        ordering = ["-at"]
+from runs.plane.models import (  # noqa: F401 - registered under this app label, see the docstring
+    BreakerTransition,
+    Credential,
+    CredentialAction,
+    CredentialAudit,
+    CredentialAuditQuerySet,
+    CredentialBinding,
+    CredentialBindingQuerySet,
+    CredentialQuerySet,
+    McpServer,
+    McpTransport,
+)
 
 
 class ReconciliationReason(models.TextChoices):

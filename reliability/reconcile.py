@@ -10,11 +10,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from reliability.asking import ask
-from reliability.delivery import deliver_final_result
 from reliability.models import ReconciliationItem, ReconciliationReason, ReconciliationStatus, Resolution
 from runs.errors import CallError
 from runs.models import CallStatus, ToolCall
+from runs.plane.asking import ask
+from runs.plane.delivery import deliver_final_result
 
 logger = logging.getLogger(__name__)
 MAX_TOOL_CHECKS = 8

@@ -20,9 +20,9 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from reliability import execution as reliability
 from runs.adapters import InvocationContext, get_adapter
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, Transient
+from runs.plane import execution as plane
 
 logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_MS = 10_000
@@ -49,7 +49,7 @@ class Outcome:
     error: CallError | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
-    trail: Any = field(default=None, repr=False)  # reliability.execution.Trail: attempts, breaker, job
+    trail: Any = field(default=None, repr=False)  # runs.plane.execution.Trail: attempts, breaker, job
     provenance: dict | None = None
 
     @property
@@ -65,7 +65,7 @@ def _invoke(manifest: dict, arguments: dict, context: InvocationContext, outcome
     outcome.started_at = timezone.now()
     try:
         adapter = get_adapter(manifest["execution"]["adapter"])
-        outcome.content = reliability.invoke(adapter, manifest=manifest, arguments=arguments, context=context,
+        outcome.content = plane.invoke(adapter, manifest=manifest, arguments=arguments, context=context,
                                              outcome=outcome)
     except CallError as exc:
         outcome.error = exc
@@ -79,7 +79,7 @@ def _invoke(manifest: dict, arguments: dict, context: InvocationContext, outcome
 
 
 def submit(*, manifest: dict, arguments: dict, context: InvocationContext) -> tuple[Future, Outcome]:
-    outcome = Outcome(trail=reliability.prepare(manifest=manifest, context=context))
+    outcome = Outcome(trail=plane.prepare(manifest=manifest, context=context))
     return pool().submit(_invoke, manifest, arguments, context, outcome), outcome
 
 
@@ -87,7 +87,7 @@ def wait(future: Future, outcome: Outcome, *, manifest: dict, effect: str, timeo
          remaining_s: float | None = None) -> Outcome:
     """The outcome within the call's timeout; `remaining_s` when part of it was already spent waiting on others."""
     try:
-        return reliability.finish(future.result(timeout=timeout_s if remaining_s is None else remaining_s),
+        return plane.finish(future.result(timeout=timeout_s if remaining_s is None else remaining_s),
                                   manifest=manifest, effect=effect)
     except FutureTimeout:
         outcome.finished_at = timezone.now()
@@ -98,7 +98,7 @@ def wait(future: Future, outcome: Outcome, *, manifest: dict, effect: str, timeo
             outcome.error = TimeoutUnknown(
                 f"The call did not finish within {timeout_s:g}s and its outcome is unknown; do not repeat it with a "
                 "new idempotency key. Repeat with the same key to get the recorded outcome.")
-        return reliability.finish(outcome, manifest=manifest, effect=effect)
+        return plane.finish(outcome, manifest=manifest, effect=effect)
 
 
 def execute(*, manifest: dict, effect: str, arguments: dict, context: InvocationContext) -> Outcome:

@@ -53,7 +53,7 @@ def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, war
         result = {"call_id": call.call_id, "status": "ok", "is_error": False, "content": shaped.content,
                   "skill": {"name": skill.name, "version": skill.version}, "truncated": shaped.truncated,
                   "warnings": list(warnings)}
-        if getattr(outcome, "provenance", None):  # set by reliability.execution when it cleaned the content
+        if getattr(outcome, "provenance", None):  # set by runs.plane.execution when it cleaned the content
             result["provenance"] = outcome.provenance
         if shaped.truncated:
             result["truncation"] = shaped.truncation

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django import template
 
-from reliability import breakers
 from reliability.models import BreakerTransition, LongJob, Pipeline, ReconciliationItem
+from runs.plane import breakers
 
 register = template.Library()
 

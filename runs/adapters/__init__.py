@@ -17,7 +17,7 @@ def register_scheme(prefix: str, adapter: Adapter) -> None:
     _SCHEMES[prefix] = adapter
 
 
-from runs.adapters.mcp import McpAdapter  # noqa: E402 - the execution plane's scheme (reliability/)
+from runs.adapters.mcp import McpAdapter  # noqa: E402 - the execution plane's scheme (runs/plane/)
 
 register_scheme("mcp://", McpAdapter())
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import httpx
 
 from lib import egress
-from reliability.credentials import attached_headers
 from runs.adapters.base import AdapterResult, InvocationContext
 from runs.errors import (
     CallError,
@@ -17,6 +16,7 @@ from runs.errors import (
     ValidationFailed,
     egress_refused,
 )
+from runs.plane.credentials import attached_headers
 
 
 def _retry_after(response: httpx.Response) -> int | None:

@@ -6,10 +6,10 @@ manifest); the tenant's credential, if the manifest names one, is added at execu
 
 from __future__ import annotations
 
-from reliability.credentials import attached_headers
-from reliability.execution import current_trail
-from reliability.mcp_servers import call_tool, connection_for, parse
 from runs.adapters.base import AdapterResult, InvocationContext
+from runs.plane.credentials import attached_headers
+from runs.plane.execution import current_trail
+from runs.plane.mcp_servers import call_tool, connection_for, parse
 
 
 class McpAdapter:

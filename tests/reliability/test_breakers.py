@@ -5,8 +5,8 @@ import time
 import pytest
 from django.core import mail
 
-from reliability import breakers
 from reliability.models import BreakerTransition
+from runs.plane import breakers
 from tests.reliability.conftest import bind, gate, publish, skill
 from traces.models import Span
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from reliability import breakers
-from reliability.mcp_servers import call_tool, connection_for
 from reliability.models import ReconciliationItem
 from reliability.services import register_mcp_server, save_credential
 from runs.models import CallStatus, ToolCall
+from runs.plane import breakers
+from runs.plane.mcp_servers import call_tool, connection_for
 from tests.reliability.conftest import bind, free_port, gate, publish, skill
 from traces.models import Span
 

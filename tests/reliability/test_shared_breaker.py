@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from reliability import breakers
 from runs.errors import Unavailable
+from runs.plane import breakers
 
 pytestmark = pytest.mark.redis
 CONFIG = {"threshold": 3, "window_s": 30, "open_s": 3, "probe_s": 20}
@@ -18,7 +18,7 @@ import sys, django
 django.setup()
 from django.conf import settings
 settings.AIRLOCK_BREAKER = {config!r}
-from reliability import breakers
+from runs.plane import breakers
 domain, action, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 closed = breakers.Admission("closed", probe=False)
 if action == "fail":

@@ -3,11 +3,11 @@
 import pytest
 from django.urls import reverse
 
-from reliability import breakers
 from reliability.models import Credential, McpServer, ReconciliationItem
 from reliability.reconcile import open_reconciliation
 from reliability.services import save_credential
 from runs.models import CallStatus, RunEvent, ToolCall
+from runs.plane import breakers
 from tests.conftest import login
 from tests.reliability.conftest import skill
 from tests.runs.factories import run_for

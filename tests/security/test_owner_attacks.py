@@ -20,10 +20,10 @@ from console.models import Role
 from console.services import create_agent
 from registry.models import VersionStatus
 from registry.services import approve_version, create_draft_version, publish_version
-from reliability.asking import ask
 from reliability.services import bind_credential, save_credential
 from runs.errors import NotPermitted
 from runs.gate import process_batch
+from runs.plane.asking import ask
 from tests.conftest import make_user
 from tests.registry.factories import manifest
 from tests.runs.factories import grant, run_for

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils import timezone
 
-from reliability import breakers, contracts, hygiene
-from reliability.credentials import credential_name, resolve_headers
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown
+from runs.plane import breakers, contracts, hygiene
+from runs.plane.credentials import credential_name, resolve_headers
 
 if TYPE_CHECKING:
     from runs.adapters import Adapter, InvocationContext
@@ -128,7 +128,7 @@ def prepare(*, manifest: dict, context: InvocationContext) -> Trail:
 
             trail.headers["X-Airlock-Callback"] = callback_url_for(context.run_id, context.call_id)
         if adapter.startswith("mcp://"):
-            from reliability.mcp_servers import connection_for
+            from runs.plane.mcp_servers import connection_for
 
             trail.mcp = connection_for(adapter)
     except CallError as exc:
@@ -258,7 +258,7 @@ def finish(outcome: Outcome, *, manifest: dict, effect: str) -> Outcome:
     if outcome.error is None and trail.job is None:
         _check_result(outcome, trail, manifest)
     try:
-        from reliability.aftermath import record_aftermath
+        from runs.plane.aftermath import record_aftermath
 
         record_aftermath(outcome=outcome, trail=trail, manifest=manifest)
     except Exception:  # observation and follow-up must not change what the agent gets

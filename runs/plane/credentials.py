@@ -14,8 +14,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from lib.endpoints import endpoint_of
-from reliability.models import Credential, CredentialBinding
 from runs.errors import NotPermitted, Unavailable
+from runs.plane.models import Credential, CredentialBinding
 
 
 def credential_name(manifest: dict) -> str:
@@ -56,7 +56,7 @@ def resolve_headers(*, manifest: dict, tenant_slug: str, end_user: str, target: 
 
 def attached_headers() -> dict[str, str]:
     """The credential headers of the call running in this thread (empty outside an execution)."""
-    from reliability.execution import current_trail
+    from runs.plane.execution import current_trail
 
     trail = current_trail()
     return dict(trail.headers) if trail is not None else {}

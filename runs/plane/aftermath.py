@@ -7,13 +7,13 @@ import logging
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from reliability import breakers
-from reliability.alerts import notify_owners
-from reliability.models import BreakerTransition
+from runs.plane import breakers
+from runs.plane.alerts import notify_owners
+from runs.plane.models import BreakerTransition
 
 if TYPE_CHECKING:
-    from reliability.execution import Trail
     from runs.execution import Outcome
+    from runs.plane.execution import Trail
 
 logger = logging.getLogger(__name__)
 

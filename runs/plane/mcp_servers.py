@@ -8,8 +8,8 @@ import shlex
 from typing import Any
 
 from lib import egress
-from reliability.models import McpServer, McpTransport
 from runs.errors import CallError, NotPermitted, RateLimited, Transient, Unavailable, egress_refused
+from runs.plane.models import McpServer, McpTransport
 
 IDEMPOTENCY_META = "airlock/idempotency_key"
 

@@ -14,10 +14,10 @@ from urllib.parse import quote
 import httpx
 
 from lib import egress
-from reliability.credentials import resolve_headers
-from reliability.mcp_servers import call_tool, connection_for, parse
 from runs.adapters.http import error_for_status
 from runs.errors import Transient, Unavailable, egress_refused
+from runs.plane.credentials import resolve_headers
+from runs.plane.mcp_servers import call_tool, connection_for, parse
 
 ASK_TIMEOUT_S = 10.0
 

@@ -1,0 +1,7 @@
+"""The execution plane: everything between the gate's verdict and the adapter's answer.
+
+`execution` (prepare / invoke / finish around one adapter call, the only place that retries),
+`breakers`, `credentials`, `mcp_servers`, `contracts`, `hygiene`, `asking` (what became of earlier
+work), `delivery` (a final outcome after a provisional one), `alerts` and `aftermath`. Its tables
+(`models`) keep the `reliability` app label they were created under, so no migration moved.
+"""
