@@ -13,15 +13,16 @@ from django.conf import settings
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-import console.asgi  # noqa: F401  built once here, from the real settings (see below)
+import airlock.asgi  # noqa: F401  built once here, from the real settings (see below)
 from console.celery import app as celery_app
 from console.models import Membership, Role, Team, Tenant
 from console.services import create_agent
+from lib import clock as airlock_clock
 
 REQUIRE_SERVICES = os.environ.get("AIRLOCK_REQUIRE_SERVICES") == "1"
 # SDK clients started by tests (and their subprocesses) pin keys in a throwaway folder, not in ~/.config.
 os.environ.setdefault("AIRLOCK_TRUST_DIR", tempfile.mkdtemp(prefix="airlock-trust-"))
-# console.asgi wraps websockets in Channels' AllowedHostsOriginValidator, which reads ALLOWED_HOSTS when
+# airlock.asgi wraps websockets in Channels' AllowedHostsOriginValidator, which reads ALLOWED_HOSTS when
 # the module is first imported. Importing it above, before any test overrides settings, keeps a test
 # that first imports it inside an override (the live server's) from changing it for every later test.
 
@@ -73,6 +74,14 @@ def _isolated_services(settings, tmp_path):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     yield
     cache.clear()
+
+
+@pytest.fixture
+def clock():
+    """Airlock's clock (lib/clock.py) under the test's control: `clock.advance(seconds)` moves it
+    forward, and sleeps in the code under test advance it instead of waiting."""
+    with airlock_clock.controlled():
+        yield airlock_clock
 
 
 @pytest.fixture
