@@ -23,5 +23,5 @@ RUN DEBUG=0 SECRET_KEY=collectstatic-only ALLOWED_HOSTS=build AIRLOCK_SIGNING_KE
 
 USER airlock
 EXPOSE 8000
-CMD ["uvicorn", "console.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
+CMD ["uvicorn", "airlock.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
      "--proxy-headers", "--forwarded-allow-ips", "*", "--lifespan", "off"]

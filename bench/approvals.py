@@ -6,7 +6,7 @@
 2. Decision to agent: from an approver's API decision (POST /approvals/{id}/decision) to the agent
    receiving the executed result (`call.completed`) by long poll, and by signed webhook (ms, p50/p95).
 
-Live processes: uvicorn (console.asgi, DEBUG off) and a Celery worker (prefork, 4), both on a
+Live processes: uvicorn (airlock.asgi, DEBUG off) and a Celery worker (prefork, 4), both on a
 fresh PostgreSQL database (`AIRLOCK_BENCH_DATABASE_URL`, default airlock_bench_approvals on
 127.0.0.1) and Redis (`AIRLOCK_BENCH_REDIS_URL`, else REDIS_URL, else redis://127.0.0.1:6379/0).
 
@@ -250,7 +250,7 @@ def run() -> list[Figure]:
                                        check=True, capture_output=True, text=True).stdout.splitlines()[-1])
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1",
+    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "airlock.asgi:application", "--host", "127.0.0.1",
                                "--port", str(port), "--log-level", "warning"], env=env,
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(workdir / "server.log").open("w"))
     worker_log = workdir / "worker.log"

@@ -250,7 +250,7 @@ def bench_live_gate() -> list[Figure]:
         key = json.loads(seeded.stdout.strip().splitlines()[-1])["key"]
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1", "--port",
+            [sys.executable, "-m", "uvicorn", "airlock.asgi:application", "--host", "127.0.0.1", "--port",
              str(port), "--log-level", "warning", "--no-access-log"], env=env, cwd=ROOT,
             stdout=subprocess.DEVNULL, stderr=(workdir / "server.log").open("w"))
         base = f"http://127.0.0.1:{port}"

@@ -1,6 +1,6 @@
 """Load: many concurrent agents through a live deployment, a scripted approver, then the books.
 
-The deployment is real: uvicorn with two workers (console.asgi), a Celery worker, PostgreSQL and
+The deployment is real: uvicorn with two workers (airlock.asgi), a Celery worker, PostgreSQL and
 Redis. Each simulated agent loops: start a run, send a batch (two reads and, in turn, a write that
 is allowed or a refund that needs approval), follow the run's events by long poll until every
 approved call has its outcome, read the run. A scripted approver listens on /ws/approvals/ with a
@@ -421,7 +421,7 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
     seeded = _subprocess_json(["--seed", ledger.url, str(agents)], env)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1",
+    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "airlock.asgi:application", "--host", "127.0.0.1",
                                "--port", str(port), "--workers", "2", "--log-level", "warning"], env=env, cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=(workdir / "server.log").open("w"))
     worker_log = workdir / "worker.log"

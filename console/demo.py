@@ -1,11 +1,10 @@
 """Demo data for `seed_demo`: tenants, people with each role, an owner team and agents.
 
-Each app adds its own demo data through a `seed(context)` function listed in DEMO_SEEDERS;
+Each app adds its own demo data through a `seed(context)` function, listed in airlock.demo.DEMO_SEEDERS;
 every seeder is idempotent, so `seed_demo` can run at every `make run`.
 """
 
 from dataclasses import dataclass, field
-from importlib import import_module
 
 from django.contrib.auth import get_user_model
 
@@ -13,9 +12,6 @@ from console.models import Agent, Membership, Role, Team, Tenant
 from console.services import create_agent
 
 DEMO_PASSWORD = "airlock-demo"
-
-DEMO_SEEDERS: list[str] = ["console.demo:seed", "registry.demo:seed", "policies.demo:seed", "traces.demo:seed",
-                           "approvals.demo:seed"]
 
 PEOPLE = [
     # username, tenant memberships {slug: roles}, teams, superuser
@@ -70,10 +66,3 @@ def seed(context: DemoContext) -> None:
             context.new_keys[f"{slug}/{name}"] = key
         context.agents[f"{slug}/{name}"] = agent
 
-
-def seed_all() -> DemoContext:
-    context = DemoContext()
-    for source in DEMO_SEEDERS:
-        module_name, function_name = source.split(":")
-        getattr(import_module(module_name), function_name)(context)
-    return context

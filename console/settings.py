@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "traces",
     "reliability",
     "retention",
+    "airlock",  # the project shell: root URLconf, ASGI app, home page, seed_demo (imports every app)
     "axes",
 ]
 
@@ -75,8 +76,8 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-ROOT_URLCONF = "console.urls"
-ASGI_APPLICATION = "console.asgi.application"
+ROOT_URLCONF = "airlock.urls"
+ASGI_APPLICATION = "airlock.asgi.application"
 WSGI_APPLICATION = None
 
 TEMPLATES = [
@@ -89,7 +90,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "console.context_processors.shell",
+                "airlock.context_processors.shell",
             ],
         },
     },

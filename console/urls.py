@@ -1,11 +1,12 @@
-from django.contrib import admin
-from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
+"""The console's own pages (namespace "console"); the project's root URLconf is airlock.urls."""
+
+from django.urls import path
 
 from console import views
 
-console_patterns = [
-    path("", views.home, name="home"),
+app_name = "console"
+
+urlpatterns = [
     path("login/", views.AirlockLoginView.as_view(), name="login"),
     path("logout/", views.logout_view, name="logout"),
     path("tenant/switch/", views.switch_tenant, name="switch_tenant"),
@@ -24,28 +25,4 @@ console_patterns = [
     path("tokens/<int:token_id>/revoke/", views.token_revoke, name="token_revoke"),
 ]
 
-api_v1 = [
-    path("", include("console.api.urls")),
-    path("", include("registry.api.urls")),
-    path("", include("policies.api.urls")),
-    path("", include("runs.api.urls")),
-    path("", include("approvals.api.urls")),
-    path("", include("traces.api.urls")),
-    path("", include("reliability.api_urls")),
-]
-
-urlpatterns = [
-    path("", include((console_patterns, "console"))),
-    path("healthz", views.healthz, name="healthz"),
-    path("v1/", include("traces.otlp_urls")),
-    path("registry/", include("registry.urls")),
-    path("policies/", include("policies.urls")),
-    path("runs/", include("runs.urls")),
-    path("approvals/", include("approvals.urls")),
-    path("traces/", include("traces.urls")),
-    path("reliability/", include("reliability.urls")),
-    path("api/v1/", include(api_v1)),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-docs"),
-    path("django-admin/", admin.site.urls),
-]
+console_patterns = urlpatterns

@@ -11,12 +11,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console import dashboard, health, services
+from console import health, services
 from console.forms import AgentForm, InvitationForm, MemberRolesForm, TokenForm
 from console.models import INVITATION_TTL, Invitation, InvitationEvent, Membership, Role, Tenant, hash_key
-from console.tenancy import SESSION_TENANT_KEY, tenant_for_user_or_404, tenant_ids_for
+from console.tenancy import SESSION_TENANT_KEY, tenant_for_user_or_404
 
 
 class AirlockLoginView(LoginView):
@@ -43,14 +43,6 @@ def login_locked(request: HttpRequest, *args) -> HttpResponse:
 def logout_view(request: HttpRequest) -> HttpResponse:
     logout(request)
     return redirect("console:login")
-
-
-@login_required
-@require_safe
-def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "console/home.html", {"cards": dashboard.cards_for(request.user),
-                                                 "is_approver": bool(tenant_ids_for(request.user, Role.APPROVER)),
-                                                 "invitations": _invitations_for(request.user)})
 
 
 @login_required

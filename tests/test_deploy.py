@@ -28,7 +28,7 @@ def command_of(service: str) -> str:
 def test_the_stack_has_every_process():
     assert {"postgres", "redis", "migrate", "web", "worker", "beat"} <= set(SERVICES)
     assert AIRLOCK_SERVICES == ["beat", "migrate", "web", "worker"]
-    assert "uvicorn console.asgi:application" in command_of("web")
+    assert "uvicorn airlock.asgi:application" in command_of("web")
     assert "celery -A console worker" in command_of("worker")
     assert "celery -A console beat" in command_of("beat")
     assert "manage.py migrate" in command_of("migrate")
@@ -100,4 +100,4 @@ def test_the_dockerfile_build_time_settings_are_accepted():
                                 "print(settings.STORAGES['staticfiles']['BACKEND'])")
     assert result.returncode == 0, result.stderr
     assert "Manifest" in result.stdout
-    assert '"uvicorn", "console.asgi:application"' in dockerfile
+    assert '"uvicorn", "airlock.asgi:application"' in dockerfile

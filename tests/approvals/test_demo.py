@@ -1,7 +1,7 @@
 import pytest
 
+from airlock.demo import seed_all
 from approvals.models import ApprovalRequest
-from console.demo import seed_all
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,8 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
+from airlock.asgi import application
 from approvals.services import decide_approval
-from console.asgi import application
 from tests.approvals.factories import open_request
 
 pytestmark = pytest.mark.django_db(transaction=True)

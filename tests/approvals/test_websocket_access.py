@@ -11,8 +11,8 @@ from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
+from airlock.asgi import application
 from approvals.consumers import ROLE_LOST, SESSION_ENDED
-from console.asgi import application
 from console.models import Role
 from console.services import set_member_roles
 from tests.approvals.factories import open_request

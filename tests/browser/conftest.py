@@ -61,11 +61,11 @@ class LiveServer:
 
 
 def _build_application():
-    """A fresh ASGI app, so middleware reads the settings of this test (console.asgi is built at import)."""
+    """A fresh ASGI app, so middleware reads the settings of this test (airlock.asgi is built at import)."""
     from channels.routing import ProtocolTypeRouter
     from django.core.handlers.asgi import ASGIHandler
 
-    from console.asgi import application
+    from airlock.asgi import application
 
     return ProtocolTypeRouter({"http": ASGIHandler(), "websocket": application.application_mapping["websocket"]})
 

@@ -240,7 +240,7 @@ def test_inviting_and_accepting_enforce_csrf(tenant_admin, stranger, acme):
 
 
 def test_seed_demo_still_creates_its_memberships_directly(db):
-    from console.demo import seed_all
+    from airlock.demo import seed_all
 
     context = seed_all()
     assert roles_of(context.users["adam"], context.tenants["acme"]) == {"admin", "viewer"}

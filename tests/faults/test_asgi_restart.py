@@ -31,7 +31,7 @@ def _free_port() -> int:
 
 
 def _serve(port: int, env: dict, log) -> subprocess.Popen:
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1",
+    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "airlock.asgi:application", "--host", "127.0.0.1",
                                "--port", str(port), "--log-level", "warning"], env=env, cwd=settings.BASE_DIR,
                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 30

@@ -77,7 +77,7 @@ def _cookie(user) -> str:
 
 
 async def _inbox(user) -> WebsocketCommunicator:
-    from console.asgi import application
+    from airlock.asgi import application
 
     cookie = await database_sync_to_async(_cookie)(user)
     socket_ = WebsocketCommunicator(application, "/ws/approvals/", headers=[

@@ -5,7 +5,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from console.demo import seed_all
+from airlock.demo import seed_all
 from registry.models import DiscoveryQuery, Skill, SkillVersion
 from tests.conftest import login
 from tests.registry.factories import manifest

@@ -2,7 +2,7 @@
 
 import pytest
 
-from console.demo import seed_all
+from airlock.demo import seed_all
 from registry.models import Skill, SkillVersion, Snapshot
 from registry.snapshots import load_snapshot
 from registry.validation import validate_manifest

@@ -7,8 +7,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from airlock.demo import seed_all
 from approvals.models import ApprovalRequest
-from console.demo import seed_all
 from console.models import Agent
 from runs.models import CallStatus, Run, ToolCall
 

@@ -132,7 +132,7 @@ def test_acme_itself_reaches_the_route(route, name, params, world):
 # --- websockets ---------------------------------------------------------------------------------
 
 def _websocket_routes() -> list[str]:
-    from console.routing import websocket_urlpatterns
+    from airlock.routing import websocket_urlpatterns
 
     return ["/" + str(p.pattern) for p in websocket_urlpatterns]
 
@@ -153,7 +153,7 @@ async def test_outsider_sockets_hear_nothing_of_acme(settings):
     from channels.layers import channel_layers
     from django.contrib.auth import get_user_model
 
-    from console.asgi import application
+    from airlock.asgi import application
     from tests.approvals.factories import open_request
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

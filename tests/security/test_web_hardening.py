@@ -61,7 +61,7 @@ def test_the_approver_api_with_a_session_needs_the_csrf_token(world):
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("origin", ["http://evil.example", "null", ""])
 async def test_websocket_refuses_a_foreign_origin(origin):
-    from console.asgi import application
+    from airlock.asgi import application
 
     world = await database_sync_to_async(build_world)()
 

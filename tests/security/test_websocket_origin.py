@@ -21,7 +21,7 @@ def _cookie(user) -> str:
 
 async def _connects(user, origin: str | None, host: str = "testserver", extra: list | None = None,
                     scheme: str | None = None) -> bool:
-    from console.asgi import application
+    from airlock.asgi import application
 
     session = await database_sync_to_async(_cookie)(user)
     headers = [(b"host", host.encode()), (b"cookie", f"{settings.SESSION_COOKIE_NAME}={session}".encode()),

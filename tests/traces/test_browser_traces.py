@@ -15,10 +15,10 @@ from django.urls import reverse
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from runs import demo
 from runs.models import ToolCall
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, asgi_live_server  # noqa: F401
 from tests.traces.conftest import make_run
-from traces import demo
 from traces.models import Span, Trace
 from traces.recording import ensure_trace, record_span
 

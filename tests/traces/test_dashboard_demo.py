@@ -2,7 +2,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from traces import demo
+from runs import demo
 from traces.dashboard import trace_cards
 from traces.models import Span, Trace
 from traces.recording import record_span

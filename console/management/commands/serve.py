@@ -43,7 +43,7 @@ class Command(BaseCommand):
         if simulate and not no_simulate:
             children.append(subprocess.Popen(simulate))
         self._banner(host, port)
-        server = subprocess.Popen([sys.executable, "-m", "uvicorn", "console.asgi:application",
+        server = subprocess.Popen([sys.executable, "-m", "uvicorn", "airlock.asgi:application",
                                    "--host", host, "--port", str(port), "--lifespan", "off"])
         try:
             server.wait()

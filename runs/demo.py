@@ -5,6 +5,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from registry.models import Skill, Snapshot
+from runs import lifecycle
+from runs.models import Run, RunStatus
 from traces.models import AlertKind, AlertRule, Trace
 from traces.recording import ensure_trace, record_span
 
@@ -12,10 +15,6 @@ DEMO_TASK = "Demo: refund order 1182 and tell the customer"
 
 
 def seed(context) -> None:
-    from registry.models import Skill, Snapshot
-    from runs import lifecycle
-    from runs.models import Run, RunStatus
-
     agent = context.agents.get("acme/support-bot")
     snapshot = Snapshot.objects.order_by("-number").first()
     if agent is None or snapshot is None or Trace.objects.filter(name=DEMO_TASK).exists():

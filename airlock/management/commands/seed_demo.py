@@ -1,7 +1,8 @@
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from console.demo import DEMO_PASSWORD, PEOPLE, seed_all
+from airlock.demo import seed_all
+from console.demo import DEMO_PASSWORD, PEOPLE
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""Websocket routes of every app, collected in one list for console.asgi."""
+"""Websocket routes of every app, collected in one list for airlock.asgi."""
 
 from approvals.routing import websocket_urlpatterns as approval_routes
 

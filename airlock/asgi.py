@@ -9,7 +9,7 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from console.routing import websocket_urlpatterns  # noqa: E402
+from airlock.routing import websocket_urlpatterns  # noqa: E402
 from console.ws_origin import ExactOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(

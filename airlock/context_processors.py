@@ -1,5 +1,6 @@
 from django.http import HttpRequest
 
+from approvals.queries import pending_count
 from console.tenancy import tenants_for
 
 
@@ -27,6 +28,4 @@ def _url_name(request: HttpRequest) -> str:
 
 
 def _pending_approvals(user) -> int:
-    from approvals.queries import pending_count
-
     return pending_count(user)

@@ -1,0 +1,21 @@
+"""`seed_demo`: every app's demo data, in dependency order. Each seeder is idempotent, so `seed_demo`
+can run at every `make run`; each takes the shared `console.demo.DemoContext`."""
+
+from collections.abc import Callable
+
+from approvals.demo import seed as seed_approvals
+from console.demo import DemoContext
+from console.demo import seed as seed_console
+from policies.demo import seed as seed_policies
+from registry.demo import seed as seed_registry
+from runs.demo import seed as seed_runs
+
+DEMO_SEEDERS: list[Callable[[DemoContext], None]] = [seed_console, seed_registry, seed_policies, seed_runs,
+                                                      seed_approvals]
+
+
+def seed_all() -> DemoContext:
+    context = DemoContext()
+    for seed in DEMO_SEEDERS:
+        seed(context)
+    return context

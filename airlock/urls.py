@@ -1,0 +1,35 @@
+"""The root URLconf: every app's pages and APIs, mounted once. Only this package imports every app."""
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
+
+from airlock import views
+from console import urls as console_urls
+from console import views as console_views
+
+api_v1 = [
+    path("", include("console.api.urls")),
+    path("", include("registry.api.urls")),
+    path("", include("policies.api.urls")),
+    path("", include("runs.api.urls")),
+    path("", include("approvals.api.urls")),
+    path("", include("traces.api.urls")),
+    path("", include("reliability.api_urls")),
+]
+
+urlpatterns = [
+    path("", include(([path("", views.home, name="home"), *console_urls.urlpatterns], "console"))),
+    path("healthz", console_views.healthz, name="healthz"),
+    path("v1/", include("traces.otlp_urls")),
+    path("registry/", include("registry.urls")),
+    path("policies/", include("policies.urls")),
+    path("runs/", include("runs.urls")),
+    path("approvals/", include("approvals.urls")),
+    path("traces/", include("traces.urls")),
+    path("reliability/", include("reliability.urls")),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-docs"),
+    path("django-admin/", admin.site.urls),
+]
