@@ -19,6 +19,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from lib import clock
 from runs.models import CallStatus, Run, RunStatus, ToolCall
 
 # Where a call may go from each state. `None` is "not recorded yet": the states a call is first stored in.
@@ -102,37 +103,37 @@ def move_call(call: ToolCall, *, to: str, only_from: frozenset[str] | set[str] |
 
 def start_executing(call: ToolCall, *, timeout_s: float, now=None) -> None:
     """A new call of the gate, inserted as `executing` with its lease (saved by the caller)."""
-    now = now or timezone.now()
+    now = now or clock.now()
     first_status(call, CallStatus.EXECUTING)
     call.started_at, call.lease_expires_at = now, now + lease_for(timeout_s)
 
 
 def claim_approved(call: ToolCall, *, timeout_s: float) -> bool:
     """The resume's claim: an approved call leaves `awaiting_approval` for `executing`, once."""
-    now = timezone.now()
+    now = clock.now()
     return move_call(call, to=CallStatus.EXECUTING, only_from={CallStatus.AWAITING_APPROVAL},
                      started_at=now, lease_expires_at=now + lease_for(timeout_s))
 
 
 def reclaim_expired(call: ToolCall, *, timeout_s: float) -> bool:
     """Take over a call whose worker died (its lease ran out); only one taker wins."""
-    now = timezone.now()
+    now = clock.now()
     return move_call(call, to=CallStatus.EXECUTING, only_from={CallStatus.EXECUTING},
                      extra_filter=Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True),
                      started_at=now, lease_expires_at=now + lease_for(timeout_s))
 
 
 def lease_expired(call: ToolCall, now=None) -> bool:
-    now = now or timezone.now()
+    now = now or clock.now()
     return call.status == CallStatus.EXECUTING and (call.lease_expires_at is None or call.lease_expires_at < now)
 
 
 def abandon_expired(call: ToolCall, *, result: dict) -> bool:
     """An expired lease on a call that must not run twice: its outcome is unknown (reconciliation follows)."""
     return move_call(call, to=CallStatus.TIMEOUT_UNKNOWN, only_from={CallStatus.EXECUTING},
-                     extra_filter=Q(lease_expires_at__lt=timezone.now()) | Q(lease_expires_at__isnull=True),
+                     extra_filter=Q(lease_expires_at__lt=clock.now()) | Q(lease_expires_at__isnull=True),
                      result=result, error_class="timeout_unknown", sealed_arguments="", lease_expires_at=None,
-                     finished_at=timezone.now())
+                     finished_at=clock.now())
 
 
 def finish_execution(call: ToolCall, *, status: str, **fields: Any) -> bool:
@@ -158,7 +159,7 @@ def replace_outcome(call: ToolCall, *, status: str, **fields: Any) -> bool:
 
 def expired_leases(*, now=None, limit: int = 200) -> list[int]:
     """Calls left `executing` by a worker that died: their lease ran out."""
-    now = now or timezone.now()
+    now = now or clock.now()
     return list(ToolCall.objects.filter(status=CallStatus.EXECUTING, lease_expires_at__lt=now)
                 .values_list("pk", flat=True)[:limit])
 

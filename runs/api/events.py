@@ -4,10 +4,8 @@ An async view: a waiting agent costs one coroutine and a short query every poll 
 worker thread (under ASGI, sync views share one thread, so a sleeping sync view would stall others).
 """
 
-import asyncio
 import math
 import re
-import time
 
 from asgiref.sync import sync_to_async
 from django.db import connection
@@ -17,6 +15,7 @@ from rest_framework import exceptions
 from console.api_auth import AgentKeyAuthentication, TooManyBadKeys
 from console.api_errors import error_body
 from console.models import Agent
+from lib import clock
 from runs.events import events_after
 from runs.models import Run
 
@@ -111,14 +110,14 @@ async def run_events(request: HttpRequest, run_id) -> JsonResponse:
     run = await Run.objects.filter(pk=run_id, tenant_id=agent.tenant_id, agent=agent).only("pk").afirst()
     if run is None:
         return _error(404, "not_found", "not_found", "No such run.")
-    deadline = time.monotonic() + wait
+    deadline = clock.monotonic() + wait
     interval = FIRST_POLL_INTERVAL
     while True:
         events = await sync_to_async(_events_after_releasing)(run_id=run.pk, after=after)
-        remaining = deadline - time.monotonic()
+        remaining = deadline - clock.monotonic()
         if events or remaining <= 0:
             break
-        await asyncio.sleep(min(interval, remaining))
+        await clock.asleep(min(interval, remaining))
         interval = min(interval * 1.5, MAX_POLL_INTERVAL)
     status = await Run.objects.filter(pk=run.pk).values_list("status", flat=True).afirst()
     return JsonResponse({"events": events, "next_cursor": events[-1]["id"] if events else after,
