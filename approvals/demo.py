@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from approvals.models import ApprovalRequest
+from runs.gate import process_batch
+from runs.services import start_run
 
 CALLS = [
     {"call_id": "refund-1", "name": "billing.create_refund_request",
@@ -20,8 +22,6 @@ def seed(context) -> None:
     agent = context.agents.get("acme/support-bot")
     if acme is None or agent is None or ApprovalRequest.objects.filter(tenant=acme).exists():
         return
-    from runs.gate import process_batch
-    from runs.services import start_run
 
     run = start_run(agent=agent, end_user="cus_ada100", end_user_roles=["customer"],
                     task="Refund Ada's damaged order and tell her by email")

@@ -14,7 +14,6 @@ from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import F, Q
-from django.urls import reverse
 from django.utils import timezone
 
 from approvals import broadcast
@@ -30,13 +29,15 @@ from approvals.models import (
 from console.models import Role
 from console.tenancy import require_role
 from lib.canonical import sha256_of
+from lib.public_url import public_reverse
 from lib.schema_patterns import SchemaValidator, UnsupportedPattern
 from lib.sealing import seal, unseal
 from runs import lifecycle
 from runs.authorization import decision_on
 from runs.events import append_event
 from runs.models import CallStatus, RunStatus
-from traces.redaction import redact
+from runs.services import execute_approved_call
+from traces.redaction import redact, redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def _record(request: ApprovalRequest, *, actor: Actor, action: str, from_status:
     # The kept fields let the row outlive the request and the run (approvals.retention).
     run_id = request.context.get("run_id") or request.call.run_id
     return ApprovalEvent.objects.create(request=request, actor=actor.user, actor_label=actor.label, action=action,
-                                        from_status=from_status, to_status=to_status, detail=detail or {},
+                                        from_status=from_status, to_status=to_status, detail=redact(detail or {}),
                                         tenant_id=request.tenant_id, approval_ref=request.pk, run_ref=run_id,
                                         call_ref=request.context.get("call_id") or request.call.call_id,
                                         skill_name=request.skill_name, skill_version=request.skill_version)
@@ -145,11 +146,12 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
                     "arguments": call.arguments},  # the redacted form; approvers see the real one at render time
             arguments_sha256=call.arguments_sha256 or sha256_of(raw_arguments(call)),
             policy_version=str(decision.get("policy_version") or ""), rule_id=str(decision.get("rule_id") or ""),
-            reason=str(decision.get("floor") or decision.get("reason") or ""),
-            taint_source=_taint_source(decision, run)[:300],
-            context={"run_id": str(run.pk), "call_id": call.call_id, "agent": run.agent.name,
-                     "agent_role": run.agent.role, "end_user": run.end_user, "end_user_roles": run.end_user_roles,
-                     "task": run.task, "scope": decision.get("scope", ""), "recent_steps": _recent_steps(call)},
+            reason=redact_text(decision.get("floor") or decision.get("reason") or ""),
+            taint_source=redact_text(_taint_source(decision, run), limit=300),
+            context=redact({"run_id": str(run.pk), "call_id": call.call_id, "agent": run.agent.name,
+                            "agent_role": run.agent.role, "end_user": run.end_user,
+                            "end_user_roles": run.end_user_roles, "task": run.task, "scope": decision.get("scope", ""),
+                            "recent_steps": _recent_steps(call)}),
             approval_mode=mode, required_approvals=2 if mode == ApprovalMode.TWO_PERSON else 1,
             created_at=now, expires_at=now + approval_ttl(manifest=manifest, tenant=run.tenant),
         )
@@ -264,7 +266,7 @@ def decide_approval(*, approval: ApprovalRequest, user, decision: str, reason: s
                     arguments: Any = None, via: str = "console") -> ApprovalRequest:
     """Approve or decline a pending request; the first decision wins, later ones get AlreadyDecided."""
     require_role(user, approval.tenant, Role.APPROVER)
-    reason = (reason or "").strip()
+    reason = redact_text((reason or "").strip())  # shown to the agent and kept: a pasted secret is masked
     if decision == "decline":
         if not reason:
             raise InvalidDecision("Say why you decline: the reason is shown to the agent and kept in the audit log.")
@@ -411,8 +413,8 @@ def cancel_when_run_closes(event) -> None:
 
 
 def escalation_threshold(approval: ApprovalRequest) -> timedelta:
-    """Escalate after AIRLOCK_APPROVAL_ESCALATE_AFTER (default 15 min) or half the TTL, whichever is first."""
-    configured = getattr(settings, "AIRLOCK_APPROVAL_ESCALATE_AFTER", timedelta(minutes=15))
+    """Escalate after AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES (default 15) or half the TTL, whichever is first."""
+    configured = timedelta(minutes=settings.AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES)
     return min(configured, (approval.expires_at - approval.created_at) / 2)
 
 
@@ -432,7 +434,7 @@ def escalate_overdue_approvals(*, now=None) -> int:
             ).exclude(email="").values_list("email", flat=True).distinct())
             _record(approval, actor=SYSTEM, action="escalated", detail={"notified": admins})
             broadcast.approval_changed(approval)
-            url = reverse("approvals:detail", args=[approval.pk])
+            url = public_reverse("approvals:detail", args=[approval.pk])
             transaction.on_commit(lambda a=approval, to=admins, u=url: send_mail(
                 subject=f"[Airlock] {a.tenant.slug}: approval {a.pk} ({a.skill_name}) waiting since "
                         f"{a.created_at:%H:%M} UTC",
@@ -489,6 +491,7 @@ def _resume_run_if_unblocked(run) -> None:
 
 def _complete(approval: ApprovalRequest, *, from_status: str, to_status: str, result: dict) -> bool:
     """Record the outcome exactly once; the loser of a race (a re-delivered task) does nothing."""
+    result = redact(result)  # already redacted when the call ran; the approval's own copy is checked too
     now = timezone.now()
     with transaction.atomic():
         won = ApprovalRequest.objects.filter(pk=approval.pk, status=from_status, completed_at__isnull=True).update(
@@ -527,8 +530,6 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
     other write becomes `timeout_unknown` with a reconciliation item and never runs again. Either way
     the outcome is recorded here once.
     """
-    from runs.services import execute_approved_call
-
     approval = ApprovalRequest.objects.select_related("call__run", "tenant", "call__skill_version").get(pk=approval_id)
     if approval.completed_at is not None or approval.status == ApprovalStatus.PENDING:
         return approval
@@ -580,7 +581,7 @@ def resume_orphaned_approvals() -> int:
 
 def record_resume_failure(*, approval_id: int, error: str, final: bool) -> None:
     """The resume task failed unexpectedly; after the last retry the call is recorded as failed."""
-    ApprovalRequest.objects.filter(pk=approval_id).update(last_error=error[:2000])
+    ApprovalRequest.objects.filter(pk=approval_id).update(last_error=redact_text(error, limit=2000))
     if not final:
         return
     approval = ApprovalRequest.objects.select_related("call__run", "tenant").get(pk=approval_id)

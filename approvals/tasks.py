@@ -9,6 +9,7 @@ import random
 from celery import shared_task
 
 from console.celery import app
+from runs.services import CallHeldElsewhere
 
 RESUME_MAX_RETRIES = 5
 
@@ -18,7 +19,6 @@ RESUME_MAX_RETRIES = 5
 def resume_call(self, approval_id: int) -> None:
     """Resume the paused call of a decided request; running it twice acts once."""
     from approvals.services import record_resume_failure, resume_approval
-    from runs.services import CallHeldElsewhere
 
     try:
         resume_approval(approval_id=approval_id)

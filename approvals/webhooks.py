@@ -7,6 +7,7 @@ import time
 
 from approvals.models import DeliveryStatus, WebhookDelivery
 from lib.egress import EgressRefused, check_url
+from runs.events import event_to_dict
 
 
 class UnsafeCallbackURL(ValueError):
@@ -44,7 +45,6 @@ def schedule_deliveries(event) -> None:
     run = event.run
     if not run.callback_url:
         return
-    from runs.events import event_to_dict
 
     body = json.dumps(event_to_dict(event), separators=(",", ":"), sort_keys=True)
     delivery = WebhookDelivery.objects.create(run=run, event=event, url=run.callback_url, body=body,

@@ -4,13 +4,14 @@ from django.conf import settings
 from django.core.checks import Error, register
 from django.core.exceptions import ImproperlyConfigured
 
+from lib.signing import signing_key
+
 
 @register("airlock", deploy=True)
 def check_signing_key(app_configs, **kwargs) -> list[Error]:
     """A configured AIRLOCK_SIGNING_KEY must load; an unset one is generated in development."""
     if not settings.AIRLOCK_SIGNING_KEY:
         return []
-    from lib.signing import signing_key
 
     signing_key.cache_clear()
     try:

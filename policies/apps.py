@@ -1,25 +1,20 @@
 from django.apps import AppConfig
 
-SECTIONS = ["policies.snapshot:grants_section", "policies.snapshot:policies_section"]
-
 
 class PoliciesConfig(AppConfig):
     name = "policies"
 
     def ready(self) -> None:
-        # Join the registry's pluggable lists without editing the registry's modules.
+        """Join the registry's lists (it sits below policies and never imports it): grants in a version's
+        reach, the grants and policies sections of every snapshot, and the grant check of discovery."""
+        # Imported here, not at the top: an app's models may only load once the app registry is ready.
+        from policies.discovery import granted_only
         from policies.grants import grants_covering
-        from registry import review, snapshots
+        from policies.snapshot import grants_section, policies_section
+        from registry import discovery, review, snapshots
 
-        if grants_covering not in review.GRANT_SOURCES:
-            review.GRANT_SOURCES.append(grants_covering)
-        for section in SECTIONS:
-            if section not in snapshots.SNAPSHOT_SECTIONS:
-                snapshots.SNAPSHOT_SECTIONS.append(section)
-        try:
-            from registry import discovery
-        except ImportError:
-            return
-        filters = getattr(discovery, "DISCOVERY_FILTERS", None)
-        if filters is not None and "policies.discovery:granted_only" not in filters:
-            filters.append("policies.discovery:granted_only")
+        for hooks, receiver in [(review.GRANT_SOURCES, grants_covering), (snapshots.SNAPSHOT_SECTIONS, grants_section),
+                                (snapshots.SNAPSHOT_SECTIONS, policies_section),
+                                (discovery.DISCOVERY_FILTERS, granted_only)]:
+            if receiver not in hooks:
+                hooks.append(receiver)

@@ -6,7 +6,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from console.models import Tenant
-from console.tenancy import TenantScopedQuerySet
+from console.tenancy import TenantScopedQuerySet, tenants_for
+from registry.models import Skill
 
 
 class GrantQuerySet(TenantScopedQuerySet):
@@ -71,8 +72,6 @@ class PolicyQuerySet(models.QuerySet):
             return self.none()
         if user.is_superuser:
             return self.all()
-        from console.tenancy import tenants_for
-        from registry.models import Skill
 
         owned = Skill.objects.filter(owner_team__members=user).values("name")
         return self.filter(

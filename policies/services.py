@@ -15,8 +15,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from console.models import Tenant
-from policies import engine
+from policies import engine, hooks
 from policies.models import Grant, Policy, PolicyTest, PolicyVersion, Scope, VersionStatus
+from registry.snapshots import latest_snapshot, publish_snapshot
 
 
 class PolicyError(Exception):
@@ -31,8 +32,6 @@ class RulesInvalid(PolicyError):
 
 
 def _publish_snapshot(reason: str) -> None:
-    from registry.snapshots import publish_snapshot
-
     publish_snapshot(reason=reason)
 
 
@@ -261,9 +260,7 @@ class Simulation:
 
 def calls_in_scope(policy: Policy):
     """Every recorded call the policy applies to, in every tenant: callers narrow it to what a person may see."""
-    from runs.models import ToolCall
-
-    calls = ToolCall.objects.exclude(verdict="").select_related("run")
+    calls = hooks.recorded_calls()
     if policy.scope == Scope.TENANT:
         calls = calls.filter(run__tenant_id=policy.tenant_id)
     elif policy.scope == Scope.SKILL:
@@ -325,8 +322,6 @@ def publish_snapshot_if_grants_expired(*, now=None):
     The gate checks grants live; this keeps discovery and the signed snapshot in step. Returns the new
     snapshot, or None when no grant expired since the latest one.
     """
-    from registry.snapshots import latest_snapshot, publish_snapshot
-
     now = now or timezone.now()
     latest = latest_snapshot()
     expired = Grant.objects.filter(revoked_at__isnull=True, expires_at__gt=latest.created_at, expires_at__lte=now)

@@ -14,6 +14,7 @@ from console.tenancy import tenant_for_user_or_404, tenants_for
 from policies import engine, services
 from policies.forms import GrantForm, PolicyCreateForm, PolicyTestForm, rules_from_post
 from policies.models import Grant, Policy, PolicyVersion, Scope, VersionStatus
+from registry.models import Skill
 
 SIMULATION_SIZES = (50, 200, 1000)
 
@@ -93,8 +94,6 @@ def policy_create(request: HttpRequest) -> HttpResponse:
     if data["scope"] == Scope.TENANT:
         tenant = tenant_for_user_or_404(request.user, data["tenant"], Role.ADMIN)
     if data["scope"] == Scope.SKILL:
-        from registry.models import Skill
-
         skill = Skill.objects.filter(name=data["skill_name"]).first()
         if skill is None or not skill.is_owned_by(request.user):
             raise PermissionDenied("Only the skill's owning team writes its policy.")

@@ -2,7 +2,8 @@
 
 The permitted set comes from the latest signed snapshot: active versions whose permissions
 name the agent's tenant (or "*") and role (or "*"), narrowed further by every function in
-DISCOVERY_FILTERS (the policies app appends its grant check there). Ranking never sees a skill
+DISCOVERY_FILTERS (the policies app appends its grant check, policies.discovery.granted_only, there
+in its AppConfig.ready()). Ranking never sees a skill
 outside that set, so a search can never reveal one.
 """
 
@@ -13,30 +14,25 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import import_module
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
 from django.db.models import F
 
 from console.models import Agent
+from lib import signing
+from lib.canonical import canonical_json, sha256_of
+from lib.sensitivity import mask_secrets
 from registry.models import DiscoveryQuery, SkillVersion
 from registry.offering import offered_to
 from registry.snapshots import SnapshotIndex
 
-# "module:function" paths or callables: f(agent, entries: list[dict]) -> list[dict] (a subset).
-DISCOVERY_FILTERS: list[str | Callable] = []
+# f(agent, entries: list[dict]) -> list[dict] (a subset); policies.apps appends policies.discovery.granted_only.
+DISCOVERY_FILTERS: list[Callable[[Agent, list[dict]], list[dict]]] = []
 
 LOW_RESULT_THRESHOLD = 2
 MAX_LIMIT = 50
 STOP_WORDS = {"a", "an", "the", "to", "of", "for", "and", "or", "in", "on", "by", "with", "my", "me", "i", "is"}
-
-
-def _resolve_filter(source: str | Callable) -> Callable:
-    if callable(source):
-        return source
-    module_name, function_name = source.split(":")
-    return getattr(import_module(module_name), function_name)
 
 
 _permitted_cache: OrderedDict[tuple, list[dict]] = OrderedDict()
@@ -58,7 +54,7 @@ def discoverable_entries(agent: Agent, index: SnapshotIndex) -> list[dict]:
     entries = [entry for entry in index.current_entries()
                if offered_to(entry["manifest"], tenant_slug=agent.tenant.slug, agent_role=agent.role)]
     for source in DISCOVERY_FILTERS:
-        entries = list(_resolve_filter(source)(agent, entries))
+        entries = list(source(agent, entries))
     entries.sort(key=lambda entry: entry["name"])
     with _permitted_lock:
         _permitted_cache[key] = entries
@@ -152,10 +148,8 @@ def search_skills(
             results = [e for e in permitted if e["namespace"] == fallback_namespace][:limit]
             fallback = "namespace"
     if len(results) <= LOW_RESULT_THRESHOLD or fallback:
-        from traces.redaction import redact  # owners of every tenant read these: mask secrets first
-
         DiscoveryQuery.objects.create(
-            query=redact(query)[:300],
+            query=mask_secrets(query)[:300],  # owners of every tenant read these: mask secrets first
             namespace=namespace[:100],
             result_count=0 if fallback else len(results),
             fell_back_to_namespace=bool(fallback),
@@ -212,9 +206,6 @@ _view_cache: OrderedDict[tuple, AgentSnapshot] = OrderedDict()
 
 
 def agent_snapshot(agent: Agent, index: SnapshotIndex) -> AgentSnapshot:
-    from lib import signing
-    from lib.canonical import canonical_json, sha256_of
-
     key = (index.number, index.sha256, agent.pk, agent.key_lookup, agent.name, agent.role, agent.tenant_id,
            tuple(map(id, DISCOVERY_FILTERS)))
     with _permitted_lock:

@@ -1,7 +1,7 @@
 """Signed, immutable registry snapshots: what runtimes load to resolve and check tool calls.
 
-A snapshot document is built from every entry of SNAPSHOT_SECTIONS ("module:function", each
-returning `(key, json_value)`), canonicalised with RFC 8785, hashed (SHA-256) and signed
+A snapshot document is built from every function in SNAPSHOT_SECTIONS (each returning
+`(key, json_value)`), canonicalised with RFC 8785, hashed (SHA-256) and signed
 (Ed25519). Runtimes pin a snapshot number and resolve calls through `load_snapshot(number)`.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from importlib import import_module
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -24,8 +24,6 @@ from registry.models import SkillVersion, Snapshot, VersionStatus
 
 SNAPSHOT_FORMAT = "airlock.snapshot/1"
 
-# Other apps append their sections ("policies.snapshot:grants_section", ...).
-SNAPSHOT_SECTIONS: list[str] = ["registry.snapshots:skills_section"]
 
 # An arbitrary, fixed key for pg_advisory_xact_lock: serialises snapshot numbering on PostgreSQL.
 _ADVISORY_LOCK_KEY = 0x41524C4B  # "ARLK"
@@ -61,6 +59,11 @@ def skills_section() -> tuple[str, list[dict]]:
     return "skills", [skill_entry(version) for version in versions]
 
 
+# f() -> (key, json_value), in document order. Layers above append theirs in AppConfig.ready()
+# (policies.apps: policies.snapshot.grants_section and policies_section).
+SNAPSHOT_SECTIONS: list[Callable[[], tuple[str, Any]]] = [skills_section]
+
+
 def build_document(*, number: int, reason: str, created_at: datetime) -> dict:
     document: dict[str, Any] = {
         "format": SNAPSHOT_FORMAT,
@@ -68,9 +71,8 @@ def build_document(*, number: int, reason: str, created_at: datetime) -> dict:
         "reason": reason,
         "created_at": created_at.isoformat(),
     }
-    for source in SNAPSHOT_SECTIONS:
-        module_name, function_name = source.split(":")
-        key, value = getattr(import_module(module_name), function_name)()
+    for section in SNAPSHOT_SECTIONS:
+        key, value = section()
         document[key] = value
     return document
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator, FormatChecker
 
+from console.models import Team
 from lib.schema_patterns import unsupported_patterns
 from registry.diff import breaking_input_changes
 
@@ -166,7 +167,6 @@ def _bounds(manifest: dict) -> list[dict]:
 
 
 def _references(manifest: dict, skill: Skill | None) -> list[dict]:
-    from console.models import Team
     from registry.models import Skill, VersionStatus
 
     errors = []
@@ -336,7 +336,7 @@ def _lint_description(description: str) -> list[dict]:
 def _lint_name(name: str, input_schema: dict, effect: str) -> list[dict]:
     tool = name.rsplit(".", 1)[-1]
     verb = tool.split("_")[0]
-    properties = input_schema.get("properties") or {}
+    properties = _object(input_schema.get("properties"))
     warnings = []
     if verb in AMBIGUOUS_VERBS and "permanently" not in tool:
         warnings.append(
@@ -368,7 +368,7 @@ def _lint_name(name: str, input_schema: dict, effect: str) -> list[dict]:
 
 def _lint_enums(schema: Any, path: str) -> list[dict]:
     warnings = []
-    for name, sub in ((schema or {}).get("properties") or {}).items() if isinstance(schema, dict) else []:
+    for name, sub in _object(_object(schema).get("properties")).items():
         if not isinstance(sub, dict):
             continue
         if (
@@ -388,9 +388,14 @@ def _lint_enums(schema: Any, path: str) -> list[dict]:
     return warnings
 
 
+def _object(value: Any) -> dict:
+    """The value when it is an object, else {}: lint also runs on manifests that validation refused."""
+    return value if isinstance(value, dict) else {}
+
+
 def _lint_output(manifest: dict) -> list[dict]:
-    output, warnings = manifest.get("output_schema") or {}, []
-    for name, sub in (output.get("properties") or {}).items():
+    output, warnings = _object(manifest.get("output_schema")), []
+    for name, sub in _object(output.get("properties")).items():
         if isinstance(sub, dict) and not sub.get("description"):
             warnings.append(
                 problem(
@@ -399,20 +404,20 @@ def _lint_output(manifest: dict) -> list[dict]:
                     f"Describe the result field '{name}'.",
                 )
             )
-    text = manifest.get("description", "") + json.dumps(output)
+    text = str(manifest.get("description") or "") + json.dumps(output)
     if not EMPTY_WORDS.search(text):
         warnings.append(
             problem("$.output_schema", "empty_result_undocumented", "Say what an empty or not-found result means.")
         )
-    tool = manifest.get("name", "").rsplit(".", 1)[-1]
+    tool = str(manifest.get("name") or "").rsplit(".", 1)[-1]
     returns_list = output.get("type") == "array" or any(
-        isinstance(sub, dict) and sub.get("type") == "array" for sub in (output.get("properties") or {}).values()
+        isinstance(sub, dict) and sub.get("type") == "array" for sub in _object(output.get("properties")).values()
     )
-    inputs = set((manifest.get("input_schema") or {}).get("properties") or {})
+    inputs = set(_object(_object(manifest.get("input_schema")).get("properties")))
     if (
         (returns_list or tool.startswith(("list_", "search_")))
         and not (inputs & PAGINATION_INPUTS)
-        and "next_cursor" not in (output.get("properties") or {})
+        and "next_cursor" not in _object(output.get("properties"))
     ):
         warnings.append(
             problem(

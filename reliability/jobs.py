@@ -16,26 +16,29 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
-from django.urls import reverse
 from django.utils import timezone
 
+from lib.public_url import public_reverse
 from registry.snapshots import index_for
 from reliability.models import JobStatus, LongJob
 from runs.authorization import live_refusal
 from runs.errors import CallError, NotPermitted
 from runs.models import CallStatus, Run, ToolCall
 from runs.plane import contracts, hygiene
+from runs.plane.alerts import notify_owners
 from runs.plane.asking import ask
 from runs.plane.delivery import deliver_final_result
 from runs.shaping import shape
+from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
 LEASE = timedelta(seconds=60)
 
 
 def job_config() -> dict:
-    return {"first_check_s": 2.0, "base_s": 2.0, "cap_s": 300.0, "max_checks": 30,
-            **getattr(settings, "AIRLOCK_JOBS", {})}
+    return {"first_check_s": settings.AIRLOCK_JOB_FIRST_CHECK_SECONDS,
+            "base_s": settings.AIRLOCK_JOB_CHECK_BASE_SECONDS, "cap_s": settings.AIRLOCK_JOB_CHECK_CAP_SECONDS,
+            "max_checks": settings.AIRLOCK_JOB_MAX_CHECKS}
 
 
 def callback_token_for(run_id: str, call_id: str) -> str:
@@ -44,9 +47,9 @@ def callback_token_for(run_id: str, call_id: str) -> str:
 
 
 def callback_url_for(run_id: str, call_id: str) -> str:
-    """Sent to long-running tools as X-Airlock-Callback; they POST the job's end there."""
-    path = reverse("reliability_api:job_complete", args=[callback_token_for(run_id, call_id)])
-    return getattr(settings, "AIRLOCK_PUBLIC_URL", "").rstrip("/") + path
+    """Sent to long-running tools as X-Airlock-Callback (absolute, under AIRLOCK_PUBLIC_URL); they POST the
+    job's end there."""
+    return public_reverse("reliability_api:job_complete", args=[callback_token_for(run_id, call_id)])
 
 
 def accepted_content(job: LongJob) -> dict:
@@ -167,19 +170,18 @@ def _final_result(call: ToolCall, *, succeeded: bool, content, message: str) -> 
     if not succeeded:
         return {"call_id": call.call_id, "status": "error", "is_error": True, "error": {
             "class": "unavailable", "code": "job_failed",
-            "message": "The long-running job failed" + (f": {hygiene.clean_text(message[:300])[0]}" if message
-                                                        else ".")}}
+            "message": "The long-running job failed"
+            + (f": {redact_text(hygiene.clean_text(message[:300])[0])}" if message else ".")}}
     problem = contracts.violation(content, manifest.get("output_schema"))
     if problem:
-        from runs.plane.alerts import notify_owners
-
         notify_owners(skill_name=call.name, dedupe_key=f"contract:{call.name}:{skill['version']}",
                       subject=f"{call.name} {skill['version']} job result breaks its output_schema",
                       body=f"Where: {problem}\nRun: {call.run_id}, call {call.call_id}.")
         return {"call_id": call.call_id, "status": "error", "is_error": True,
                 "error": {"class": "internal", "code": "contract_violation", "message": contracts.UNEXPECTED_SHAPE}}
     cleaned = hygiene.clean(content)
-    shaped = shape(cleaned.content, manifest.get("execution", {}).get("result_limit_bytes"))
+    shaped = shape(cleaned.content, manifest.get("execution", {}).get("result_limit_bytes"),
+                   output_schema=manifest.get("output_schema"))
     return {"call_id": call.call_id, "status": "ok", "is_error": False, "content": shaped.content, "skill": skill,
             "truncated": shaped.truncated, "warnings": [],
             "provenance": hygiene.provenance(skill=call.name, version=skill["version"],

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from lib.sealing import seal, unseal
 from reliability.models import Pipeline, PipelineStatus, PipelineStep, StepStatus
+from runs.gate import process_batch
 from runs.models import CallStatus, Run, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -123,8 +124,6 @@ def _claim(pipeline: Pipeline) -> bool:
 
 
 def _call(run: Run, *, call_id: str, name: str, arguments: dict, key: str) -> dict:
-    from runs.gate import process_batch
-
     run = Run.objects.select_related("tenant", "agent", "snapshot").get(pk=run.pk)  # live: revoked, closed
     return process_batch(run=run, calls=[{"call_id": call_id, "name": name, "arguments": arguments,
                                           "idempotency_key": key}])[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from console.celery import app
+from runs.services import settle_expired_leases
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -34,7 +35,6 @@ def sweep_due_work() -> int:
     from reliability.jobs import due_jobs
     from reliability.reconcile import due_items
     from reliability.sagas import waiting_pipelines_ready
-    from runs.services import settle_expired_leases
 
     settle_expired_leases()
     jobs, items, pipelines = due_jobs(), due_items(), waiting_pipelines_ready()

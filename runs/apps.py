@@ -3,3 +3,13 @@ from django.apps import AppConfig
 
 class RunsConfig(AppConfig):
     name = "runs"
+
+    def ready(self) -> None:
+        # Imported here, not at the top: an app's models may only load once the app registry is ready.
+        from policies import hooks as policies_hooks
+        from runs import lookups
+        from traces import hooks as traces_hooks
+
+        policies_hooks.recorded_calls.connect(lookups.recorded_calls)
+        traces_hooks.runs_by_id.connect(lookups.runs_by_id)
+        traces_hooks.call_pks.connect(lookups.call_pks)

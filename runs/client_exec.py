@@ -33,6 +33,8 @@ from runs.errors import CallError, NotPermitted, ValidationFailed
 from runs.events import append_event
 from runs.models import CallStatus, Run, ToolCall
 from runs.shaping import shape
+from traces.recording import record_span
+from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -121,8 +123,6 @@ def _manifest(call: ToolCall) -> dict:
 
 def _record_span(*, call: ToolCall, result: dict, started_at: datetime, finished_at: datetime,
                  refused: CallError | None = None) -> None:
-    from traces.recording import record_span
-
     attributes: dict[str, Any] = {"airlock.execution": "client", "airlock.result.bytes": call.result_bytes,
                                   "airlock.result.truncated": call.truncated}
     if refused is not None:
@@ -188,13 +188,13 @@ def _record_reported(call: ToolCall, *, content: Any, error: dict | None, report
     manifest = _manifest(call)
     fields: dict[str, Any] = {}
     if error is not None:
-        message = str(error.get("message") or "The client-executed skill failed.")[:2000]
+        message = redact_text(error.get("message") or "The client-executed skill failed.", limit=2000)
         result = {"call_id": call.call_id, "status": "error", "is_error": True,
                   "error": {"class": "unavailable", "code": "client_skill_failed", "message": message}}
         status, fields["error_class"] = CallStatus.FAILED, "unavailable"
     else:
         limit = (manifest.get("execution") or {}).get("result_limit_bytes")
-        shaped = shape(content, limit)
+        shaped = shape(content, limit, output_schema=manifest.get("output_schema"))
         result = {"call_id": call.call_id, "status": "ok", "is_error": False, "content": shaped.content,
                   "skill": _skill_of(call), "truncated": shaped.truncated, "warnings": []}
         if shaped.truncated:

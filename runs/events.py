@@ -1,42 +1,26 @@
 """The run event feed agents follow by long poll (`GET /api/v1/runs/{id}/events`) or webhook.
 
-Events are append-only rows; the id is the cursor. Listeners named in EVENT_LISTENERS are called
-after each append (inside the caller's transaction) so that, for example, approvals can schedule
-a webhook delivery without `runs` importing `approvals`.
+Events are append-only rows; the id is the cursor. After each append (inside the caller's
+transaction) the `runs.hooks.event_appended` receivers are called, so that approvals can schedule a
+webhook delivery without `runs` importing `approvals`.
 """
 
-from collections.abc import Callable
-from functools import cache
-from importlib import import_module
 from typing import Any
 
+from runs import hooks
 from runs.models import Run, RunEvent
+from traces.redaction import redact
 
 EVENT_KINDS = {"approval.requested", "approval.decided", "call.completed", "run.status"}
 
-# "module:function" paths, each called as function(event) after an event is appended.
-EVENT_LISTENERS: list[str] = [
-    "approvals.webhooks:schedule_deliveries",
-    "approvals.services:cancel_when_run_closes",
-]
-
-
-@cache
-def _listeners() -> list[Callable[[RunEvent], None]]:
-    loaded = []
-    for path in EVENT_LISTENERS:
-        module_name, function_name = path.split(":")
-        loaded.append(getattr(import_module(module_name), function_name))
-    return loaded
-
 
 def append_event(*, run: Run, kind: str, payload: dict[str, Any]) -> RunEvent:
-    """Append one event to the run's feed and notify the listeners (webhooks)."""
+    """Append one event to the run's feed and notify the listeners (webhooks). The payload is redacted
+    first, so the long poll and the webhook body (built from the stored event) carry no secret."""
     if kind not in EVENT_KINDS:
         raise ValueError(f"Unknown run event kind {kind!r}; known: {', '.join(sorted(EVENT_KINDS))}.")
-    event = RunEvent.objects.create(run=run, kind=kind, payload=payload)
-    for listener in _listeners():
-        listener(event)
+    event = RunEvent.objects.create(run=run, kind=kind, payload=redact(payload))
+    hooks.event_appended(event)
     return event
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -23,13 +22,13 @@ from policies.services import ActivePolicies, load_active_policies
 from registry.models import MUTATING_EFFECTS, SkillVersion, VersionStatus
 from registry.offering import offered_to
 from registry.snapshots import ResolvedSkill, SnapshotIndex, index_for
-from runs import authorization, batch_input, client_exec, execution, lifecycle, ratelimit, recording
+from runs import authorization, batch_input, client_exec, execution, hooks, lifecycle, ratelimit, recording
 from runs.adapters import InvocationContext
 from runs.authorization import CALLABLE_STATUSES, RunFacts
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, NotFound, NotPermitted, Transient, ValidationFailed
 from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
 from runs.validation import validate_arguments
-from traces.redaction import redact
+from traces.redaction import redact, redact_text
 
 logger = logging.getLogger(__name__)
 MAX_BATCH = 50
@@ -73,6 +72,7 @@ class BatchState:
 
 
 def error_result(call_id: str, error: CallError) -> dict:
+    call_id = redact_text(call_id) if isinstance(call_id, str) else call_id
     return {"call_id": call_id, "status": "error", "is_error": True, "error": error.as_error()}
 
 
@@ -89,7 +89,8 @@ def _load_state(run: Run, calls: list[dict]) -> BatchState:
             if skill is not None:
                 resolved_ids.add(skill.skill_version_id)
     live_status = dict(SkillVersion.objects.filter(pk__in=resolved_ids).values_list("pk", "status"))
-    call_ids = [raw.get("call_id") for raw in calls if isinstance(raw, dict) and isinstance(raw.get("call_id"), str)]
+    call_ids = [redact_text(raw["call_id"]) for raw in calls
+                if isinstance(raw, dict) and isinstance(raw.get("call_id"), str)]
     existing = {call.call_id: call for call in ToolCall.objects.filter(run=run, call_id__in=call_ids)}
     keys = {_explicit_key(raw) for raw in calls if isinstance(raw, dict)} | {f"{run.pk}:{c}" for c in call_ids}
     records = {record.key: record for record in
@@ -103,7 +104,7 @@ def _load_state(run: Run, calls: list[dict]) -> BatchState:
 
 def _explicit_key(raw: dict) -> str:
     key = raw.get("idempotency_key")
-    return key.strip()[:300] if isinstance(key, str) else ""
+    return redact_text(key.strip())[:300] if isinstance(key, str) else ""
 
 
 def _check_shape(plan: Planned, state: BatchState) -> None:
@@ -113,7 +114,9 @@ def _check_shape(plan: Planned, state: BatchState) -> None:
     if not isinstance(call_id, str) or not call_id.strip() or len(call_id) > 200:
         raise ValidationFailed("call_id must be a non-empty string (at most 200 characters).", code="malformed_call",
                                fields=[{"field": "call_id", "message": "required string"}])
-    plan.call_id = call_id
+    # A call id that looks like a secret is kept (and answered) masked; the mask is deterministic, so a
+    # retry of the same call still finds it.
+    call_id = plan.call_id = redact_text(call_id)
     if call_id in state.seen:  # taken once read, even by a call the checks below refuse
         plan.call_id_reused = True
         raise ValidationFailed(f"call_id {call_id} appears twice in this batch.", code="duplicate_call_id")
@@ -225,7 +228,8 @@ def _decide(plan: Planned, state: BatchState) -> None:
     taint = plan.raw.get("taint")
     if taint and not state.tainted:
         state.tainted = True
-        state.taint_source = (taint if isinstance(taint, str) else f"agent marked call {plan.call_id}")[:300]
+        state.taint_source = redact_text(taint if isinstance(taint, str) else f"agent marked call {plan.call_id}",
+                                         limit=300)
     _resolve(plan, state)
     validate_arguments(skill_version_id=plan.skill.skill_version_id, schema=plan.skill.manifest.get("input_schema"),
                        version=plan.skill.version, name=plan.skill.name, arguments=plan.arguments)
@@ -269,25 +273,23 @@ def _deny(plan: Planned) -> None:
 
 
 def _confirm(plan: Planned, state: BatchState) -> None:
-    from approvals.services import open_approval_request
-
     call = plan.tool_call
     lifecycle.first_status(call, CallStatus.AWAITING_APPROVAL)
     call.sealed_arguments = seal(plan.arguments)
     try:
-        _open_approval(plan, call, state, open_approval_request)
+        _open_approval(plan, call, state)
     except Exception:
         call.pk, call._state.adding, call.sealed_arguments = None, True, ""  # rolled back: record it as failed
         raise
 
 
-def _open_approval(plan: Planned, call: ToolCall, state: BatchState, open_approval_request: Any) -> None:
+def _open_approval(plan: Planned, call: ToolCall, state: BatchState) -> None:
     with transaction.atomic():
         call.save()
         if plan.idempotency_key:
             IdempotencyRecord.objects.create(tenant_id=state.run.tenant_id, key=plan.idempotency_key,
                                              arguments_sha256=call.arguments_sha256, skill_name=call.name, call=call)
-        approval = open_approval_request(call=call, decision=call.decision)
+        approval = hooks.open_approval(call=call, decision=call.decision)
         stored = {
             "call_id": plan.call_id, "status": "approval_required", "is_error": False, "approval_id": approval.pk,
             "proposed_action": {"skill": plan.skill.name, "version": plan.skill.version, "effect": plan.effect,

@@ -10,11 +10,12 @@ from django.utils import timezone
 
 from lib.canonical import sha256_of
 from registry.snapshots import ResolvedSkill
-from runs import lifecycle
+from runs import hooks, lifecycle
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, Transient
 from runs.execution import Outcome
 from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
 from runs.shaping import shape
+from traces.recording import record_span
 
 if TYPE_CHECKING:
     from runs.gate import Planned
@@ -46,7 +47,8 @@ def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, war
         call.error_class = error.error_class
         result = {"call_id": call.call_id, "status": "error", "is_error": True, "error": error.as_error()}
     else:
-        shaped = shape(outcome.content, skill.manifest.get("execution", {}).get("result_limit_bytes"))
+        shaped = shape(outcome.content, skill.manifest.get("execution", {}).get("result_limit_bytes"),
+                       output_schema=skill.manifest.get("output_schema"))
         call.error_class = ""
         call.truncated, call.result_bytes = shaped.truncated, shaped.size
         call.result_sha256 = sha256_of(shaped.content)
@@ -118,9 +120,7 @@ def settle_after_failure(*, call: ToolCall, key_record: IdempotencyRecord | None
 
 
 def open_unknown_outcome(call: ToolCall) -> None:
-    from reliability.reconcile import open_reconciliation
-
-    open_reconciliation(call=call, reason="timeout", note="The call ran but its outcome was not recorded.")
+    hooks.open_reconciliation(call=call, reason="timeout", note="The call ran but its outcome was not recorded.")
 
 
 def remember_outcome(*, key_record: IdempotencyRecord | None, call: ToolCall, result: dict) -> None:
@@ -185,8 +185,6 @@ def _record_spans(run: Run, plans: list[Planned], now) -> None:
 
 
 def _record_span_rows(run: Run, plans: list[Planned], now) -> None:
-    from traces.recording import record_span
-
     for plan in plans:
         call = plan.tool_call
         if call is None or call.pk is None:

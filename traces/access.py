@@ -15,6 +15,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 
 from console.tenancy import teams_for, tenants_for
+from registry.models import Skill
 from traces.models import Span, Trace
 from traces.redaction import redacted_marker
 from traces.timeline import Timeline, build_timeline
@@ -27,7 +28,6 @@ HIDDEN_FROM_OWNERS = ("airlock.decision.shadow_differs",)
 def owned_skill_names(user: Any) -> list[str]:
     if not user.is_authenticated:
         return []
-    from registry.models import Skill
 
     return list(Skill.objects.filter(owner_team__in=teams_for(user)).values_list("name", flat=True))
 

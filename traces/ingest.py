@@ -26,18 +26,16 @@ from django.db import connection, transaction
 from django.db.models import Case, F, Q, Value, When
 
 from console.models import Agent
+from registry.models import SkillVersion
+from traces import hooks
 from traces.models import Span, SpanKind, Trace
-from traces.redaction import redact
+from traces.redaction import redact, redact_text
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
 PAYLOAD_KEYS = {"gen_ai.tool.call.arguments": "input_schema", "gen_ai.tool.call.result": "output_schema"}
 MIN_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 _CHUNK = 500
-
-
-def limit(name: str, default: int) -> int:
-    return int(getattr(settings, name, default))
 
 
 class IngestError(Exception):
@@ -87,8 +85,8 @@ class IngestResult:
 def read_body(request: Any) -> bytes:
     """The request body, gunzipped, refused with 413 past the configured limits (checked before
     reading, and again while inflating, so a small gzip bomb cannot blow up memory)."""
-    max_wire = limit("TRACES_INGEST_MAX_BODY_BYTES", 5 * 1024 * 1024)
-    max_decoded = limit("TRACES_INGEST_MAX_DECODED_BYTES", 20 * 1024 * 1024)
+    max_wire = settings.TRACES_INGEST_MAX_BODY_BYTES
+    max_decoded = settings.TRACES_INGEST_MAX_DECODED_BYTES
     declared = request.META.get("CONTENT_LENGTH") or "0"
     try:
         declared_len = int(declared)
@@ -129,7 +127,7 @@ def capacity_slot():
     """Bound concurrent ingest work per process: past the bound, answer 503 with Retry-After
     instead of queueing requests without limit (OTLP clients back off and retry)."""
     global _inflight
-    bound = limit("TRACES_INGEST_MAX_INFLIGHT", 8)
+    bound = settings.TRACES_INGEST_MAX_INFLIGHT
     with _inflight_lock:
         if _inflight >= bound:
             raise IngestError(503, "over_capacity", "Trace ingest is at capacity; retry later.", retry_after=2,
@@ -144,7 +142,7 @@ def capacity_slot():
 
 def charge_rate(*, tenant_id: int, spans: int) -> None:
     """Per-tenant spans per minute (shared through the cache): 429 with the seconds left in the minute."""
-    per_minute = limit("TRACES_INGEST_SPANS_PER_MINUTE", 600_000)
+    per_minute = settings.TRACES_INGEST_SPANS_PER_MINUTE
     now = time.time()
     key = f"traces:ingest:{tenant_id}:{int(now // 60)}"
     cache.add(key, 0, timeout=120)
@@ -162,8 +160,8 @@ def charge_rate(*, tenant_id: int, spans: int) -> None:
 # --- checking and storing ---------------------------------------------------------------------
 
 def _check(spans: list[SpanIn]) -> None:
-    max_spans = limit("TRACES_INGEST_MAX_SPANS", 10_000)
-    max_attr = limit("TRACES_INGEST_MAX_ATTRIBUTE_BYTES", 64 * 1024)
+    max_spans = settings.TRACES_INGEST_MAX_SPANS
+    max_attr = settings.TRACES_INGEST_MAX_ATTRIBUTE_BYTES
     if not spans:
         raise IngestError(400, "no_spans", "The request holds no spans.")
     if len(spans) > max_spans:
@@ -195,7 +193,6 @@ def _skill_payload_rules(names: set[str]) -> dict[tuple[str, str], tuple[dict, s
     """(skill, version) → (manifest, data classification), with (skill, "") for the newest version."""
     if not names:
         return {}
-    from registry.models import SkillVersion
 
     rules: dict[tuple[str, str], tuple[dict, str]] = {}
     rows = (SkillVersion.objects.filter(skill__name__in=names).exclude(status="draft")
@@ -234,8 +231,6 @@ def redact_span_attributes(attributes: dict[str, Any], rule: tuple[dict, str] | 
 
 
 def _resolve_traces(agent: Agent, spans: list[SpanIn]) -> dict[str, Trace]:
-    from runs.models import Run
-
     first: dict[str, SpanIn] = {}
     for span in spans:
         earliest = first.get(span.trace_id)
@@ -248,8 +243,7 @@ def _resolve_traces(agent: Agent, spans: list[SpanIn]) -> dict[str, Trace]:
                               error_class="authorization")
     missing = [tid for tid in first if tid not in traces]
     if missing:
-        runs = {run.id.hex: run for run in Run.objects.filter(tenant_id=agent.tenant_id,
-                                                              id__in=[uuid.UUID(t) for t in missing])}
+        runs = {run.id.hex: run for run in hooks.runs_by_id(agent.tenant_id, [uuid.UUID(t) for t in missing])}
         for run in runs.values():
             if run.agent_id != agent.pk:
                 raise IngestError(403, "trace_of_another_agent", f"Trace {run.id.hex} is a run of another agent.",
@@ -259,8 +253,8 @@ def _resolve_traces(agent: Agent, spans: list[SpanIn]) -> dict[str, Trace]:
             run, root = runs.get(tid), first[tid]
             new.append(Trace(
                 tenant_id=agent.tenant_id, trace_id=tid, agent_id=agent.pk, run=run,
-                end_user=run.end_user if run else root.end_user[:200],
-                name=((run.task if run else "") or root.name)[:300],
+                end_user=run.end_user if run else redact_text(root.end_user, limit=200),
+                name=redact_text((run.task if run else "") or root.name, limit=300),
                 started_at=run.created_at if run else root.started_at,
             ))
         Trace.objects.bulk_create(new, ignore_conflicts=True)
@@ -277,13 +271,11 @@ def _existing_span_keys(trace_pks: list[int], span_ids: list[str]) -> set[tuple[
 
 
 def _calls_by_key(traces: dict[str, Trace], spans: list[SpanIn]) -> dict[tuple[Any, str], int]:
-    wanted = {(traces[s.trace_id].run_id, s.call_id) for s in spans if s.call_id and traces[s.trace_id].run_id}
+    wanted = {(traces[s.trace_id].run_id, redact_text(s.call_id)) for s in spans
+              if s.call_id and traces[s.trace_id].run_id}
     if not wanted:
         return {}
-    from runs.models import ToolCall
-
-    rows = ToolCall.objects.filter(run_id__in={r for r, _ in wanted}, call_id__in={c for _, c in wanted})
-    return {(run_id, call_id): pk for pk, run_id, call_id in rows.values_list("pk", "run_id", "call_id")}
+    return hooks.call_pks({r for r, _ in wanted}, {c for _, c in wanted})
 
 
 SPAN_COLUMNS = ("trace_id", "span_id", "parent_span_id", "kind", "name", "started_at", "ended_at", "duration_ms",
@@ -312,9 +304,10 @@ def store_spans(*, agent: Agent, spans: list[SpanIn], source: str) -> IngestResu
             attrs = redact_span_attributes(span.attributes, rule)
             duration = (span.ended_at - span.started_at).total_seconds() * 1000 if span.ended_at else None
             rows.append((
-                trace.pk, span.span_id, span.parent_span_id, span.kind, span.name[:300], span.started_at,
-                span.ended_at, duration, span.skill_name[:200], span.skill_version[:64],
-                calls.get((trace.run_id, span.call_id)), span.verdict[:10], span.outcome[:32], span.error_class[:32],
+                trace.pk, span.span_id, span.parent_span_id, span.kind, redact_text(span.name, limit=300),
+                span.started_at, span.ended_at, duration, redact_text(span.skill_name, limit=200),
+                span.skill_version[:64], calls.get((trace.run_id, redact_text(span.call_id))), span.verdict[:10],
+                span.outcome[:32], span.error_class[:32],
                 str(attrs.get("airlock.arguments.sha256", ""))[:64], _int(attrs.get("airlock.result.bytes")), attrs,
                 source,
             ))

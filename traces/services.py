@@ -14,6 +14,7 @@ from django.utils import timezone
 from console.models import Tenant
 from lib import egress
 from lib.sealing import seal, unseal
+from registry.models import Skill
 from traces import otlp
 from traces.metrics import call_facts, repeats_per_run
 from traces.models import Alert, AlertKind, AlertRule, Span, Trace, TraceSettings
@@ -100,7 +101,6 @@ def email_alert(*, alert_id: int) -> bool:
     alert = Alert.objects.filter(pk=alert_id).first()
     if alert is None:
         return False
-    from registry.models import Skill
 
     skill = Skill.objects.select_related("owner_team").filter(name=alert.skill_name).first()
     address = skill.owner_team.email if skill else ""

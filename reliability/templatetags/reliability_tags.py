@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import template
 
+from registry.models import SkillVersion
 from reliability.models import BreakerTransition, LongJob, Pipeline, ReconciliationItem
 from runs.plane import breakers
 
@@ -11,8 +12,6 @@ register = template.Library()
 
 
 def _skill_domains(skill_name: str) -> list[str]:
-    from registry.models import SkillVersion
-
     domains = []
     for manifest in SkillVersion.objects.filter(skill__name=skill_name).published().values_list("manifest",
                                                                                                 flat=True):

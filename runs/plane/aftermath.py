@@ -7,9 +7,11 @@ import logging
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from runs import hooks
 from runs.plane import breakers
 from runs.plane.alerts import notify_owners
 from runs.plane.models import BreakerTransition
+from traces.recording import record_span
 
 if TYPE_CHECKING:
     from runs.execution import Outcome
@@ -50,13 +52,9 @@ def record_aftermath(*, outcome: Outcome, trail: Trail, manifest: dict) -> None:
                       body=f"Where: {trail.contract_violation}\nRun: {trail.run_id}, call {trail.call_id}.\n"
                            "The agent got an internal error instead of the result.")
     if error is not None and error.error_class == "timeout_unknown" and rows.call is not None:
-        from reliability.reconcile import open_reconciliation
-
-        open_reconciliation(call=rows.call, reason="timeout")
+        hooks.open_reconciliation(call=rows.call, reason="timeout")
     if trail.job is not None and error is None:
-        from reliability.jobs import register_job
-
-        outcome.content = register_job(run=rows.run, call_id=trail.call_id, skill=trail.skill,
+        outcome.content = hooks.register_job(run=rows.run, call_id=trail.call_id, skill=trail.skill,
                                        job_id=trail.job["job_id"])
 
 
@@ -67,8 +65,6 @@ def _worth_spans(trail: Trail, error) -> bool:
 
 
 def _record_attempt_spans(rows: _Rows, trail: Trail) -> None:
-    from traces.recording import record_span
-
     breaker = breakers.snapshot(trail.domain) if trail.uses_breaker else None
     for attempt in trail.attempts:
         attributes = {"airlock.attempt": attempt.number, "airlock.attempts.max": trail.max_attempts,

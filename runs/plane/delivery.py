@@ -10,6 +10,7 @@ from django.utils import timezone
 from runs import lifecycle
 from runs.events import append_event
 from runs.models import IdempotencyRecord, ToolCall
+from traces.recording import record_span
 
 logger = logging.getLogger(__name__)
 
@@ -17,8 +18,6 @@ logger = logging.getLogger(__name__)
 def deliver_final_result(*, call: ToolCall, result: dict, status: str, error_class: str = "", span_name: str,
                          attributes: dict) -> None:
     """Record `result` as the call's outcome and tell the run (event) and the trace (span)."""
-    from traces.recording import record_span
-
     now = timezone.now()
     if not lifecycle.replace_outcome(call, status=status, result=result, error_class=error_class, finished_at=now):
         logger.warning("Call %s is %s; %s not delivered", call.pk, call.status, span_name)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -23,9 +22,12 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils import timezone
 
+from lib import clock
+from runs import hooks
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown
 from runs.plane import breakers, contracts, hygiene
 from runs.plane.credentials import credential_name, resolve_headers
+from runs.plane.mcp_servers import connection_for
 
 if TYPE_CHECKING:
     from runs.adapters import Adapter, InvocationContext
@@ -107,7 +109,7 @@ def current_trail() -> Trail | None:
 
 
 def retry_config() -> dict:
-    return {"base_s": 0.1, "cap_s": 2.0, **getattr(settings, "AIRLOCK_RETRY", {})}
+    return {"base_s": settings.AIRLOCK_RETRY_BASE_SECONDS, "cap_s": settings.AIRLOCK_RETRY_CAP_SECONDS}
 
 
 def prepare(*, manifest: dict, context: InvocationContext) -> Trail:
@@ -124,12 +126,8 @@ def prepare(*, manifest: dict, context: InvocationContext) -> Trail:
     try:
         trail.headers = resolve_headers(manifest=manifest, tenant_slug=context.tenant, end_user=context.end_user)
         if execution.get("job_status"):
-            from reliability.jobs import callback_url_for
-
-            trail.headers["X-Airlock-Callback"] = callback_url_for(context.run_id, context.call_id)
+            trail.headers["X-Airlock-Callback"] = hooks.job_callback_url(context.run_id, context.call_id)
         if adapter.startswith("mcp://"):
-            from runs.plane.mcp_servers import connection_for
-
             trail.mcp = connection_for(adapter)
     except CallError as exc:
         trail.error = exc
@@ -154,7 +152,7 @@ def invoke(adapter: Adapter, *, manifest: dict, arguments: dict, context: Invoca
 
 
 def _attempts(adapter: Adapter, manifest: dict, arguments: dict, context: InvocationContext, trail: Trail) -> Any:
-    deadline = time.monotonic() + context.timeout_s
+    deadline = clock.monotonic() + context.timeout_s
     while True:
         record = AttemptRecord(number=len(trail.attempts) + 1, started_at=timezone.now())
         trail.attempts.append(record)
@@ -163,7 +161,7 @@ def _attempts(adapter: Adapter, manifest: dict, arguments: dict, context: Invoca
             if trail.uses_breaker:
                 admission = breakers.admit(trail.domain)
             record.breaker, record.probe = admission.state, admission.probe
-            attempt_context = replace(context, timeout_s=max(deadline - time.monotonic(), MIN_ATTEMPT_S))
+            attempt_context = replace(context, timeout_s=max(deadline - clock.monotonic(), MIN_ATTEMPT_S))
             result = adapter.invoke(manifest=manifest, arguments=arguments, context=attempt_context)
         except CallError as exc:
             _close(record, exc)
@@ -177,7 +175,7 @@ def _attempts(adapter: Adapter, manifest: dict, arguments: dict, context: Invoca
             if delay is None:
                 raise _final(exc, trail) from exc
             record.retry_in_s = round(delay, 3)
-            time.sleep(delay)
+            clock.sleep(delay)
             continue
         except Exception:
             _close(record, Internal(GENERIC_INTERNAL))
@@ -226,7 +224,7 @@ def retry_delay(error: CallError, *, attempt: int, trail: Trail, deadline: float
     retry_after = error.extra.get("retry_after")
     if retry_after and error.code != "timeout":
         delay = max(delay, float(retry_after))
-    if time.monotonic() + delay + MIN_ATTEMPT_S > deadline:
+    if clock.monotonic() + delay + MIN_ATTEMPT_S > deadline:
         return None
     return delay
 

@@ -1,7 +1,5 @@
 """Circuit breakers: open after failures in a window, fail fast, half-open with one probe, close."""
 
-import time
-
 import pytest
 from django.core import mail
 
@@ -18,7 +16,7 @@ def read(agent, call_id, run=None):
     return run, results[0]
 
 
-def test_breaker_opens_fails_fast_half_opens_and_closes(world, flaky):
+def test_breaker_opens_fails_fast_half_opens_and_closes(world, flaky, clock):
     skill("catalog.get_item", f"{flaky.url}/item", max_attempts=1)
     publish()
     flaky.default("/item", 503)
@@ -40,7 +38,7 @@ def test_breaker_opens_fails_fast_half_opens_and_closes(world, flaky):
     call_span = Span.objects.filter(trace__run=run, kind="tool_call").order_by("-started_at").first()
     assert call_span.attributes["airlock.breaker.state"] == "open"
 
-    time.sleep(0.6)
+    clock.advance(breakers.config()["open_s"])
     assert breakers.state_of(domain) == "half_open"
     flaky.default("/item", {"item": "back"})
     _, probe = read(agent, "c4", run)
@@ -53,14 +51,14 @@ def test_breaker_opens_fails_fast_half_opens_and_closes(world, flaky):
     assert all(m.to == ["owners@example.com"] for m in mail.outbox)
 
 
-def test_failed_probe_opens_again_and_only_one_probe_is_let_through(world, flaky):
+def test_failed_probe_opens_again_and_only_one_probe_is_let_through(world, flaky, clock):
     skill("catalog.get_item", f"{flaky.url}/item", max_attempts=1)
     publish()
     domain = breakers.domain_for(flaky.url + "/item")
     failing = breakers.Admission("closed", probe=False)
     for _ in range(3):
         breakers.record_failure(domain, failing, reason="test")
-    time.sleep(0.6)
+    clock.advance(breakers.config()["open_s"])
     first = breakers.admit(domain)
     assert first.probe
     with pytest.raises(Exception) as second:

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from console.demo import DEMO_PASSWORD, PEOPLE
+from lib.signing import key_id
 
 
 def _exit_on_signal(signum, frame) -> None:
@@ -68,8 +69,6 @@ class Command(BaseCommand):
         return [sys.executable, manage, "simulate_agents", "--base-url", f"http://{host}:{port}", "--gentle"]
 
     def _banner(self, host: str, port: int) -> None:
-        from lib.signing import key_id
-
         mode = "Redis-backed (Celery worker and beat started)" if settings.REDIS_URL else "embedded"
         database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         base = f"http://{host}:{port}"
