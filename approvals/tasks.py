@@ -8,7 +8,6 @@ import random
 
 from celery import shared_task
 
-from console.celery import app
 from runs.services import CallHeldElsewhere
 
 RESUME_MAX_RETRIES = 5
@@ -58,10 +57,3 @@ def resume_orphans() -> int:
     from approvals.services import resume_orphaned_approvals
 
     return resume_orphaned_approvals()
-
-
-@app.on_after_finalize.connect
-def add_periodic_tasks(sender, **kwargs) -> None:
-    sender.add_periodic_task(15.0, expire_approvals.s(), name="approvals: expire stale requests")
-    sender.add_periodic_task(60.0, escalate_approvals.s(), name="approvals: escalate overdue requests")
-    sender.add_periodic_task(30.0, resume_orphans.s(), name="approvals: record outcomes of settled calls")

@@ -135,7 +135,21 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 900, minimum=30)}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BEAT_SCHEDULE: dict = {}
+# Every periodic task, in one place (beat in a deployment, `run_periodic` in the embedded mode);
+# tests/console/test_periodic.py checks that each names a registered task.
+CELERY_BEAT_SCHEDULE: dict = {
+    "policies: snapshot after grants expire": {"task": "policies.tasks.publish_expired_grants", "schedule": 30.0},
+    "reliability: follow jobs, ask tools about unknowns": {"task": "reliability.tasks.sweep_due_work",
+                                                           "schedule": 10.0},
+    "approvals: expire stale requests": {"task": "approvals.tasks.expire_approvals", "schedule": 15.0},
+    "approvals: escalate overdue requests": {"task": "approvals.tasks.escalate_approvals", "schedule": 60.0},
+    "approvals: record outcomes of settled calls": {"task": "approvals.tasks.resume_orphans", "schedule": 30.0},
+    "traces: evaluate alert rules": {"task": "traces.tasks.evaluate_alerts", "schedule": 60.0},
+    "traces: delete traces past retention": {"task": "traces.tasks.purge_expired_traces", "schedule": 600.0},
+    "traces: forward spans to tenants' OTLP endpoints": {"task": "traces.tasks.forward_all", "schedule": 15.0},
+    "retention: delete closed runs past retention, then expired audit rows": {
+        "task": "retention.tasks.purge_expired_records", "schedule": 600.0},
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

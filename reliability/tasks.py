@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from console.celery import app
 from runs.services import settle_expired_leases
 
 
@@ -45,8 +44,3 @@ def sweep_due_work() -> int:
     for item_id in items:
         check_reconciliation.delay(item_id)
     return len(jobs) + len(items) + len(pipelines)
-
-
-@app.on_after_finalize.connect
-def add_periodic_tasks(sender, **kwargs) -> None:
-    sender.add_periodic_task(10.0, sweep_due_work.s(), name="reliability: follow jobs, ask tools about unknowns")

@@ -5,8 +5,6 @@ import random
 import httpx
 from celery import shared_task
 
-from console.celery import app
-
 FORWARD_MAX_RETRIES = 5
 
 
@@ -54,10 +52,3 @@ def forward_all() -> int:
     for tenant_id in tenant_ids:
         forward_spans.delay(tenant_id)
     return len(tenant_ids)
-
-
-@app.on_after_finalize.connect
-def setup_periodic_tasks(sender, **kwargs) -> None:
-    sender.add_periodic_task(60.0, evaluate_alerts.s(), name="traces: evaluate alert rules")
-    sender.add_periodic_task(600.0, purge_expired_traces.s(), name="traces: delete traces past retention")
-    sender.add_periodic_task(15.0, forward_all.s(), name="traces: forward spans to tenants' OTLP endpoints")
