@@ -119,7 +119,7 @@ def _flow(asgi_live_server, page, browser, login_as, acme, approver, second_appr
         found: dict = {}
         poller = threading.Thread(target=_long_poll_until_completed, args=(agent, run["run_id"], cursor, found))
         poller.start()
-        time.sleep(0.3)  # the agent is waiting in its long poll
+        time.sleep(0.2)  # the agent is waiting in its long poll (of up to 30 s)
         clicked = time.monotonic()
         if keyboard:  # newest first: the target is the second card; j, j selects it, a approves it
             page.locator("h1").click()

@@ -64,11 +64,11 @@ def test_the_sdk_wait_survives_a_server_restart(acme, agent_and_key, approver, t
         outcome: dict = {}
         waiter = threading.Thread(target=lambda: outcome.setdefault("result", run.wait(pending, timeout=60)))
         waiter.start()
-        time.sleep(1.0)  # the agent is inside a long poll now
+        time.sleep(0.2)  # the agent is inside a long poll now (it waits up to 60 s)
 
         os.killpg(server.pid, signal.SIGKILL)  # the worker dies mid-poll
         server.wait(10)
-        time.sleep(1.0)  # the SDK meets refused connections and keeps retrying
+        # The SDK meets refused connections and keeps retrying while uvicorn starts again (over a second).
         server = _serve(port, env, log)
 
         decide_approval(approval=ApprovalRequest.objects.get(pk=pending.approval_id), user=approver,

@@ -5,7 +5,7 @@ Airlock in the request `_meta`), so tests can prove that nothing ran twice.
 """
 
 import sys
-import time
+import threading
 from collections import Counter
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -15,6 +15,7 @@ server = MCPServer("Flaky Desk")
 executions: Counter = Counter()
 notes: dict[str, dict] = {}
 seen_headers: dict[str, str] = {}
+slow_writes_may_finish = threading.Event()
 
 
 def _key(ctx: Context) -> str:
@@ -50,12 +51,12 @@ def bad_shape(item_id: str) -> dict:
 
 @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=False))
 def create_note(text: str, ctx: Context) -> dict:
-    """Write a note; text 'slow' makes it take 3 seconds (it still succeeds)."""
+    """Write a note; text 'slow' makes it wait until the `release` tool is called (it still succeeds)."""
     key = _key(ctx)
     executions["create_note"] += 1
     executions[f"create_note:{key}"] += 1
     if text == "slow":
-        time.sleep(3)
+        slow_writes_may_finish.wait(timeout=30)
     notes[key] = {"note_id": f"note_{len(notes) + 1}", "text": text}
     return notes[key]
 
@@ -70,8 +71,15 @@ def note_status(idempotency_key: str) -> dict:
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def counts() -> dict:
-    """Test helper: executions so far and the last credential headers seen."""
-    return {"executions": dict(executions), "headers": dict(seen_headers)}
+    """Test helper: executions so far, the notes written and the last credential headers seen."""
+    return {"executions": dict(executions), "notes": sorted(notes), "headers": dict(seen_headers)}
+
+
+@server.tool()
+def release() -> dict:
+    """Test helper: slow writes finish now."""
+    slow_writes_may_finish.set()
+    return {"released": True}
 
 
 if __name__ == "__main__":

@@ -77,7 +77,11 @@ def test_slow_mcp_write_is_timeout_unknown_reconciled_through_the_tool_and_ran_o
     assert result["error"]["class"] == "timeout_unknown"
     key = f"{run.pk}:c1"
     item = ReconciliationItem.objects.get(call__run=run)
-    time.sleep(2.6)  # the server finishes the slow write
+    call_tool(connection_for("mcp://desk/release"), "release", {}, timeout_s=10)  # the slow write finishes
+    deadline = time.monotonic() + 10
+    while key not in counts()["notes"]:
+        assert time.monotonic() < deadline, "the slow write never finished"
+        time.sleep(0.05)
     from reliability.reconcile import check_with_tool
 
     item = check_with_tool(item_id=item.pk)
