@@ -130,6 +130,7 @@ CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False  # workers log through LOGGING below, secrets masked
 # A resume task that is not acknowledged within this window is delivered again; tasks are
 # idempotent (they claim their row first), so redelivery is safe. Keep it above the longest task.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 900, minimum=30)}
@@ -306,9 +307,18 @@ LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Every handler masks secrets (lib.log_redaction): request lines with query strings, messages, tracebacks.
+    "filters": {"mask_secrets": {"()": "lib.log_redaction.MaskSecretsFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+                   "access": {"()": "uvicorn.logging.AccessFormatter",
+                              "fmt": '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_secrets"]},
+                 "access": {"class": "logging.StreamHandler", "formatter": "access", "stream": "ext://sys.stdout",
+                            "filters": ["mask_secrets"]}},
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", LOG_LEVELS)},
     # httpx logs every request at INFO: the simulated agents and webhooks would drown the console.
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    # uvicorn's access log, as uvicorn writes it, through the masking filter (Django configures logging
+    # after uvicorn does, when the app is imported, so this is the configuration in effect).
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"},
+                "uvicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False}},
 }

@@ -4,7 +4,8 @@ screen (approvals.masking).
 A value is sensitive when the skill's JSON Schema marks its field (`writeOnly`, `format: password`,
 `x-airlock-sensitive`, or the older `x-sensitive`), when its key names a credential (`password`,
 `token`, `api_key`, ...), or, inside any string, when a substring looks like a secret (provider
-API keys, bearer tokens, JWTs, PEM private keys, Airlock's own keys, card numbers passing Luhn).
+API keys, bearer tokens, JWTs, PEM private keys, Airlock's own keys, card numbers passing Luhn, and
+credentials written inline: `password=…`, `token: …`, `"api_key": "…"`, `Authorization: Bearer …`).
 """
 
 import hashlib
@@ -28,11 +29,20 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("airlock", re.compile(r"\b(?:ak|pat)_[A-Za-z0-9_-]{12,}")),
     ("password_in_url", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
 ]
+# Credentials written inline in free text: `password=…`, `token: …`, `"api_key": "…"`, `Authorization: Bearer …`,
+# `client_secret=…` in a query string. The key and separator stay; only the value is masked. No nested
+# quantifiers (linear time); a value already masked (it starts with "…") is left alone, so masking twice
+# changes nothing.
+_KEY_VALUE = re.compile(
+    r"(?i)(?<![a-z0-9])(?:passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|private[_-]?key|authorization|credentials?|cookie)(?:[_.-][a-z0-9]+){0,3}"
+    r"[\"']?[ \t]*[=:][ \t]*(?:(?:bearer|basic|token)[ \t]+|(?!(?:bearer|basic|token)[ \t]))"
+    r"(?:\"(?P<dq>(?!…)[^\"\n]+)\"|'(?P<sq>(?!…)[^'\n]+)'|(?P<bare>(?!…)[^\s\"'&<>]+))")
 # Payment card numbers: 13-19 digits (optionally grouped), masked only when the Luhn check passes.
 _CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
 # Cheap pre-check: most strings contain none of these fragments and skip the regexes entirely.
-_HINTS = ("-----BEGIN", "eyJ", "earer", "asic", "oken", "sk-", "_live_", "_test_", "ghp_", "gho_", "ghu_", "ghs_",
-          "ghr_", "github_pat_", "AKIA", "ASIA", "xox", "AIza", "ak_", "pat_", "://")
+_HINTS = ("-----BEGIN", "eyJ", "earer", "EARER", "asic", "ASIC", "oken", "OKEN", "sk-", "_live_", "_test_", "ghp_",
+          "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "xox", "AIza", "ak_", "pat_", "://")
 
 
 # Keys whose values are credentials whatever they look like (matched on the last dotted segment).
@@ -72,8 +82,26 @@ def _mask_card(match: re.Match[str]) -> str:
     return f"card…{digits[-4:]}[redacted:{hashlib.sha256(digits.encode()).hexdigest()[:12]}]"
 
 
+_CREDENTIAL_WORDS = ("pass", "pwd", "secret", "token", "key", "authorization", "credential", "cookie")
+
+
+def _has_credential_word(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in _CREDENTIAL_WORDS)
+
+
+def _mask_value(match: re.Match[str]) -> str:
+    group = match.lastgroup or "bare"
+    value = match.group(group)
+    start, end = match.start(group) - match.start(), match.end(group) - match.start()
+    text = match.group(0)
+    return f"{text[:start]}…[redacted:{hashlib.sha256(value.encode()).hexdigest()[:12]}]{text[end:]}"
+
+
 def mask_secrets(text: str) -> str:
     """Mask every substring that looks like a credential or a card number; other text is kept as is."""
+    if ("=" in text or ":" in text) and _has_credential_word(text):
+        text = _KEY_VALUE.sub(_mask_value, text)
     if _HINT_RE.search(text):
         for _kind, pattern in _SECRET_PATTERNS:
             text = pattern.sub(_mask_secret, text)

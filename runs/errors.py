@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from traces.redaction import redact
+
 ERROR_CLASSES = ("validation", "authorization", "approval_required", "not_found", "rate_limited", "transient",
                  "timeout_unknown", "unavailable", "declined", "expired", "internal")
 
@@ -22,7 +24,8 @@ class CallError(Exception):
         self.extra = {key: value for key, value in extra.items() if value is not None}
 
     def as_error(self) -> dict:
-        return {"class": self.error_class, "code": self.code, "message": self.message, **self.extra}
+        """Secrets in the message or the details (a value echoed by a validation error) are masked."""
+        return redact({"class": self.error_class, "code": self.code, "message": self.message, **self.extra})
 
 
 class ValidationFailed(CallError):

@@ -16,14 +16,17 @@ from runs.events import append_event
 from runs.gate import invocation_context
 from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
 from traces.recording import ensure_trace, record_span
+from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
 
 
 def start_run(*, agent, end_user: str, end_user_roles: list[str] | None = None, task: str = "",
               callback_url: str = "") -> Run:
-    """A run pinned to the newest snapshot, bound to the end user the agent acts for."""
+    """A run pinned to the newest snapshot, bound to the end user the agent acts for. Secrets in the
+    task (an API key pasted into a prompt) are masked before it is stored."""
     snapshot = latest_snapshot()
+    task, end_user = redact_text(task), redact_text(end_user, limit=200)
     with transaction.atomic():
         run = Run.objects.create(tenant_id=agent.tenant_id, agent=agent, end_user=end_user,
                                  end_user_roles=list(end_user_roles or []), task=task, callback_url=callback_url,
@@ -183,7 +186,7 @@ def finish_run(*, run: Run, status: str, reason: str = "") -> Run:
     if status not in CLOSED_RUN_STATUSES:
         raise ValueError(f"A run finishes as one of {', '.join(sorted(CLOSED_RUN_STATUSES))}, not {status!r}.")
     with transaction.atomic():
-        closed = lifecycle.close_run(run, status=status, reason=reason)
+        closed = lifecycle.close_run(run, status=status, reason=redact_text(reason, limit=300))
         run.refresh_from_db()
         if not closed:
             if run.status == status:

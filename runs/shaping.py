@@ -1,10 +1,14 @@
-"""Result shaping: keep a result within the skill's `result_limit_bytes`, and say so when cut."""
+"""Result shaping: redact a result (fields the skill's `output_schema` marks sensitive, credentials by
+key, secret-looking strings), then keep it within the skill's `result_limit_bytes`, and say so when cut.
+Every tool result passes here before the agent gets it and before it is stored."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from traces.redaction import redact
 
 DEFAULT_LIMIT = 65_536
 
@@ -33,7 +37,9 @@ def _fit_list(items: list, budget: int) -> list:
     return kept
 
 
-def shape(content: Any, limit: int | None) -> Shaped:
+def shape(content: Any, limit: int | None, *, output_schema: dict | None = None) -> Shaped:
+    """Redacted first, in one pass, so that a cut never leaves half a secret unrecognised."""
+    content = redact(content, schema=output_schema if isinstance(output_schema, dict) else None)
     limit = limit or DEFAULT_LIMIT
     size = _size(content)
     if size <= limit:

@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 
 from lib.schema_patterns import SchemaValidator, UnsupportedPattern
 from runs.errors import Internal, ValidationFailed
+from traces.redaction import redact
 
 _validators: dict[int, tuple[dict, Draft202012Validator]] = {}
 _lock = threading.Lock()
@@ -39,12 +40,21 @@ def validate_arguments(*, skill_version_id: int, schema: dict, version: str, nam
                        "publish a version without it.", code="unsupported_pattern") from None
     if not errors:
         return
-    fields = [{"field": "/".join(str(p) for p in error.absolute_path) or "(arguments)", "message": error.message}
+    fields = [{"field": "/".join(str(p) for p in error.absolute_path) or "(arguments)", "message": _message(error)}
               for error in errors[:20]]
     raise ValidationFailed(
         f"The arguments do not match {name} {version}: "
         + "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5]),
         fields=fields, schema_version=version)
+
+
+def _message(error) -> str:
+    """jsonschema's message echoes the value; a value holding a sensitive field (or a secret) is not
+    echoed: the message names the rule it broke instead, so the error result stores nothing of it."""
+    if redact(error.instance, schema=error.schema if isinstance(error.schema, dict) else None) == error.instance:
+        return error.message
+    rule = repr(error.validator_value)
+    return f"the value does not satisfy {error.validator}" + (f" {rule}" if len(rule) <= 100 else "")
 
 
 def clear_cache() -> None:

@@ -16,7 +16,7 @@ from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from traces.models import Span, Trace
-from traces.redaction import redact
+from traces.redaction import redact, redact_text
 
 if TYPE_CHECKING:
     from runs.models import Run, ToolCall
@@ -54,7 +54,7 @@ def ensure_trace(run: Run) -> Trace:
 def _create_or_adopt(run: Run) -> Trace:
     trace_id = trace_id_for_run(run)
     fields = {"run_id": run.pk, "agent_id": run.agent_id, "end_user": run.end_user,
-              "name": (run.task or "run")[:300], "started_at": run.created_at}
+              "name": redact_text(run.task or "run", limit=300), "started_at": run.created_at}
     try:
         with transaction.atomic():
             trace, created = Trace.objects.get_or_create(tenant_id=run.tenant_id, trace_id=trace_id, defaults=fields)
@@ -132,7 +132,7 @@ def record_span(
     error_class: str = "",
     attributes: dict[str, Any] | None = None,
 ) -> Span:
-    """Append one span to the run's trace. Attribute payloads are redacted before storage."""
+    """Append one span to the run's trace. Its name and attribute payloads are redacted before storage."""
     trace = ensure_trace(run)
     attrs: dict[str, Any] = {}
     if kind in GEN_AI_OPERATION:
@@ -149,10 +149,10 @@ def record_span(
     attrs = redact(attrs)
     duration_ms = (ended_at - started_at).total_seconds() * 1000 if ended_at else None
     span = Span.objects.create(
-        trace=trace, span_id=new_span_id(), parent_span_id=parent_span_id or "", kind=kind, name=name[:300],
-        started_at=started_at, ended_at=ended_at, duration_ms=duration_ms, skill_name=skill_name,
-        skill_version=skill_version, call=call, verdict=verdict, outcome=outcome, error_class=error_class,
-        attributes=attrs, arguments_sha256=str(attrs.get("airlock.arguments.sha256", ""))[:64],
+        trace=trace, span_id=new_span_id(), parent_span_id=parent_span_id or "", kind=kind,
+        name=redact_text(name, limit=300), started_at=started_at, ended_at=ended_at, duration_ms=duration_ms,
+        skill_name=skill_name, skill_version=skill_version, call=call, verdict=verdict, outcome=outcome,
+        error_class=error_class, attributes=attrs, arguments_sha256=str(attrs.get("airlock.arguments.sha256", ""))[:64],
         result_bytes=_int_or_zero(attrs.get("airlock.result.bytes")),
     )
     _bump_counters(trace, spans=1, errors=1 if error_class else 0, ended_at=ended_at or started_at,

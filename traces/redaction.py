@@ -1,10 +1,19 @@
-"""Redaction applied to every payload before it is stored (spans, calls, approvals).
+"""The one redaction every stored or returned text goes through, on the one definition of "sensitive"
+in `lib.sensitivity`.
 
-Three layers, each deterministic, on the one definition of "sensitive" in `lib.sensitivity`:
+`redact` for JSON payloads: arguments (stored), tool results (before the agent gets them and before
+they are stored, with the skill's `output_schema`), span attributes, run events (and so webhook
+bodies), approval context, outcomes and audit details. `redact_text` for free-text fields: a run's
+task, status reason and taint source, trace and span names, decline reasons, a call id that looks
+like a secret, error messages. The access log goes through `lib.log_redaction`, on the same masks.
+
+Three layers, each deterministic:
 1. sensitive fields (marked by the schema, or credentials by their key) are replaced by a hash and
    a two-character preview;
-2. strings that look like secrets are masked wherever they appear, inside longer text too;
+2. strings that look like secrets are masked wherever they appear, inside longer text too
+   (`password=…` and `Authorization: Bearer …` written inline included);
 3. for `confidential` and `restricted` skills the whole payload becomes a hash and a masked preview.
+Each is idempotent: redacting what is already redacted changes nothing.
 """
 
 import hashlib
@@ -82,6 +91,12 @@ def redact(value: Any, *, schema: dict | None = None, data_classification: str =
     return _walk(value, schema, 0)
 
 
+def redact_text(text: Any, *, limit: int | None = None) -> str:
+    """A free-text field as it may be stored or shown: secrets masked, then cut to `limit` characters."""
+    masked = mask_secrets(text if isinstance(text, str) else "" if text is None else str(text))
+    return masked[:limit] if limit is not None else masked
+
+
 def _compact(value: Any) -> str:
     try:
         return canonical_json(value).decode()
@@ -90,4 +105,4 @@ def _compact(value: Any) -> str:
 
 
 __all__ = ["MAX_DEPTH", "WHOLE_PAYLOAD_CLASSIFICATIONS", "is_secret_key", "is_sensitive_schema", "looks_secret",
-           "mask_secrets", "redact", "redacted_marker", "sha256_hex"]
+           "mask_secrets", "redact", "redact_text", "redacted_marker", "sha256_hex"]

@@ -15,6 +15,7 @@ from console.api_errors import error_body
 from runs.client_exec import accept_client_result
 from runs.errors import CallError
 from runs.models import Run, ToolCall
+from traces.redaction import redact_text
 
 STATUS_BY_CLASS = {"validation": 400, "authorization": 403, "expired": 410, "conflict": 409}
 
@@ -24,7 +25,8 @@ STATUS_BY_CLASS = {"validation": 400, "authorization": 403, "expired": 410, "con
 @permission_classes([IsAgent])
 def report_client_result(request: Request, run_id, call_id: str) -> Response:
     run = get_object_or_404(Run.objects.filter(agent=request.auth), pk=run_id)
-    call = get_object_or_404(ToolCall.objects.select_related("run", "skill_version"), run=run, call_id=call_id)
+    call = get_object_or_404(ToolCall.objects.select_related("run", "skill_version"), run=run,
+                             call_id=redact_text(call_id))  # stored masked when it looks like a secret
     body = request.data if isinstance(request.data, dict) else {}
     if not body.get("token") or ("content" not in body and "error" not in body):
         return Response(error_body("validation", "invalid_body", "Send {\"token\", \"content\"} or "

@@ -6,14 +6,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.apps import apps
-from django.db import connection
 from django.urls import reverse
 
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import decide_approval
 from runs.adapters.python import register
 from runs.gate import process_batch
+from tests.dbdump import database_text
 from tests.runs.factories import grant, make_skill, run_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,17 +33,6 @@ received: list[dict] = []
 def _refund(*, arguments, context):
     received.append(arguments)
     return {"refund_id": "rf_0001"}  # nothing of the arguments comes back
-
-
-def _database_text() -> str:
-    """Every row of every table, as text."""
-    chunks = []
-    with connection.cursor() as cursor:
-        for model in apps.get_models():
-            table = model._meta.db_table
-            cursor.execute(f'SELECT * FROM "{table}"')  # noqa: S608 - table names come from the models
-            chunks.extend(repr(row) for row in cursor.fetchall())
-    return "\n".join(chunks)
 
 
 def _found(value, text: str) -> bool:
@@ -81,7 +69,7 @@ def test_no_argument_value_of_a_confidential_call_is_stored_after_its_decision(a
     assert approval.status == ApprovalStatus.EXECUTED
     assert received == [{**arguments, "amount_cents": EDITED_AMOUNT}]  # the hidden token kept its value
 
-    stored = _database_text()
+    stored = database_text()
     for value in (ORDER_ID, NOTE, AMOUNT, EDITED_AMOUNT, "tok_9Kd83hQ"):
         assert not _found(value, stored), f"{value!r} is stored in the database after the decision"
     assert "rf_0001" in stored  # the dump does hold the call's outcome: the search is real

@@ -4,10 +4,10 @@ every text column in the database for the secrets its payloads carried."""
 import json
 
 import pytest
-from django.db import connection
 from django.urls import reverse
 
 from runs.adapters.python import register
+from tests.dbdump import database_text
 from tests.runs.conftest import call, post_calls, start_run
 from tests.runs.factories import grant, make_skill, published_policy, rule
 from traces.models import Span, Trace
@@ -105,16 +105,6 @@ def test_a_full_run_has_a_complete_timeline(agent_client, approver, catalog, cli
     assert "no-deletes" in why
 
 
-def _every_text_value() -> str:
-    chunks = []
-    with connection.cursor() as cursor:
-        for table in connection.introspection.table_names():
-            cursor.execute(f'SELECT * FROM "{table}"')  # noqa: S608 - table names come from introspection
-            for row in cursor.fetchall():
-                chunks.extend(str(value) for value in row if isinstance(value, (str, bytes, memoryview)))
-    return "\n".join(chunks)
-
-
 def test_no_raw_secret_reaches_the_database(agent_client, approver, catalog, django_capture_on_commit_callbacks):
     trace = _run_everything(agent_client, approver, django_capture_on_commit_callbacks)
     # and the agent's own spans through both ingest paths, carrying the same secrets
@@ -126,7 +116,7 @@ def test_no_raw_secret_reaches_the_database(agent_client, approver, catalog, dja
         "trace_id": trace.trace_id, "kind": "tool_call", "name": "orders.lookup", "skill_name": "orders.lookup",
         "started_at": "2026-05-01T12:00:01Z", "attributes": {"gen_ai.tool.call.arguments": json.dumps(args())}}]}),
         content_type="application/json")
-    dump = _every_text_value()
+    dump = database_text()
     assert "ord_1" in dump  # the dump does see payload values
     leaked = [name for name, secret in SECRETS.items() if secret in dump]
     assert leaked == []
