@@ -181,13 +181,6 @@ def summary(entry: dict) -> dict:
     }
 
 
-def clear_discovery_cache() -> None:
-    with _permitted_lock:
-        _permitted_cache.clear()
-        _view_cache.clear()
-        _token_index_cache.clear()
-
-
 @dataclass(frozen=True)
 class AgentSnapshot:
     """The part of a snapshot one agent may discover, signed on its own so the agent can verify it."""
