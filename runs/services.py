@@ -7,8 +7,8 @@ import secrets
 from datetime import timedelta
 
 from django.db import transaction
-from django.utils import timezone
 
+from lib import clock
 from registry.snapshots import ResolvedSkill, index_for, latest_snapshot
 from runs import authorization, client_exec, execution, lifecycle, recording
 from runs.errors import Internal, NotPermitted, TimeoutUnknown
@@ -108,7 +108,7 @@ def _after_lost_claim(call: ToolCall, skill: ResolvedSkill | None) -> dict:
     if call.status == CallStatus.EXECUTING and lifecycle.lease_expired(call) and not _may_run_twice(skill):
         return settle_abandoned(call)
     if call.status == CallStatus.EXECUTING:
-        remaining = (call.lease_expires_at - timezone.now()).total_seconds() if call.lease_expires_at else 1
+        remaining = (call.lease_expires_at - clock.now()).total_seconds() if call.lease_expires_at else 1
         raise CallHeldElsewhere(retry_after=max(1.0, remaining + 1))
     return _error(call, Internal("The call is in no state to execute.", code="not_executable"))
 
@@ -131,7 +131,7 @@ def settle_expired_leases(*, grace: timedelta = timedelta(minutes=5)) -> int:
     """Beat: calls whose worker died and that nobody took over within `grace` become unknown outcomes
     for reconciliation, so no call stays `executing` for ever."""
     settled = 0
-    for pk in lifecycle.expired_leases(now=timezone.now() - grace):
+    for pk in lifecycle.expired_leases(now=clock.now() - grace):
         call = ToolCall.objects.select_related("run__tenant").get(pk=pk)
         if call.status == CallStatus.EXECUTING:
             settle_abandoned(call)
