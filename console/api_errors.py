@@ -5,7 +5,8 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from rest_framework import exceptions, status
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -24,8 +25,53 @@ ERROR_CLASS_BY_STATUS = {
 }
 
 
+class ProblemSerializer(serializers.Serializer):
+    """One finding about a manifest (an error or a lint warning), at a JSON path of it."""
+
+    path = serializers.CharField(help_text="JSON path in the manifest, as `$.input_schema.properties.q`.")
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    error_class = serializers.CharField(
+        help_text="The kind of error, what a client branches on: validation, authentication, authorization, "
+                  "not_found, conflict, rate_limited, internal (and a call's classes, as expired, on a call's route).")
+    code = serializers.CharField(help_text="A stable machine-readable reason, as `run_closed` or `invalid_key`.")
+    message = serializers.CharField(help_text="A sentence for a person.")
+    fields = serializers.JSONField(required=False, help_text="What is wrong with each part of the request: DRF's "
+                                   "messages keyed (and nested) as the body is, or a list of {field, message}.")
+    errors = ProblemSerializer(many=True, required=False, help_text="A refused manifest's findings.")
+    retry_after = serializers.IntegerField(required=False, help_text="Seconds to wait before trying again.")
+    required_scope = serializers.CharField(required=False, help_text="The personal-token scope this needs.")
+
+    def get_fields(self) -> dict:
+        fields = super().get_fields()
+        fields["class"] = fields.pop("error_class")  # `class` is a Python keyword
+        return fields
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every API error: `{"error": {"class", "code", "message", ...}}` (error_body, exception_handler)."""
+
+    error = ErrorDetailSerializer()
+    warnings = ProblemSerializer(many=True, required=False, help_text="A refused manifest's lint warnings.")
+
+
+def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
+    """The error responses of an operation, for `@extend_schema(responses={..., **error_responses(400, 409)})`."""
+    return {code: OpenApiResponse(ErrorSerializer, description=ERROR_CLASS_BY_STATUS.get(code, "internal"))
+            for code in statuses}
+
+
 def error_body(error_class: str, code: str, message: str, **extra: Any) -> dict:
     return {"error": {"class": error_class, "code": code, "message": message, **extra}}
+
+
+def invalid_body(serializer: serializers.Serializer, code: str, message: str = "The request is not valid.") -> Response:
+    """400 for a body its serializer refused, keeping the operation's own error code; `fields` as DRF gives them."""
+    return Response(error_body("validation", code, message, fields=serializer.errors),
+                    status=status.HTTP_400_BAD_REQUEST)
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:

@@ -1,7 +1,11 @@
-"""Plain-dict shapes of the approver API (the contract's `approval` object)."""
+"""Shapes of the approver API: the decision body (validated), and the contract's `approval` object, built
+as a plain dict by approval_to_dict and described by ApprovalSerializer."""
+
+from rest_framework import serializers
 
 from approvals.models import ApprovalRequest
 from approvals.presentation import downstream_of, shown_arguments
+from runs.api.serializers import CallResultSerializer
 
 
 def approval_to_dict(approval: ApprovalRequest, user, approver_tenant_ids: set[int] | None = None) -> dict:
@@ -25,3 +29,72 @@ def approval_to_dict(approval: ApprovalRequest, user, approver_tenant_ids: set[i
         "decline_reason": approval.decline_reason or None, "edited_arguments": approval.edited_arguments,
         "outcome": approval.outcome,
     }
+
+
+class ApprovalDecisionSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["approve", "decline"])
+    reason = serializers.CharField(required=False, allow_blank=True, default="",
+                                   help_text="Required to decline: shown to the agent and kept in the audit log.")
+    arguments = serializers.JSONField(required=False, allow_null=True, default=None,
+                                      help_text="Approve with these arguments instead (checked against the skill's "
+                                                "input schema and the policy again).")
+
+
+class ApprovalActionSerializer(serializers.Serializer):
+    skill = serializers.CharField()
+    version = serializers.CharField(allow_blank=True)
+    effect = serializers.CharField(allow_blank=True)
+    data_classification = serializers.CharField(allow_blank=True, allow_null=True)
+    arguments = serializers.JSONField(help_text="The call's arguments: real (sensitive fields masked) for approvers "
+                                                "of an open request, else the redacted form kept at rest.")
+    downstream = serializers.CharField(help_text="Where approving sends the call, in words.")
+    credential = serializers.CharField(allow_null=True)
+    idempotency_key = serializers.CharField(allow_null=True)
+
+
+class RecentStepSerializer(serializers.Serializer):
+    call_id = serializers.CharField()
+    name = serializers.CharField()
+    status = serializers.CharField()
+    verdict = serializers.CharField(allow_blank=True)
+    at = serializers.DateTimeField()
+
+
+class ApprovalContextSerializer(serializers.Serializer):
+    run_id = serializers.CharField(required=False)
+    call_id = serializers.CharField(required=False)
+    agent = serializers.CharField(required=False)
+    agent_role = serializers.CharField(required=False)
+    end_user = serializers.CharField(required=False, allow_blank=True)
+    end_user_roles = serializers.ListField(child=serializers.CharField(), required=False)
+    task = serializers.CharField(required=False, allow_blank=True)
+    scope = serializers.CharField(required=False, allow_blank=True)
+    recent_steps = RecentStepSerializer(many=True, required=False)
+
+
+class ApprovalSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    tenant = serializers.CharField()
+    status = serializers.CharField()
+    proposed_action = ApprovalActionSerializer()
+    reason = serializers.CharField(allow_blank=True)
+    rule_id = serializers.CharField(allow_blank=True)
+    policy_version = serializers.CharField(allow_blank=True)
+    taint_source = serializers.CharField(allow_blank=True)
+    arguments_sha256 = serializers.CharField()
+    context = ApprovalContextSerializer(help_text="Who asked and what the run did before.")
+    approval_mode = serializers.CharField()
+    required_approvals = serializers.IntegerField()
+    approvals = serializers.ListField(child=serializers.CharField(), help_text="Who approved so far.")
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    decided_by = serializers.CharField(allow_null=True)
+    decided_via = serializers.CharField(allow_null=True)
+    decline_reason = serializers.CharField(allow_null=True)
+    edited_arguments = serializers.JSONField(allow_null=True, help_text="The approver's edit, masked for display.")
+    outcome = CallResultSerializer(allow_null=True, help_text="The result the agent received.")
+
+
+class ApprovalListSerializer(serializers.Serializer):
+    results = ApprovalSerializer(many=True)

@@ -4,34 +4,32 @@ Humans only (session with CSRF, or `Bearer pat_...`); agents are refused by IsHu
 """
 
 from django.core.exceptions import PermissionDenied
-from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import serializers, status
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from approvals import queries, services
-from approvals.api.serializers import approval_to_dict
+from approvals.api.serializers import (
+    ApprovalDecisionSerializer,
+    ApprovalListSerializer,
+    ApprovalSerializer,
+    approval_to_dict,
+)
 from approvals.models import ApprovalRequest, ApprovalStatus
 from console.api_auth import IsHuman
-from console.api_errors import error_body
+from console.api_errors import error_body, error_responses, invalid_body
 from console.models import Role
-from console.tenancy import get_visible_or_404, tenants_for
+from console.tenancy import get_visible_or_404, require_role, tenants_for
 
 LIST_LIMIT = 200
-
-DecisionBody = inline_serializer("ApprovalDecision", {
-    "decision": serializers.ChoiceField(choices=["approve", "decline"]),
-    "reason": serializers.CharField(required=False, allow_blank=True),
-    "arguments": serializers.JSONField(required=False),
-})
-
 
 def _queryset():
     return ApprovalRequest.objects.select_related("tenant", "call__skill_version").prefetch_related("votes__user")
 
 
-@extend_schema(operation_id="approvals_list", responses={200: dict})
+@extend_schema(operation_id="approvals_list", responses={200: ApprovalListSerializer, **error_responses(400)})
 @api_view(["GET"])
 @permission_classes([IsHuman])
 def approval_list(request: Request) -> Response:
@@ -49,23 +47,25 @@ def approval_list(request: Request) -> Response:
                                  for a in approvals.order_by("-created_at", "-id")[:LIST_LIMIT]]})
 
 
-@extend_schema(operation_id="approvals_retrieve", responses={200: dict})
+@extend_schema(operation_id="approvals_retrieve", responses={200: ApprovalSerializer, **error_responses(404)})
 @api_view(["GET"])
 @permission_classes([IsHuman])
 def approval_detail(request: Request, approval_id: int) -> Response:
     return Response(approval_to_dict(get_visible_or_404(_queryset(), request.user, pk=approval_id), request.user))
 
 
-@extend_schema(operation_id="approvals_decide", request=DecisionBody, responses={200: dict, 409: dict})
+@extend_schema(operation_id="approvals_decide", request=ApprovalDecisionSerializer,
+               responses={200: ApprovalSerializer, **error_responses(400, 403, 404, 409)})
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def approval_decision(request: Request, approval_id: int) -> Response:
     approval = get_visible_or_404(_queryset(), request.user, pk=approval_id)
-    body = request.data if isinstance(request.data, dict) else {}
+    body = ApprovalDecisionSerializer(data=request.data)
     try:
-        approval = services.decide_approval(approval=approval, user=request.user, decision=body.get("decision", ""),
-                                            reason=str(body.get("reason") or ""), arguments=body.get("arguments"),
-                                            via="api")
+        if not body.is_valid():
+            require_role(request.user, approval.tenant, Role.APPROVER)  # the role before the body: 403, not 400
+            return invalid_body(body, "invalid_decision", "The decision must be 'approve' or 'decline'.")
+        approval = services.decide_approval(approval=approval, user=request.user, via="api", **body.validated_data)
     except services.AlreadyDecided as exc:
         return Response(error_body("conflict", "already_decided", str(exc)), status=status.HTTP_409_CONFLICT)
     except services.InvalidDecision as exc:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import AllowAny
@@ -16,24 +16,30 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.api_auth import IsAgent, IsHuman
-from console.api_errors import error_body
+from console.api_errors import error_body, error_responses
 from lib import signing
 from registry import services
+from registry.api.serializers import (
+    DeprecateSerializer,
+    DiffSerializer,
+    DraftVersionSerializer,
+    ManifestCheckSerializer,
+    ManifestSerializer,
+    PublicKeySerializer,
+    SearchResultSerializer,
+    SignedSnapshotSerializer,
+    SkillDetailSerializer,
+    SkillListSerializer,
+    SkillStatusSerializer,
+    SkillVersionSerializer,
+    ToolDefinitionsSerializer,
+)
 from registry.definitions import FORMATS, definitions_for
 from registry.diff import diff_manifests
 from registry.discovery import agent_snapshot, discoverable_entries, search_skills, summary
 from registry.models import Skill, SkillVersion
 from registry.snapshots import latest_index
 from registry.validation import lint_manifest, manifest_schema
-
-
-class ManifestBody(serializers.Serializer):
-    manifest = serializers.JSONField(help_text="The skill manifest (see /api/v1/skills/manifest-schema).")
-
-
-class DeprecateBody(serializers.Serializer):
-    replacement = serializers.CharField(required=False, allow_blank=True, help_text="Name of the replacement skill.")
-    sunset_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
 def _invalid(errors: list[dict], warnings: list[dict] | None = None) -> Response:
@@ -44,9 +50,9 @@ def _invalid(errors: list[dict], warnings: list[dict] | None = None) -> Response
 
 
 def _manifest_from(request: Request) -> dict | None:
-    data = request.data
-    manifest = data.get("manifest") if isinstance(data, dict) else None
-    return manifest if isinstance(manifest, dict) else None
+    """The body's manifest, or None when the body is not `{"manifest": {...}}` (answered with _invalid)."""
+    body = ManifestSerializer(data=request.data)
+    return body.validated_data["manifest"] if body.is_valid() else None
 
 
 def version_data(version: SkillVersion) -> dict:
@@ -77,7 +83,7 @@ def skill_data(skill: Skill, versions: list[SkillVersion]) -> dict:
 # --- agents -----------------------------------------------------------------------------------
 
 
-@extend_schema(responses={200: OpenApiTypes.OBJECT, 304: None}, tags=["registry (agents)"])
+@extend_schema(responses={200: SignedSnapshotSerializer, 304: None}, tags=["registry (agents)"])
 @api_view(["GET"])
 @permission_classes([IsAgent])
 def snapshot_latest(request: Request) -> Response:
@@ -98,7 +104,7 @@ def snapshot_latest(request: Request) -> Response:
     )
 
 
-@extend_schema(responses={200: OpenApiTypes.OBJECT}, tags=["registry (agents)"])
+@extend_schema(responses={200: PublicKeySerializer}, tags=["registry (agents)"])
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def public_key(request: Request) -> Response:
@@ -108,7 +114,7 @@ def public_key(request: Request) -> Response:
 
 @extend_schema(
     parameters=[OpenApiParameter("q", str), OpenApiParameter("namespace", str), OpenApiParameter("limit", int)],
-    responses={200: OpenApiTypes.OBJECT},
+    responses={200: SearchResultSerializer, **error_responses(400)},
     tags=["registry (agents)"],
 )
 @api_view(["GET"])
@@ -148,7 +154,7 @@ class ToolDefinitions(APIView):
 
     @extend_schema(
         parameters=[OpenApiParameter("format", str, enum=list(FORMATS))],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: ToolDefinitionsSerializer, **error_responses(400)},
         tags=["registry (agents)"],
     )
     def get(self, request: Request) -> Response:
@@ -169,7 +175,10 @@ tool_definitions = ToolDefinitions.as_view()
 # --- owners -----------------------------------------------------------------------------------
 
 
-@extend_schema(responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@extend_schema(
+    responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="A JSON Schema (Draft 2020-12) document.")},
+    tags=["registry"],
+)
 @api_view(["GET"])
 @permission_classes([AllowAny])
 def manifest_schema_view(request: Request) -> Response:
@@ -177,7 +186,8 @@ def manifest_schema_view(request: Request) -> Response:
     return Response(manifest_schema())
 
 
-@extend_schema(request=ManifestBody, responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@extend_schema(request=ManifestSerializer, responses={200: ManifestCheckSerializer, **error_responses(400)},
+               tags=["registry"])
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def validate(request: Request) -> Response:
@@ -191,7 +201,9 @@ def validate(request: Request) -> Response:
     )
 
 
-@extend_schema(request=ManifestBody, responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT}, tags=["registry"])
+@extend_schema(methods=["GET"], responses={200: SkillListSerializer}, tags=["registry"])
+@extend_schema(methods=["POST"], request=ManifestSerializer,
+               responses={201: DraftVersionSerializer, **error_responses(400)}, tags=["registry"])
 @api_view(["GET", "POST"])
 @permission_classes([IsHuman])
 def skill_collection(request: Request) -> Response:
@@ -215,7 +227,8 @@ def _skill(name: str) -> Skill:
     return get_object_or_404(Skill.objects.select_related("owner_team"), name=name)
 
 
-@extend_schema(operation_id="v1_skills_detail", responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@extend_schema(operation_id="v1_skills_detail", responses={200: SkillDetailSerializer, **error_responses(404)},
+               tags=["registry"])
 @api_view(["GET"])
 @permission_classes([IsHuman])
 def skill_detail(request: Request, name: str) -> Response:
@@ -224,7 +237,8 @@ def skill_detail(request: Request, name: str) -> Response:
     return Response({**skill_data(skill, versions), "versions": [version_data(v) for v in versions]})
 
 
-@extend_schema(request=ManifestBody, responses={201: OpenApiTypes.OBJECT}, tags=["registry"])
+@extend_schema(request=ManifestSerializer, responses={201: DraftVersionSerializer, **error_responses(400, 403, 404)},
+               tags=["registry"])
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def version_create(request: Request, name: str) -> Response:
@@ -248,7 +262,9 @@ def _version(name: str, version: str) -> SkillVersion:
     )
 
 
-@extend_schema(request=ManifestBody, responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT}, tags=["registry"])
+@extend_schema(methods=["GET"], responses={200: SkillVersionSerializer, **error_responses(404)}, tags=["registry"])
+@extend_schema(methods=["PUT"], request=ManifestSerializer,
+               responses={200: SkillVersionSerializer, **error_responses(400, 403, 404, 409)}, tags=["registry"])
 @api_view(["GET", "PUT"])
 @permission_classes([IsHuman])
 def version_detail(request: Request, name: str, version: str) -> Response:
@@ -290,7 +306,8 @@ def _lifecycle(call) -> Response:
         return _invalid(exc.errors)
 
 
-@extend_schema(request=None, responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@extend_schema(request=None, responses={200: SkillVersionSerializer, **error_responses(400, 403, 404, 409)},
+               tags=["registry"])
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def version_publish(request: Request, name: str, version: str) -> Response:
@@ -299,7 +316,8 @@ def version_publish(request: Request, name: str, version: str) -> Response:
     return _lifecycle(lambda: Response(version_data(services.publish_version(version=found, user=request.user))))
 
 
-@extend_schema(request=None, responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@extend_schema(request=None, responses={200: SkillVersionSerializer, **error_responses(400, 403, 404, 409)},
+               tags=["registry"])
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def version_approve(request: Request, name: str, version: str) -> Response:
@@ -308,12 +326,13 @@ def version_approve(request: Request, name: str, version: str) -> Response:
     return _lifecycle(lambda: Response(version_data(services.approve_version(version=found, user=request.user))))
 
 
-@extend_schema(request=DeprecateBody, responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@extend_schema(request=DeprecateSerializer, responses={200: SkillStatusSerializer, **error_responses(400, 403, 404)},
+               tags=["registry"])
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def skill_deprecate(request: Request, name: str) -> Response:
     skill = _skill(name)
-    body = DeprecateBody(data=request.data)
+    body = DeprecateSerializer(data=request.data)
     body.is_valid(raise_exception=True)
     replacement = None
     if body.validated_data.get("replacement"):
@@ -343,7 +362,8 @@ def skill_deprecate(request: Request, name: str) -> Response:
     )
 
 
-@extend_schema(request=None, responses={200: OpenApiTypes.OBJECT}, tags=["registry"])
+@extend_schema(request=None, responses={200: SkillStatusSerializer, **error_responses(400, 403, 404)},
+               tags=["registry"])
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def skill_retire(request: Request, name: str) -> Response:
@@ -355,7 +375,7 @@ def skill_retire(request: Request, name: str) -> Response:
 
 @extend_schema(
     parameters=[OpenApiParameter("from", str), OpenApiParameter("to", str)],
-    responses={200: OpenApiTypes.OBJECT},
+    responses={200: DiffSerializer, **error_responses(404)},
     tags=["registry"],
 )
 @api_view(["GET"])

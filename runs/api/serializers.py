@@ -1,4 +1,5 @@
-"""Request bodies of the agent-facing runs API (validation of the envelope; calls are checked by the gate)."""
+"""Bodies of the agent-facing runs and pipelines API: requests validated here (a batch only as an envelope;
+each call is checked by the gate), responses described here (see the note above CallResultSerializer)."""
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -11,6 +12,11 @@ class RunCreateSerializer(serializers.Serializer):
     callback_url = serializers.URLField(required=False, allow_blank=True, default="", max_length=500)
 
 
+@extend_schema_field({"oneOf": [{"type": "boolean"}, {"type": "string"}]})
+class TaintField(serializers.JSONField):
+    pass
+
+
 class ProposedCallSerializer(serializers.Serializer):
     """Documentation of one proposed call; the gate validates each call itself so one bad call fails alone."""
 
@@ -19,7 +25,7 @@ class ProposedCallSerializer(serializers.Serializer):
     version = serializers.CharField(required=False)
     arguments = serializers.DictField(required=False)
     idempotency_key = serializers.CharField(required=False)
-    taint = serializers.JSONField(required=False, help_text="true, or a string saying what untrusted content was read")
+    taint = TaintField(required=False, help_text="true, or a string saying what untrusted content was read")
 
 
 @extend_schema_field(ProposedCallSerializer)
@@ -50,3 +56,210 @@ class CallBatchSerializer(serializers.Serializer):
 class RunFinishSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["completed", "failed", "cancelled"])
     reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=300)
+
+
+class ClientErrorSerializer(serializers.Serializer):
+    message = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class ClientResultSerializer(serializers.Serializer):
+    """What an agent reports for a client-executed call: the `content` its function returned, or an `error`."""
+
+    token = serializers.CharField(help_text="The token of the call's `execute_locally` result.")
+    content = serializers.JSONField(required=False, allow_null=True, help_text="What the function returned.")
+    error = ClientErrorSerializer(required=False, help_text="Instead of content: the function failed.")
+
+    def validate(self, attrs: dict) -> dict:
+        if "content" not in self.initial_data and "error" not in self.initial_data:
+            raise serializers.ValidationError('Send {"token", "content"} or {"token", "error": {"message"}}.')
+        return attrs
+
+
+# --- responses: plain dicts shaped by the gate and the services, described here ---------------------------
+# The gate's hot path never runs these serializers; they document the dicts it builds (runs/gate.py,
+# runs/recording.py, runs/client_exec.py, runs/services.py), and tests/security/test_schema_fuzz.py checks
+# the real responses against them.
+
+
+class RunCreatedSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    status = serializers.CharField()
+    snapshot = serializers.IntegerField(help_text="The registry snapshot the run is pinned to.")
+    trace_id = serializers.CharField(help_text="32 hex digits: the run's trace (OTLP).")
+    webhook_secret = serializers.CharField(required=False, help_text="Only when a callback_url was given.")
+
+
+class CallSummarySerializer(serializers.Serializer):
+    call_id = serializers.CharField()
+    name = serializers.CharField()
+    status = serializers.CharField()
+    verdict = serializers.CharField(allow_blank=True)
+    error_class = serializers.CharField(allow_blank=True)
+
+
+class RunSummarySerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    status = serializers.CharField()
+    status_reason = serializers.CharField(allow_blank=True)
+    tainted = serializers.BooleanField()
+    taint_source = serializers.CharField(allow_blank=True)
+    snapshot = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    calls = CallSummarySerializer(many=True)
+
+
+class CallErrorSerializer(serializers.Serializer):
+    error_class = serializers.CharField(help_text="validation, authorization, approval_required, not_found, "
+                                                  "rate_limited, transient, timeout_unknown, unavailable, declined, "
+                                                  "expired or internal.")
+    code = serializers.CharField()
+    message = serializers.CharField()
+    retry_after = serializers.IntegerField(required=False)
+    fields = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), required=False,
+                                   help_text="[{field, message}] of the arguments that were refused.")
+    schema_version = serializers.CharField(required=False)
+    available = serializers.ListField(child=serializers.CharField(), required=False,
+                                      help_text="The versions that exist, when the one asked for does not.")
+
+    def get_fields(self) -> dict:
+        fields = super().get_fields()
+        fields["class"] = fields.pop("error_class")  # `class` is a Python keyword
+        return fields
+
+
+class SkillRefSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    version = serializers.CharField()
+
+
+class ProposedActionSerializer(serializers.Serializer):
+    skill = serializers.CharField()
+    version = serializers.CharField()
+    effect = serializers.CharField()
+    data_classification = serializers.CharField()
+    arguments = serializers.JSONField(help_text="The call's arguments, as proposed.")
+
+
+class TruncationSerializer(serializers.Serializer):
+    cut = serializers.CharField(help_text="`items`, `items of '<key>'` or `text`.")
+    returned_items = serializers.IntegerField(required=False)
+    total_items = serializers.IntegerField(required=False)
+    returned_chars = serializers.IntegerField(required=False)
+    total_chars = serializers.IntegerField(required=False)
+    limit_bytes = serializers.IntegerField()
+    original_bytes = serializers.IntegerField()
+    message = serializers.CharField()
+
+
+class ProvenanceSerializer(serializers.Serializer):
+    source = serializers.CharField(help_text="name@version of the skill.")
+    adapter = serializers.CharField()
+    untrusted = serializers.BooleanField()
+    active_content_removed = serializers.IntegerField()
+
+
+class ReconciledSerializer(serializers.Serializer):
+    resolution = serializers.CharField(help_text="succeeded or failed.")
+    by = serializers.CharField(help_text="tool or owner.")
+    note = serializers.CharField(allow_blank=True)
+
+
+class CallResultSerializer(serializers.Serializer):
+    """One call's outcome. `status` says which fields come with it: ok (content, skill, truncated, warnings),
+    error (error), approval_required (approval_id, proposed_action, reason, expires_at) or execute_locally
+    (token, expires_at, skill, arguments_sha256)."""
+
+    call_id = serializers.CharField()
+    status = serializers.ChoiceField(choices=["ok", "error", "approval_required", "execute_locally"])
+    is_error = serializers.BooleanField()
+    content = serializers.JSONField(required=False, help_text="ok: what the tool returned, shaped to its limit.")
+    skill = SkillRefSerializer(required=False)
+    truncated = serializers.BooleanField(required=False)
+    truncation = TruncationSerializer(required=False)
+    warnings = serializers.ListField(child=serializers.CharField(), required=False)
+    provenance = ProvenanceSerializer(required=False)
+    error = CallErrorSerializer(required=False)
+    approval_id = serializers.IntegerField(required=False)
+    proposed_action = ProposedActionSerializer(required=False)
+    reason = serializers.CharField(required=False, allow_blank=True)
+    expires_at = serializers.DateTimeField(required=False)
+    token = serializers.CharField(required=False, help_text="execute_locally: send it back with the result.")
+    arguments_sha256 = serializers.CharField(required=False)
+    arguments = serializers.JSONField(required=False, help_text="execute_locally: the arguments to run, when an "
+                                                                "approver edited them.")
+    reconciled = ReconciledSerializer(required=False, help_text="The final outcome of a `timeout_unknown` call.")
+
+
+class BatchResultSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    run_status = serializers.CharField()
+    tainted = serializers.BooleanField()
+    results = CallResultSerializer(many=True, help_text="One per proposed call, in the order given.")
+
+
+class RunFinishedSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    status = serializers.CharField()
+    status_reason = serializers.CharField(allow_blank=True)
+
+
+# --- pipelines (sagas) and long-running jobs ------------------------------------------------------------------
+
+STEP_ID = r"^[A-Za-z0-9_-]{1,100}$"
+
+
+class CompensationSerializer(serializers.Serializer):
+    name = serializers.CharField(help_text="The skill that undoes the step.")
+    arguments = serializers.DictField(required=False, default=dict)
+
+
+class ConditionSerializer(serializers.Serializer):
+    """A step runs only when every condition on an earlier step's receipt holds."""
+
+    step = serializers.CharField(help_text="The step_id of an earlier step.")
+    path = serializers.CharField(required=False, help_text="Dotted path in its receipt; `status` when left out.")
+    equals = serializers.JSONField(required=False, allow_null=True)
+    not_equals = serializers.JSONField(required=False, allow_null=True)
+    exists = serializers.BooleanField(required=False)
+
+
+class PipelineStepSpecSerializer(serializers.Serializer):
+    step_id = serializers.RegexField(STEP_ID, help_text="Unique in the pipeline: letters, digits, _ or -.")
+    name = serializers.CharField(help_text="The skill to call.")
+    arguments = serializers.DictField(required=False, default=dict,
+                                      help_text="May quote earlier receipts as `${step_id.path}`.")
+    when = ConditionSerializer(many=True, required=False, default=list)
+    compensation = CompensationSerializer(required=False, allow_null=True, default=None)
+
+
+class PipelineSubmitSerializer(serializers.Serializer):
+    pipeline_id = serializers.RegexField(STEP_ID, help_text="The agent's id, unique in the run (a repeat returns "
+                                                            "the stored pipeline).")
+    steps = PipelineStepSpecSerializer(many=True, min_length=1, max_length=20)
+
+
+class PipelineStepSerializer(serializers.Serializer):
+    step_id = serializers.CharField()
+    name = serializers.CharField()
+    status = serializers.CharField()
+    receipt = CallResultSerializer(allow_null=True, help_text="The gate's result for the step.")
+    compensation = serializers.CharField(allow_null=True, help_text="The compensating skill's name.")
+    compensation_receipt = CallResultSerializer(allow_null=True)
+
+
+class PipelineStateSerializer(serializers.Serializer):
+    pipeline_id = serializers.CharField()
+    status = serializers.ChoiceField(choices=["pending", "running", "waiting", "succeeded", "compensated", "failed"])
+    error = serializers.CharField(allow_blank=True)
+    steps = PipelineStepSerializer(many=True)
+
+
+class JobCompleteSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["succeeded", "failed"])
+    result = serializers.JSONField(required=False, allow_null=True, help_text="What the job produced.")
+    error = serializers.CharField(required=False, allow_blank=True, allow_null=True, help_text="Why it failed.")
+
+
+class JobCompletedSerializer(serializers.Serializer):
+    job_id = serializers.CharField()
+    status = serializers.CharField()

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.api_auth import IsAgent
-from console.api_errors import error_body
+from console.api_errors import error_body, error_responses
 from runs import gate, lifecycle, services
-from runs.api.serializers import CallBatchSerializer, RunCreateSerializer, RunFinishSerializer
+from runs.api.serializers import (
+    BatchResultSerializer,
+    CallBatchSerializer,
+    RunCreatedSerializer,
+    RunCreateSerializer,
+    RunFinishedSerializer,
+    RunFinishSerializer,
+    RunSummarySerializer,
+)
 from runs.models import Run, ToolCall
 
 
@@ -25,7 +32,8 @@ def _run_for_agent(request: Request, run_id) -> Run:
     return run
 
 
-@extend_schema(request=RunCreateSerializer, responses={201: OpenApiTypes.OBJECT}, tags=["runs"])
+@extend_schema(request=RunCreateSerializer, responses={201: RunCreatedSerializer, **error_responses(400)},
+               tags=["runs"])
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def run_create(request: Request) -> Response:
@@ -38,7 +46,7 @@ def run_create(request: Request) -> Response:
     return Response(body, status=201)
 
 
-@extend_schema(responses=OpenApiTypes.OBJECT, tags=["runs"])
+@extend_schema(responses={200: RunSummarySerializer, **error_responses(404)}, tags=["runs"])
 @api_view(["GET"])
 @permission_classes([IsAgent])
 def run_detail(request: Request, run_id) -> Response:
@@ -48,8 +56,10 @@ def run_detail(request: Request, run_id) -> Response:
     return Response(services.run_summary(run, calls))
 
 
-@extend_schema(request=CallBatchSerializer, responses=OpenApiTypes.OBJECT, tags=["runs"],
-               description="One result per call, in the order given: ok, error (typed) or approval_required.")
+@extend_schema(request=CallBatchSerializer, responses={200: BatchResultSerializer, **error_responses(400, 404, 409)},
+               tags=["runs"],
+               description="One result per call, in the order given: ok, error (typed) or approval_required. "
+                           "The hot path: the body is shaped as plain dicts, which BatchResultSerializer describes.")
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def run_calls(request: Request, run_id) -> Response:
@@ -63,7 +73,8 @@ def run_calls(request: Request, run_id) -> Response:
     return Response({"run_id": str(run.pk), "run_status": run.status, "tainted": run.tainted, "results": results})
 
 
-@extend_schema(request=RunFinishSerializer, responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+@extend_schema(request=RunFinishSerializer,
+               responses={200: RunFinishedSerializer, **error_responses(400, 404, 409)},
                tags=["runs"], description="Close the run; pending approvals of the run are cancelled.")
 @api_view(["POST"])
 @permission_classes([IsAgent])

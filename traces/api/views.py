@@ -11,9 +11,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.api_auth import AgentKeyAuthentication, IsAgent, TooManyBadKeys
-from console.api_errors import error_body
+from console.api_errors import error_body, error_responses
 from console.models import Agent
 from traces import ingest, otlp
+from traces.api.serializers import IngestResultSerializer, SpanBatchSerializer
 
 PROTOBUF = "application/x-protobuf"
 
@@ -29,7 +30,13 @@ class SpanBatchView(APIView):
     permission_classes = [IsAgent]
     parser_classes: list = []  # the body is read raw, with our own size limits
 
-    @extend_schema(request=None, responses={202: OpenApiResponse(description="{received, stored, duplicates}")})
+    @extend_schema(
+        request={"application/json": SpanBatchSerializer},
+        responses={202: OpenApiResponse(IngestResultSerializer, description="The batch was stored."),
+                   **error_responses(400, 401, 403, 413, 415, 429, 503)},
+        description="The body is checked by traces.ingest.decode_batch, not by a serializer (a hot path): "
+                    "SpanBatchSerializer and IngestResultSerializer describe the same shapes.",
+    )
     def post(self, request: Request) -> Response:
         try:
             with ingest.capacity_slot():
