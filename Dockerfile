@@ -17,7 +17,7 @@ RUN pip install . ./sdk
 
 COPY . .
 # Hashed static files for production; these build-time values are never used at run time.
-RUN DEBUG=0 SECRET_KEY=collectstatic-only ALLOWED_HOSTS=build AIRLOCK_SIGNING_KEY=unused \
+RUN DEBUG=0 SECRET_KEY=collectstatic-only ALLOWED_HOSTS=build AIRLOCK_SIGNING_KEY=unused AIRLOCK_PUBLIC_URL=https://build \
     python manage.py collectstatic --noinput --verbosity 0 \
  && mkdir -p /app/var && chown airlock:airlock /app/var
 

@@ -18,10 +18,6 @@ from lib import egress
 logger = logging.getLogger(__name__)
 
 
-def _setting(name: str, default):
-    return getattr(settings, name, default)
-
-
 _client: httpx.Client | None = None
 _client_pid = 0
 
@@ -31,7 +27,7 @@ def _http() -> httpx.Client:
     follows no redirect); re-made after a fork."""
     global _client, _client_pid
     if _client is None or _client_pid != os.getpid():
-        _client = egress.client(timeout=float(_setting("AIRLOCK_WEBHOOK_TIMEOUT", 5.0)))
+        _client = egress.client(timeout=settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS)
         _client_pid = os.getpid()
     return _client
 
@@ -42,8 +38,8 @@ def backoff_seconds(attempt: int, *, jitter: bool = True) -> float:
     The cap stays below the Redis visibility timeout, so a retry scheduled with a countdown is never
     re-delivered early by the broker.
     """
-    base = float(_setting("AIRLOCK_WEBHOOK_RETRY_BASE", 2.0))
-    cap = float(_setting("AIRLOCK_WEBHOOK_RETRY_CAP", 600.0))
+    base = settings.AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS
+    cap = settings.AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS
     delay = min(cap, base * (2 ** (attempt - 1)))
     return delay * (0.5 + random.random() / 2) if jitter else delay
 
@@ -89,7 +85,7 @@ def attempt_delivery(*, delivery_id: str) -> WebhookDelivery | None:
         return delivery
     except httpx.HTTPError as exc:
         error = egress.describe_failure(exc, who="the receiver")  # never the receiver's own words
-    max_attempts = int(_setting("AIRLOCK_WEBHOOK_MAX_ATTEMPTS", 8))
+    max_attempts = settings.AIRLOCK_WEBHOOK_MAX_ATTEMPTS
     if attempt >= max_attempts:
         WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.FAILED, last_error=error,
                                                               last_status_code=status_code, next_attempt_at=None)

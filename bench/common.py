@@ -83,6 +83,7 @@ def server_env(workdir, **overrides: str) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "bench.gate_settings", "DEBUG": "0", "SECRET_KEY": "bench-" + "x" * 50,
         "ALLOWED_HOSTS": "127.0.0.1", "SECURE_SSL_REDIRECT": "0", "SESSION_COOKIE_SECURE": "0",
         "AIRLOCK_SIGNING_KEY": pem, "AIRLOCK_VAR_DIR": str(workdir), "LOG_LEVEL": "WARNING",
+        "AIRLOCK_PUBLIC_URL": "http://127.0.0.1",
         "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
     })
     for name, value in overrides.items():

@@ -9,6 +9,7 @@ through them (never `os.environ` directly) and name the variable as a literal.
 An empty variable counts as unset, so `VAR=` and `${VAR:-}` in a compose file mean "the default".
 """
 
+import math
 import os
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -47,12 +48,45 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    """A number that may have a fraction (seconds, mostly)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
+    if not math.isfinite(value):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number.")
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} is below the minimum of {minimum:g}.")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     """A comma-separated list; unset or empty gives `default`."""
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_url(name: str, default: str = "") -> str:
+    """An absolute http(s) base URL (`https://host[:port][/prefix]`), without the trailing slash."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip()
+    parsed = urlparse(value)
+    try:
+        parsed.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        parsed = parsed._replace(netloc="")
+    if parsed.scheme not in {"http", "https"} or not parsed.hostname or parsed.query or parsed.fragment:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an absolute base URL; use https://host[:port][/path], "
+                                   "without a query or fragment.")
+    return value.rstrip("/")
 
 
 def port_list(name: str, items: list[str]) -> list[int] | None:

@@ -7,7 +7,6 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
-from django.urls import reverse
 from django.utils import timezone
 
 from console.models import (
@@ -21,6 +20,7 @@ from console.models import (
     Tenant,
     TokenScope,
 )
+from lib.public_url import public_reverse
 
 User = get_user_model()
 
@@ -105,7 +105,7 @@ def _close(invitation: Invitation, *, end: str, **extra) -> bool:
 
 
 @transaction.atomic
-def invite_member(*, tenant: Tenant, address: str, roles: set[str], invited_by, site_url: str) -> Invitation:
+def invite_member(*, tenant: Tenant, address: str, roles: set[str], invited_by) -> Invitation:
     """Invite an e-mail address or an exact username to the tenant with `roles`.
 
     Deliberately looks up no account: whether the address or username exists changes nothing here,
@@ -129,7 +129,7 @@ def invite_member(*, tenant: Tenant, address: str, roles: set[str], invited_by, 
             _record(previous, action="replaced", actor=invited_by, detail={"by_invitation": invitation.pk})
     _record(invitation, action="invited", actor=invited_by, detail={"roles": invitation.roles})
     if by_email:
-        link = site_url.rstrip("/") + reverse("console:invitation_open", args=[token])
+        link = public_reverse("console:invitation_open", args=[token])  # under AIRLOCK_PUBLIC_URL
         transaction.on_commit(lambda: _mail_invitation(invitation, link))
     return invitation
 

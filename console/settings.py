@@ -9,7 +9,17 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import database_from_url, env_bool, env_choice, env_int, env_list, env_str, port_list
+from console.env import (
+    database_from_url,
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    env_url,
+    port_list,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("AIRLOCK_VAR_DIR", str(BASE_DIR / "var")))
@@ -32,6 +42,14 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 for _origin in CSRF_TRUSTED_ORIGINS:
     if not _origin.startswith(("http://", "https://")):
         raise ImproperlyConfigured(f"CSRF_TRUSTED_ORIGINS entry {_origin!r} must start with https:// or http://.")
+# The console's address as outsiders reach it: long-running tools' callback URL, links in e-mail. Never
+# guessed from ALLOWED_HOSTS or a request's Host header (which a Celery task has none of).
+AIRLOCK_PUBLIC_URL = env_url("AIRLOCK_PUBLIC_URL", "http://127.0.0.1:8000" if DEBUG else "")
+if not AIRLOCK_PUBLIC_URL:
+    raise ImproperlyConfigured(
+        "AIRLOCK_PUBLIC_URL must be set when DEBUG is off: the https:// address tools and people reach the "
+        "console at (long-running jobs call back there; e-mails link there), e.g. https://airlock.example.com."
+    )
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -263,6 +281,50 @@ AIRLOCK_EGRESS_PORTS = port_list("AIRLOCK_EGRESS_PORTS", env_list(
     "AIRLOCK_EGRESS_PORTS", ["*"] if DEBUG else ["80", "443", "8080", "8443"]))
 # Host names or IP networks reachable even though private (an in-cluster collector or MCP server).
 AIRLOCK_EGRESS_ALLOW_HOSTS = env_list("AIRLOCK_EGRESS_ALLOW_HOSTS", [])
+
+# The gate (runs/): calls per minute one agent, and one skill across agents, may make (runs/ratelimit.py),
+# and the threads that run adapters for one process (runs/execution.py).
+AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = env_int("AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE", 600, minimum=1)
+AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE = env_int("AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE", 1200, minimum=1)
+AIRLOCK_GATE_WORKERS = env_int("AIRLOCK_GATE_WORKERS", 16, minimum=1)
+# Retries of transient failures of idempotent skills: equal-jitter backoff from base, doubling, capped.
+AIRLOCK_RETRY_BASE_SECONDS = env_float("AIRLOCK_RETRY_BASE_SECONDS", 0.1)
+AIRLOCK_RETRY_CAP_SECONDS = env_float("AIRLOCK_RETRY_CAP_SECONDS", 2.0)
+# Circuit breakers (runs/plane/breakers.py): open after this many failures within the window, stay open
+# for OPEN seconds, then let one probe through (a probe not answered within PROBE seconds frees its slot).
+AIRLOCK_BREAKER_FAILURE_THRESHOLD = env_int("AIRLOCK_BREAKER_FAILURE_THRESHOLD", 5, minimum=1)
+AIRLOCK_BREAKER_WINDOW_SECONDS = env_int("AIRLOCK_BREAKER_WINDOW_SECONDS", 60, minimum=1)
+AIRLOCK_BREAKER_OPEN_SECONDS = env_float("AIRLOCK_BREAKER_OPEN_SECONDS", 30.0)
+AIRLOCK_BREAKER_PROBE_SECONDS = env_int("AIRLOCK_BREAKER_PROBE_SECONDS", 30, minimum=1)
+# Long-running jobs (reliability/jobs.py): first status check, then checks backing off from base
+# (doubling, capped), giving up (and opening a reconciliation item) after MAX_CHECKS.
+AIRLOCK_JOB_FIRST_CHECK_SECONDS = env_float("AIRLOCK_JOB_FIRST_CHECK_SECONDS", 2.0)
+AIRLOCK_JOB_CHECK_BASE_SECONDS = env_float("AIRLOCK_JOB_CHECK_BASE_SECONDS", 2.0)
+AIRLOCK_JOB_CHECK_CAP_SECONDS = env_float("AIRLOCK_JOB_CHECK_CAP_SECONDS", 300.0)
+AIRLOCK_JOB_MAX_CHECKS = env_int("AIRLOCK_JOB_MAX_CHECKS", 30, minimum=1)
+# Reconciliation (reliability/reconcile.py): the first time the tool is asked what became of a call.
+AIRLOCK_RECONCILE_FIRST_CHECK_SECONDS = env_float("AIRLOCK_RECONCILE_FIRST_CHECK_SECONDS", 5.0)
+# Approvals (approvals/services.py): a request pending this long (or half its TTL, if sooner) is mailed
+# to the tenant's admins.
+AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES = env_int("AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES", 15, minimum=1)
+# Webhooks to a run's callback URL (approvals/delivery.py): per-request timeout, backoff and attempts.
+AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = env_float("AIRLOCK_WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.1)
+AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS", 2.0)
+AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS", 600.0)
+AIRLOCK_WEBHOOK_MAX_ATTEMPTS = env_int("AIRLOCK_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
+# A retry scheduled with a countdown longer than the broker's visibility timeout is delivered again early.
+for _name in ("AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS", "AIRLOCK_JOB_CHECK_CAP_SECONDS"):
+    if globals()[_name] >= CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]:
+        raise ImproperlyConfigured(f"{_name}={globals()[_name]:g} must be below CELERY_VISIBILITY_TIMEOUT="
+                                   f"{CELERY_BROKER_TRANSPORT_OPTIONS['visibility_timeout']}.")
+# Trace ingest (traces/ingest.py): sizes per request, concurrent requests per process, spans per tenant
+# per minute.
+TRACES_INGEST_MAX_BODY_BYTES = env_int("TRACES_INGEST_MAX_BODY_BYTES", 5 * 1024 * 1024, minimum=1)
+TRACES_INGEST_MAX_DECODED_BYTES = env_int("TRACES_INGEST_MAX_DECODED_BYTES", 20 * 1024 * 1024, minimum=1)
+TRACES_INGEST_MAX_SPANS = env_int("TRACES_INGEST_MAX_SPANS", 10_000, minimum=1)
+TRACES_INGEST_MAX_ATTRIBUTE_BYTES = env_int("TRACES_INGEST_MAX_ATTRIBUTE_BYTES", 64 * 1024, minimum=1)
+TRACES_INGEST_MAX_INFLIGHT = env_int("TRACES_INGEST_MAX_INFLIGHT", 8, minimum=1)
+TRACES_INGEST_SPANS_PER_MINUTE = env_int("TRACES_INGEST_SPANS_PER_MINUTE", 600_000, minimum=1)
 
 # Alert e-mail. The console backend prints messages to the log; production uses SMTP.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -88,8 +88,7 @@ def invitation_create(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     if not form.is_valid():
         return _members_page(request, tenant, form, status=400)
     invitation = services.invite_member(tenant=tenant, address=form.cleaned_data["address"],
-                                        roles=set(form.cleaned_data["roles"]), invited_by=request.user,
-                                        site_url=request.build_absolute_uri("/"))
+                                        roles=set(form.cleaned_data["roles"]), invited_by=request.user)
     # The same words whether or not an account matches: this page must not tell who has one.
     messages.success(request, f"Invitation for {invitation.address} recorded. If it names an account, its owner "
                               "sees it on their home page (an e-mail address also gets a link); they become a "

@@ -15,7 +15,7 @@ from django.conf import settings
 
 @cache
 def _fernet() -> Fernet:
-    material = getattr(settings, "AIRLOCK_SEALING_KEY", "") or settings.SECRET_KEY
+    material = settings.AIRLOCK_SEALING_KEY or settings.SECRET_KEY
     key = base64.urlsafe_b64encode(hashlib.sha256(f"airlock-sealing:{material}".encode()).digest())
     return Fernet(key)
 

@@ -25,7 +25,7 @@ class AlreadyResolved(Exception):
 
 
 def first_check_delay() -> timedelta:
-    return timedelta(seconds=getattr(settings, "AIRLOCK_RECONCILE_FIRST_CHECK_S", 5))
+    return timedelta(seconds=settings.AIRLOCK_RECONCILE_FIRST_CHECK_SECONDS)
 
 
 def _manifest(call: ToolCall | None) -> dict:

@@ -36,7 +36,7 @@ def pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=getattr(settings, "AIRLOCK_GATE_WORKERS", 16),
+            _pool = ThreadPoolExecutor(max_workers=settings.AIRLOCK_GATE_WORKERS,
                                        thread_name_prefix="airlock-gate")
         return _pool
 

@@ -13,7 +13,8 @@ WINDOW_S = 60
 
 
 def _limits() -> dict:
-    return {"agent_per_minute": 600, "skill_per_minute": 1200, **getattr(settings, "AIRLOCK_RATE_LIMITS", {})}
+    return {"agent_per_minute": settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE,
+            "skill_per_minute": settings.AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE}
 
 
 def _hit(key: str, limit: int) -> int | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS_FILE = ROOT / "console" / "settings.py"
-ENV_CALL = re.compile(r"""\benv_(?:str|bool|int|list|choice)\(\s*["']([A-Z][A-Z0-9_]*)["']""")
+ENV_CALL = re.compile(r"""\benv_(?:str|bool|int|float|list|choice|url)\(\s*["']([A-Z][A-Z0-9_]*)["']""")
 
 
 def settings_env_names() -> set[str]:

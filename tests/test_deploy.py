@@ -78,7 +78,8 @@ def test_the_compose_environment_starts_airlock_in_redis_mode(tmp_path):
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     ).decode()
     required = {"SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "airlock.example.com",
-                "AIRLOCK_SIGNING_KEY": pem, "AIRLOCK_SEALING_KEY": secrets.token_urlsafe(32)}
+                "AIRLOCK_SIGNING_KEY": pem, "AIRLOCK_SEALING_KEY": secrets.token_urlsafe(32),
+                "AIRLOCK_PUBLIC_URL": "https://airlock.example.com"}
     env = {name: _interpolate(str(value), required) for name, value in SERVICES["web"]["environment"].items()}
     env.update(AIRLOCK_VAR_DIR=str(tmp_path), STATIC_ROOT=str(tmp_path / "static"))
     result = _run_settings(env, (

@@ -58,6 +58,7 @@ def production_env(tmp_path) -> dict[str, str]:
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": "airlock.example.com",
         "CSRF_TRUSTED_ORIGINS": "https://airlock.example.com",
+        "AIRLOCK_PUBLIC_URL": "https://airlock.example.com",
         "AIRLOCK_SIGNING_KEY": pem.decode(),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'prod.sqlite3'}",
         "AIRLOCK_VAR_DIR": str(tmp_path / "var"),
@@ -116,6 +117,34 @@ def test_debug_off_without_allowed_hosts_or_signing_key_refuses_to_start(tmp_pat
         ("CELERY_VISIBILITY_TIMEOUT", "soon", "CELERY_VISIBILITY_TIMEOUT='soon' is not a whole number"),
         ("LOG_LEVEL", "LOUD", "LOG_LEVEL='LOUD' is not one of"),
         ("CSRF_TRUSTED_ORIGINS", "airlock.example.com", "must start with https://"),
+        ("AIRLOCK_PUBLIC_URL", "airlock.example.com", "AIRLOCK_PUBLIC_URL='airlock.example.com' is not an absolute"),
+        ("AIRLOCK_PUBLIC_URL", "ftp://airlock.example.com", "AIRLOCK_PUBLIC_URL='ftp://airlock.example.com' is not"),
+        ("AIRLOCK_PUBLIC_URL", "https://airlock.example.com/?next=1", "AIRLOCK_PUBLIC_URL="),
+        ("AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE", "lots", "AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE='lots' is not a whole"),
+        ("AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE", "0", "AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE=0 is below the minimum"),
+        ("AIRLOCK_GATE_WORKERS", "0", "AIRLOCK_GATE_WORKERS=0 is below the minimum of 1"),
+        ("AIRLOCK_RETRY_BASE_SECONDS", "fast", "AIRLOCK_RETRY_BASE_SECONDS='fast' is not a number"),
+        ("AIRLOCK_RETRY_CAP_SECONDS", "-1", "AIRLOCK_RETRY_CAP_SECONDS='-1' is below the minimum"),
+        ("AIRLOCK_BREAKER_FAILURE_THRESHOLD", "0", "AIRLOCK_BREAKER_FAILURE_THRESHOLD=0 is below the minimum of 1"),
+        ("AIRLOCK_BREAKER_WINDOW_SECONDS", "1.5", "AIRLOCK_BREAKER_WINDOW_SECONDS='1.5' is not a whole number"),
+        ("AIRLOCK_BREAKER_OPEN_SECONDS", "inf", "AIRLOCK_BREAKER_OPEN_SECONDS='inf' is not a finite number"),
+        ("AIRLOCK_BREAKER_PROBE_SECONDS", "soon", "AIRLOCK_BREAKER_PROBE_SECONDS='soon' is not a whole number"),
+        ("AIRLOCK_JOB_FIRST_CHECK_SECONDS", "nan", "AIRLOCK_JOB_FIRST_CHECK_SECONDS='nan' is not a finite"),
+        ("AIRLOCK_JOB_CHECK_BASE_SECONDS", "2s", "AIRLOCK_JOB_CHECK_BASE_SECONDS='2s' is not a number"),
+        ("AIRLOCK_JOB_CHECK_CAP_SECONDS", "900", "AIRLOCK_JOB_CHECK_CAP_SECONDS=900 must be below CELERY_VISIBILITY"),
+        ("AIRLOCK_JOB_MAX_CHECKS", "0", "AIRLOCK_JOB_MAX_CHECKS=0 is below the minimum of 1"),
+        ("AIRLOCK_RECONCILE_FIRST_CHECK_SECONDS", "x", "AIRLOCK_RECONCILE_FIRST_CHECK_SECONDS='x' is not a number"),
+        ("AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES", "0", "AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES=0 is below"),
+        ("AIRLOCK_WEBHOOK_TIMEOUT_SECONDS", "0", "AIRLOCK_WEBHOOK_TIMEOUT_SECONDS='0' is below the minimum of 0.1"),
+        ("AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS", "two", "AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS='two' is not a number"),
+        ("AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS", "3600", "AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS=3600 must be below"),
+        ("AIRLOCK_WEBHOOK_MAX_ATTEMPTS", "many", "AIRLOCK_WEBHOOK_MAX_ATTEMPTS='many' is not a whole number"),
+        ("TRACES_INGEST_MAX_BODY_BYTES", "5MB", "TRACES_INGEST_MAX_BODY_BYTES='5MB' is not a whole number"),
+        ("TRACES_INGEST_MAX_DECODED_BYTES", "0", "TRACES_INGEST_MAX_DECODED_BYTES=0 is below the minimum"),
+        ("TRACES_INGEST_MAX_SPANS", "-5", "TRACES_INGEST_MAX_SPANS=-5 is below the minimum of 1"),
+        ("TRACES_INGEST_MAX_ATTRIBUTE_BYTES", "big", "TRACES_INGEST_MAX_ATTRIBUTE_BYTES='big' is not a whole"),
+        ("TRACES_INGEST_MAX_INFLIGHT", "0", "TRACES_INGEST_MAX_INFLIGHT=0 is below the minimum of 1"),
+        ("TRACES_INGEST_SPANS_PER_MINUTE", "1e6", "TRACES_INGEST_SPANS_PER_MINUTE='1e6' is not a whole number"),
     ],
 )
 def test_malformed_values_refuse_to_start_naming_the_variable(variable, value, expected):
@@ -163,3 +192,124 @@ def test_the_scan_finds_the_variables_the_readme_documents():
     readme = (ROOT / "README.md").read_text()
     undocumented = sorted(name for name in names if f"`{name}`" not in readme)
     assert not undocumented, f"document these in the README's configuration table: {undocumented}"
+
+
+def test_debug_off_without_a_public_url_refuses_to_start(tmp_path):
+    env = production_env(tmp_path)
+    del env["AIRLOCK_PUBLIC_URL"]
+    assert "AIRLOCK_PUBLIC_URL must be set when DEBUG is off" in refusal(**env)
+
+
+# Each tunable, set from the environment to something other than its default: (value, the setting).
+TUNABLES = {
+    "AIRLOCK_PUBLIC_URL": ("https://airlock.example.com/prefix/", "https://airlock.example.com/prefix"),
+    "AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE": ("1", 1),
+    "AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE": ("7", 7),
+    "AIRLOCK_GATE_WORKERS": ("3", 3),
+    "AIRLOCK_RETRY_BASE_SECONDS": ("0.25", 0.25),
+    "AIRLOCK_RETRY_CAP_SECONDS": ("4", 4.0),
+    "AIRLOCK_BREAKER_FAILURE_THRESHOLD": ("2", 2),
+    "AIRLOCK_BREAKER_WINDOW_SECONDS": ("45", 45),
+    "AIRLOCK_BREAKER_OPEN_SECONDS": ("120", 120.0),
+    "AIRLOCK_BREAKER_PROBE_SECONDS": ("9", 9),
+    "AIRLOCK_JOB_FIRST_CHECK_SECONDS": ("1.5", 1.5),
+    "AIRLOCK_JOB_CHECK_BASE_SECONDS": ("3", 3.0),
+    "AIRLOCK_JOB_CHECK_CAP_SECONDS": ("60", 60.0),
+    "AIRLOCK_JOB_MAX_CHECKS": ("4", 4),
+    "AIRLOCK_RECONCILE_FIRST_CHECK_SECONDS": ("7.5", 7.5),
+    "AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES": ("7", 7),
+    "AIRLOCK_WEBHOOK_TIMEOUT_SECONDS": ("2.5", 2.5),
+    "AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS": ("3", 3.0),
+    "AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS": ("10", 10.0),
+    "AIRLOCK_WEBHOOK_MAX_ATTEMPTS": ("2", 2),
+    "TRACES_INGEST_MAX_BODY_BYTES": ("1000", 1000),
+    "TRACES_INGEST_MAX_DECODED_BYTES": ("2000", 2000),
+    "TRACES_INGEST_MAX_SPANS": ("5", 5),
+    "TRACES_INGEST_MAX_ATTRIBUTE_BYTES": ("100", 100),
+    "TRACES_INGEST_MAX_INFLIGHT": ("1", 1),
+    "TRACES_INGEST_SPANS_PER_MINUTE": ("50", 50),
+}
+
+# The real code paths, in a process whose only configuration is the environment above.
+BEHAVIOUR = """
+import json, django
+django.setup()
+from datetime import datetime, timedelta, UTC
+from types import SimpleNamespace
+from django.conf import settings
+from approvals.delivery import _http, backoff_seconds
+from approvals.services import escalation_threshold
+from reliability.jobs import callback_url_for, job_config
+from reliability.reconcile import first_check_delay
+from runs import ratelimit
+from runs.errors import RateLimited, Unavailable
+from runs.execution import pool
+from runs.plane import breakers
+from runs.plane.execution import retry_config
+from traces.ingest import IngestError, capacity_slot
+
+out = {"settings": {name: getattr(settings, name) for name in json.loads(NAMES)}}
+out["callback"] = callback_url_for("run-1", "call-1")
+ratelimit.check_agent(41)
+try:
+    ratelimit.check_agent(41)
+    out["second_call"] = "allowed"
+except RateLimited as exc:
+    out["second_call"] = exc.code
+closed = breakers.Admission("closed", probe=False)
+out["breaker_opened_after"] = [len(breakers.record_failure("https://down.example", closed, reason="test"))
+                               for _ in range(2)]
+try:
+    breakers.admit("https://down.example")
+except Unavailable as exc:
+    out["breaker_retry_after"] = exc.extra.get("retry_after")
+out["webhook_backoff"] = [backoff_seconds(n, jitter=False) for n in range(1, 5)]
+out["webhook_timeout"] = _http().timeout.read
+now = datetime.now(UTC)
+out["escalate_after_s"] = escalation_threshold(SimpleNamespace(created_at=now, expires_at=now + timedelta(hours=10))
+                                               ).total_seconds()
+out["job_config"] = job_config()
+out["retry_config"] = retry_config()
+out["reconcile_first_s"] = first_check_delay().total_seconds()
+out["gate_workers"] = pool()._max_workers
+with capacity_slot():
+    try:
+        with capacity_slot():
+            out["second_ingest"] = "admitted"
+    except IngestError as exc:
+        out["second_ingest"] = exc.status
+print(json.dumps(out))
+"""
+
+
+def test_every_tunable_is_read_from_the_environment_and_changes_what_it_names():
+    assert set(TUNABLES) <= settings_env_names()
+    env = {name: value for name, (value, _) in TUNABLES.items()}
+    code = BEHAVIOUR.replace("json.loads(NAMES)", repr(sorted(TUNABLES)))
+    result = run_python(code, **env)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["settings"] == {name: expected for name, (_, expected) in TUNABLES.items()}
+    assert out["callback"].startswith("https://airlock.example.com/prefix/api/")
+    assert out["second_call"] == "agent_rate_limited"
+    assert out["breaker_opened_after"] == [0, 1] and out["breaker_retry_after"] == 120
+    assert out["webhook_backoff"] == [3, 6, 10, 10] and out["webhook_timeout"] == 2.5
+    assert out["escalate_after_s"] == 7 * 60
+    assert out["job_config"] == {"first_check_s": 1.5, "base_s": 3.0, "cap_s": 60.0, "max_checks": 4}
+    assert out["retry_config"] == {"base_s": 0.25, "cap_s": 4.0}
+    assert out["reconcile_first_s"] == 7.5 and out["gate_workers"] == 3
+    assert out["second_ingest"] == 503
+
+
+def test_code_reads_settings_by_name_never_with_a_fallback():
+    """`getattr(settings, "X", default)` hides a setting from the environment and the README: every
+    tunable is in console/settings.py, so code reads `settings.X` (tests override with the fixture)."""
+    skip = {".venv", ".git", "tests", "node_modules"}
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if skip & set(path.relative_to(ROOT).parts):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if "getattr(settings" in line.replace(" ", "") or "getattr(django_settings" in line:
+                offenders.append(f"{path.relative_to(ROOT)}:{number}")
+    assert not offenders, f"read these as settings.X and add them to console/settings.py: {offenders}"

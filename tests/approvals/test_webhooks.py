@@ -70,8 +70,8 @@ def test_delivery_gives_up_after_max_attempts(settings, acme, agent, receiver, d
 
 
 def test_backoff_is_exponential_and_capped(settings):
-    settings.AIRLOCK_WEBHOOK_RETRY_BASE = 2.0
-    settings.AIRLOCK_WEBHOOK_RETRY_CAP = 60.0
+    settings.AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = 2.0
+    settings.AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS = 60.0
     assert [backoff_seconds(n, jitter=False) for n in range(1, 8)] == [2, 4, 8, 16, 32, 60, 60]
     assert all(1.0 <= backoff_seconds(1) <= 2.0 for _ in range(50))
 

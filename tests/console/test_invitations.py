@@ -12,6 +12,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.core import mail
 from django.test import Client
 from django.urls import reverse
@@ -41,7 +42,7 @@ def roles_of(user, tenant) -> set[str]:
 
 
 def mailed_link(message) -> str:
-    return re.search(r"http://testserver(/\S+)", message.body).group(1)
+    return re.search(re.escape(settings.AIRLOCK_PUBLIC_URL) + r"(/\S+)", message.body).group(1)
 
 
 # --- the admin's side: no listing, no oracle, no membership without consent ----------------------

@@ -19,7 +19,8 @@ EXPORT = {"call_id": "c1", "name": "reports.export", "arguments": {"month": "202
 
 @pytest.fixture
 def export(world, flaky, settings):
-    settings.AIRLOCK_JOBS = {"first_check_s": 0, "base_s": 0, "max_checks": 3}
+    settings.AIRLOCK_JOB_FIRST_CHECK_SECONDS = settings.AIRLOCK_JOB_CHECK_BASE_SECONDS = 0
+    settings.AIRLOCK_JOB_MAX_CHECKS = 3
     skill("reports.export", f"{flaky.url}/export", effect="write",
           output_schema={"type": "object", "required": ["rows"]}, job_status=f"{flaky.url}/jobs/{{job_id}}")
     publish()
@@ -89,10 +90,13 @@ def test_callback_completes_the_job_and_a_bad_result_shape_is_withheld(world, ex
     assert call.result["error"]["code"] == "contract_violation"
 
 
-def test_the_tool_is_told_where_to_call_back(world, export, flaky):
+def test_the_tool_is_told_where_to_call_back(world, export, flaky, settings):
     seen = {}
     flaky.default("/export", lambda handler: (seen.update(cb=handler.headers.get("X-Airlock-Callback")) or 202,
                                               {"job_id": "job-7"}))
+    settings.AIRLOCK_PUBLIC_URL = "https://airlock.example.com/gate"
     run, _ = gate(world["agent"], [EXPORT])
     job = LongJob.objects.get(run=run)
-    assert seen["cb"] == reverse("reliability_api:job_complete", args=[job.callback_token])
+    # Absolute, under AIRLOCK_PUBLIC_URL (path prefix kept): the tool is elsewhere and cannot resolve a path.
+    assert seen["cb"] == "https://airlock.example.com/gate" + reverse("reliability_api:job_complete",
+                                                                      args=[job.callback_token])

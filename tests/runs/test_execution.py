@@ -169,7 +169,7 @@ def test_timeouts(agent_client, skills, name, error_class, status):
 
 
 def test_rate_limit_per_agent_returns_retry_after(agent_client, skills, settings):
-    settings.AIRLOCK_RATE_LIMITS = {"agent_per_minute": 2}
+    settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = 2
     run = start_run(agent_client)
     body = post_calls(agent_client, run["run_id"], [call(f"c{i}", "orders.echo_write", {"i": i})
                                                     for i in range(3)]).json()
@@ -179,7 +179,7 @@ def test_rate_limit_per_agent_returns_retry_after(agent_client, skills, settings
 
 
 def test_rate_limit_per_skill(agent_client, skills, settings):
-    settings.AIRLOCK_RATE_LIMITS = {"skill_per_minute": 1}
+    settings.AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE = 1
     run = start_run(agent_client)
     body = post_calls(agent_client, run["run_id"], [call("c1", "orders.echo_write", {"i": 1}),
                                                     call("c2", "orders.echo_write", {"i": 2}),
@@ -256,7 +256,7 @@ def test_rate_limit_counts_in_redis(agent_client, skills, settings):
     from django.core.cache import caches
 
     assert "redis" in type(caches["default"]).__module__
-    settings.AIRLOCK_RATE_LIMITS = {"agent_per_minute": 1}
+    settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = 1
     run = start_run(agent_client)
     body = post_calls(agent_client, run["run_id"], [call("c1", "orders.echo_write", {"i": 1}),
                                                     call("c2", "orders.echo_write", {"i": 2})]).json()

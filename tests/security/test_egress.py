@@ -172,9 +172,10 @@ def production(settings, listener, target):
     settings.AIRLOCK_EGRESS_PORTS = [80, 443, 8080, 8443, listener.port, target.port]
     settings.AIRLOCK_EGRESS_ALLOW_HOSTS = []
     settings.AIRLOCK_WEBHOOK_MAX_ATTEMPTS = 1
-    settings.AIRLOCK_RETRY = {"base_s": 0.01, "cap_s": 0.02}
-    settings.AIRLOCK_JOBS = {"first_check_s": 0, "base_s": 0, "max_checks": 5}
-    settings.AIRLOCK_RECONCILE_FIRST_CHECK_S = 0
+    settings.AIRLOCK_RETRY_BASE_SECONDS, settings.AIRLOCK_RETRY_CAP_SECONDS = 0.01, 0.02
+    settings.AIRLOCK_JOB_FIRST_CHECK_SECONDS = settings.AIRLOCK_JOB_CHECK_BASE_SECONDS = 0
+    settings.AIRLOCK_JOB_MAX_CHECKS = 5
+    settings.AIRLOCK_RECONCILE_FIRST_CHECK_SECONDS = 0
     return settings
 
 

@@ -92,6 +92,7 @@ def test_session_and_csrf_cookies_carry_their_flags(world):
 
 def test_production_settings_make_cookies_secure(tmp_path):
     env = {**os.environ, "DEBUG": "0", "SECRET_KEY": "s" * 60, "ALLOWED_HOSTS": "airlock.example.com",
+           "AIRLOCK_PUBLIC_URL": "https://airlock.example.com",
            "AIRLOCK_SIGNING_KEY": str(settings.VAR_DIR / "test_signing_key.pem"), "DJANGO_SETTINGS_MODULE":
            "console.settings", "REDIS_URL": "", "DATABASE_URL": f"sqlite:///{tmp_path / 'x.sqlite3'}"}
     for name in ("SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT"):
