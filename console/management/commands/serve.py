@@ -4,6 +4,7 @@ In the embedded default (no REDIS_URL) the web server runs tasks eagerly in its 
 (the in-memory channel layer needs a single process), and `run_periodic` stands in for beat.
 """
 
+import os
 import signal
 import subprocess
 import sys
@@ -32,6 +33,8 @@ class Command(BaseCommand):
         # A plain SIGTERM (docker stop, kill) must still stop the children in `finally`.
         signal.signal(signal.SIGTERM, _exit_on_signal)
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        if not os.environ.get("AIRLOCK_PUBLIC_URL"):  # the children's callbacks and links point here
+            os.environ["AIRLOCK_PUBLIC_URL"] = f"http://{host}:{port}"
         if settings.REDIS_URL:
             celery = [sys.executable, "-m", "celery", "-A", "console"]
             children.append(subprocess.Popen([*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"]))
