@@ -19,13 +19,13 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from lib.public_url import public_reverse
+from registry.notifications import notify_owners
 from registry.snapshots import index_for
 from reliability.models import JobStatus, LongJob
 from runs.authorization import live_refusal
 from runs.errors import CallError, NotPermitted
 from runs.models import CallStatus, Run, ToolCall
 from runs.plane import contracts, hygiene
-from runs.plane.alerts import notify_owners
 from runs.plane.asking import ask
 from runs.plane.delivery import deliver_final_result
 from runs.shaping import shape

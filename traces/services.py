@@ -7,14 +7,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from django.conf import settings
-from django.core.mail import send_mail
 from django.utils import timezone
 
 from console.models import Tenant
 from lib import egress
 from lib.sealing import seal, unseal
-from registry.models import Skill
+from registry.notifications import email_owning_team, owner_address
 from traces import otlp
 from traces.metrics import call_facts, repeats_per_run
 from traces.models import Alert, AlertKind, AlertRule, Span, Trace, TraceSettings
@@ -101,18 +99,13 @@ def email_alert(*, alert_id: int) -> bool:
     alert = Alert.objects.filter(pk=alert_id).first()
     if alert is None:
         return False
-
-    skill = Skill.objects.select_related("owner_team").filter(name=alert.skill_name).first()
-    address = skill.owner_team.email if skill else ""
-    if not address:
+    if not owner_address(alert.skill_name):
         return False
     claimed = Alert.objects.filter(pk=alert.pk, emailed_at__isnull=True).update(emailed_at=timezone.now())
     if not claimed:
         return False
     body = f"{alert.message}\n\nFired at {alert.fired_at:%Y-%m-%d %H:%M} UTC."
-    send_mail(subject=f"[Airlock] alert on {alert.skill_name}", message=body,
-              from_email=settings.DEFAULT_FROM_EMAIL, recipient_list=[address])
-    return True
+    return email_owning_team(skill_name=alert.skill_name, subject=f"alert on {alert.skill_name}", body=body)
 
 
 # --- retention ---------------------------------------------------------------------------------

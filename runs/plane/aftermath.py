@@ -7,9 +7,9 @@ import logging
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from registry.notifications import notify_owners
 from runs import hooks
 from runs.plane import breakers
-from runs.plane.alerts import notify_owners
 from runs.plane.models import BreakerTransition
 from traces.recording import record_span
 
