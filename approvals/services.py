@@ -37,6 +37,7 @@ from runs.authorization import decision_on
 from runs.events import append_event
 from runs.models import CallStatus, RunStatus
 from runs.services import execute_approved_call
+from traces.recording import record_span_safely
 from traces.redaction import redact, redact_text
 
 logger = logging.getLogger(__name__)
@@ -72,15 +73,7 @@ def _record(request: ApprovalRequest, *, actor: Actor, action: str, from_status:
 
 
 def _record_span(**kwargs: Any) -> None:
-    """Spans go through traces.recording once that module exists; tracing never breaks approvals."""
-    try:
-        from traces.recording import record_span
-    except ImportError:
-        return
-    try:
-        record_span(**kwargs)
-    except Exception:  # a trace is evidence, not a precondition
-        logger.exception("could not record an approval span")
+    record_span_safely(what="an approval span", **kwargs)
 
 
 def _manifest_of(call) -> dict:

@@ -33,7 +33,7 @@ from runs.errors import CallError, NotPermitted, ValidationFailed
 from runs.events import append_event
 from runs.models import CallStatus, Run, ToolCall
 from runs.shaping import shape
-from traces.recording import record_span
+from traces.recording import record_span_safely
 from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
@@ -127,13 +127,11 @@ def _record_span(*, call: ToolCall, result: dict, started_at: datetime, finished
                                   "airlock.result.truncated": call.truncated}
     if refused is not None:
         attributes.update({"airlock.refused.code": refused.code, "airlock.refused.reason": refused.message})
-    try:
-        record_span(run=call.run, kind="tool_call", name=f"{call.name} (run by the agent)", started_at=started_at,
-                    ended_at=finished_at, call=call, skill_name=call.name, skill_version=_skill_of(call)["version"],
-                    outcome="error" if result["is_error"] else "ok",
-                    error_class=(result.get("error") or {}).get("class", ""), attributes=attributes)
-    except Exception:  # a trace is evidence, not a precondition
-        logger.exception("could not record the client-executed call's span")
+    record_span_safely(what="the client-executed call's span", run=call.run, kind="tool_call",
+                       name=f"{call.name} (run by the agent)", started_at=started_at, ended_at=finished_at, call=call,
+                       skill_name=call.name, skill_version=_skill_of(call)["version"],
+                       outcome="error" if result["is_error"] else "ok",
+                       error_class=(result.get("error") or {}).get("class", ""), attributes=attributes)
 
 
 def accept_client_result(*, call: ToolCall, token: str, content: Any = None, error: dict | None = None) -> dict:

@@ -15,7 +15,7 @@ from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, T
 from runs.execution import Outcome
 from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
 from runs.shaping import shape
-from traces.recording import record_span
+from traces.recording import record_span, recording_spans
 
 if TYPE_CHECKING:
     from runs.gate import Planned
@@ -177,11 +177,8 @@ def _update_run(run: Run, plans: list[Planned]) -> None:
 
 
 def _record_spans(run: Run, plans: list[Planned], now) -> None:
-    try:
-        with transaction.atomic():  # a savepoint inside the batch's transaction: spans fail alone
-            _record_span_rows(run, plans, now)
-    except Exception:  # a trace is an observation: losing it must not change what the agent gets
-        logger.exception("Could not record the spans of a batch in run %s", run.pk)
+    with recording_spans(f"the spans of a batch in run {run.pk}"):  # losing them must not change the results
+        _record_span_rows(run, plans, now)
 
 
 def _record_span_rows(run: Run, plans: list[Planned], now) -> None:

@@ -15,7 +15,7 @@ from runs.errors import Internal, NotPermitted, TimeoutUnknown
 from runs.events import append_event
 from runs.gate import invocation_context
 from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
-from traces.recording import ensure_trace, record_span
+from traces.recording import ensure_trace, record_span, record_span_safely
 from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
@@ -154,12 +154,10 @@ def _error(call: ToolCall, error) -> dict:
 
 def _record_execution_span(call: ToolCall, skill, refused=None) -> None:
     attributes = {"airlock.refused.code": refused.code, "airlock.refused.reason": refused.message} if refused else {}
-    try:
-        record_span(run=call.run, kind="tool_call", name=f"{call.name} (approved)", started_at=call.started_at,
-                    ended_at=call.finished_at, call=call, skill_name=call.name, skill_version=skill.version,
-                    verdict=call.verdict, outcome=call.status, error_class=call.error_class, attributes=attributes)
-    except Exception:  # noqa: BLE001 - the outcome is recorded on the call already
-        logger.exception("Could not record the execution span of call %s", call.pk)
+    record_span_safely(what=f"the execution span of call {call.pk}", run=call.run, kind="tool_call",
+                       name=f"{call.name} (approved)", started_at=call.started_at, ended_at=call.finished_at, call=call,
+                       skill_name=call.name, skill_version=skill.version, verdict=call.verdict, outcome=call.status,
+                       error_class=call.error_class, attributes=attributes)
 
 
 def run_summary(run: Run, calls: list[ToolCall]) -> dict:

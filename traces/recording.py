@@ -7,7 +7,10 @@ id to use in its own OpenTelemetry spans (they then land on the same timeline).
 
 from __future__ import annotations
 
+import logging
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +20,8 @@ from django.utils import timezone
 
 from traces.models import Span, Trace
 from traces.redaction import redact, redact_text
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from runs.models import Run, ToolCall
@@ -116,6 +121,24 @@ def verdict_attributes(verdict: str, *, rule: str = "", reason: str = "", policy
     return attrs
 
 
+@contextmanager
+def recording_spans(what: str) -> Iterator[None]:
+    """Record spans in their own savepoint: a failure rolls back only the spans and is logged, never
+    raised, and the caller's transaction stays usable. A trace is evidence, not a precondition."""
+    try:
+        with transaction.atomic():
+            yield
+    except Exception:
+        logger.exception("Could not record %s", what)
+
+
+def record_span_safely(*, what: str = "a span", **fields: Any) -> Span | None:
+    """`record_span` for callers whose work is already recorded elsewhere: never fails them."""
+    with recording_spans(what):
+        return record_span(**fields)
+    return None
+
+
 def record_span(
     *,
     run: Run,
@@ -202,5 +225,5 @@ def finish_span(span: Span, *, ended_at: datetime | None = None, outcome: str = 
     return span
 
 
-__all__ = ["ensure_trace", "record_span", "finish_span", "new_span_id", "new_trace_id", "trace_id_for_run",
-           "verdict_attributes"]
+__all__ = ["ensure_trace", "finish_span", "new_span_id", "new_trace_id", "record_span", "record_span_safely",
+           "recording_spans", "trace_id_for_run", "verdict_attributes"]

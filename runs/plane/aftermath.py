@@ -7,11 +7,13 @@ import logging
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from django.db import transaction
+
 from registry.notifications import notify_owners
 from runs import hooks
 from runs.plane import breakers
 from runs.plane.models import BreakerTransition
-from traces.recording import record_span
+from traces.recording import record_span, recording_spans
 
 if TYPE_CHECKING:
     from runs.execution import Outcome
@@ -43,16 +45,20 @@ def record_aftermath(*, outcome: Outcome, trail: Trail, manifest: dict) -> None:
     rows = _Rows(trail)
     error = outcome.error
     if _worth_spans(trail, error):
-        _record_attempt_spans(rows, trail)
-    for transition in trail.transitions:
-        _record_transition(rows, trail, transition)
+        with recording_spans(f"the attempt spans of {trail.skill}"):
+            _record_attempt_spans(rows, trail)
+    if trail.transitions:
+        with transaction.atomic():  # a savepoint, and only when there is something to write: a failure
+            for transition in trail.transitions:  # leaves the caller's transaction usable
+                _record_transition(rows, trail, transition)
     if trail.contract_violation:
         notify_owners(skill_name=trail.skill, dedupe_key=f"contract:{trail.skill}:{trail.version}",
                       subject=f"{trail.skill} {trail.version} returned a result that breaks its output_schema",
                       body=f"Where: {trail.contract_violation}\nRun: {trail.run_id}, call {trail.call_id}.\n"
                            "The agent got an internal error instead of the result.")
     if error is not None and error.error_class == "timeout_unknown" and rows.call is not None:
-        hooks.open_reconciliation(call=rows.call, reason="timeout")
+        with transaction.atomic():
+            hooks.open_reconciliation(call=rows.call, reason="timeout")
     if trail.job is not None and error is None:
         outcome.content = hooks.register_job(run=rows.run, call_id=trail.call_id, skill=trail.skill,
                                        job_id=trail.job["job_id"])

@@ -10,7 +10,7 @@ from django.utils import timezone
 from runs import lifecycle
 from runs.events import append_event
 from runs.models import IdempotencyRecord, ToolCall
-from traces.recording import record_span
+from traces.recording import record_span_safely
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +26,6 @@ def deliver_final_result(*, call: ToolCall, result: dict, status: str, error_cla
         IdempotencyRecord.objects.filter(tenant_id=call.run.tenant_id, key=call.idempotency_key).update(
             outcome=result)
     append_event(run=call.run, kind="call.completed", payload={"call_id": call.call_id, "result": result})
-    try:
-        record_span(run=call.run, kind="other", name=span_name, started_at=now, ended_at=now, call=call,
-                    skill_name=call.name, outcome=status, error_class=error_class, attributes=attributes)
-    except Exception:  # noqa: BLE001 - the outcome is recorded on the call already
-        logger.exception("Could not record the span for %s of call %s", span_name, call.pk)
+    record_span_safely(what=f"the span for {span_name} of call {call.pk}", run=call.run, kind="other", name=span_name,
+                       started_at=now, ended_at=now, call=call, skill_name=call.name, outcome=status,
+                       error_class=error_class, attributes=attributes)
