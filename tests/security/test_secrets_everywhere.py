@@ -171,3 +171,19 @@ def test_no_secret_of_a_hostile_run_is_stored_logged_or_returned(agent_client, a
     assert "Skill vault.fail raised" in logged and "backend refused token=" in logged  # logged, masked
     assert _leaks(logged) == [], "logged in clear"
     assert _leaks("\n".join(responses)) == [], "returned to the agent"
+
+
+def test_an_event_payload_is_redacted_when_appended_so_the_webhook_body_is_too(agent, monkeypatch):
+    """Whatever a caller puts in an event (a result, a reason), the feed and the webhook body store it masked."""
+    import approvals.tasks
+    from runs.events import append_event
+    from tests.runs.factories import run_for
+
+    monkeypatch.setattr(approvals.tasks.deliver_webhook, "delay_on_commit", lambda *args, **kwargs: None)
+    run = run_for(agent, callback_url="https://hooks.example.com/airlock", webhook_secret="whsec_test")
+    event = append_event(run=run, kind="call.completed", payload={
+        "call_id": "c-1", "result": {"content": {"note": FREE_TEXT, "password": SECRETS["password"]}}})
+    event.refresh_from_db()
+    delivery = WebhookDelivery.objects.get(event=event)
+    assert _leaks(json.dumps(event.payload)) == [] and _leaks(delivery.body) == []
+    assert event.payload["call_id"] == "c-1" and "result" in json.loads(delivery.body)["payload"]

@@ -109,3 +109,51 @@ def test_card_numbers_are_masked_only_when_luhn_valid():
     out = mask_secrets("card 4242 4242 4242 4242 and order 1234567890123")
     assert "4242 4242 4242 4242" not in out and "card…4242" in out
     assert "1234567890123" in out  # not a valid card number: an ordinary id stays readable
+
+
+@pytest.mark.parametrize("text,secret", [
+    ("db password=hunter2-Quokka ok", "hunter2-Quokka"),
+    ('{"password": "correct horse battery"}', "correct horse battery"),
+    ("token: Mango55Paddle", "Mango55Paddle"),
+    ("GET /x?api_key=Zebra77Quartz&q=1", "Zebra77Quartz"),
+    ("Authorization: Bearer zq8Vt3LmX2pR7sK9wN4b", "zq8Vt3LmX2pR7sK9wN4b"),
+    ("Authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz"),
+    ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG", "wJalrXUtnFEMI/K7MDENG"),
+    ("client_secret='s3cr3t value'", "s3cr3t value"),
+])
+def test_credentials_written_inline_are_masked_and_the_key_stays(text, secret):
+    out = mask_secrets(text)
+    assert secret not in out and "[redacted:" in out
+    assert mask_secrets(out) == out  # masking twice changes nothing
+
+
+@pytest.mark.parametrize("text", ["input_tokens: 532", "the secretary: Ann", "Bearer: none", "keys are in the drawer",
+                                  "ratio=3:2 and passes=4"])
+def test_text_that_only_mentions_credentials_is_kept(text):
+    assert mask_secrets(text) == text
+
+
+@pytest.mark.parametrize("text", ["password=" * 20_000, "token: " * 20_000, "a-" * 50_000, "token_" + "a" * 100_000,
+                                  "x" * 200_000 + "="])
+def test_inline_credentials_take_linear_time(text):
+    import time
+
+    started = time.perf_counter()
+    mask_secrets(text)
+    assert time.perf_counter() - started < 2.0
+
+
+def test_tool_results_are_redacted_by_output_schema_key_and_pattern_before_shaping():
+    from runs.shaping import shape
+
+    schema = {"type": "object", "properties": {"vault_value": {"type": "string", "writeOnly": True},
+                                               "recovery": {"type": "object", "x-airlock-sensitive": True},
+                                               "pin": {"type": "string", "format": "password"}}}
+    content = {"note": f"here {SECRETS[2]}", "vault_value": "plain-looking", "recovery": {"code": "x1"},
+               "pin": "1234", "access_token": "opaque-but-a-credential", "n": 3}
+    shaped = shape(content, 16384, output_schema=schema)
+    text = json.dumps(shaped.content)
+    for value in (SECRETS[2], "plain-looking", '"x1"', '"1234"', "opaque-but-a-credential"):
+        assert value not in text
+    assert shaped.content["n"] == 3 and shaped.content["note"].startswith("here ghp_")
+    assert shaped.size == len(json.dumps(shaped.content, separators=(",", ":"), ensure_ascii=False).encode())
