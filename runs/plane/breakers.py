@@ -9,17 +9,16 @@ these are SET NX / INCR / DEL.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
 
+from lib import clock
 from lib.endpoints import endpoint_of
 from runs.errors import Unavailable
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
-DEFAULTS = {"threshold": 5, "window_s": 60, "open_s": 30, "probe_s": 30}
 STATE_TTL_S = 24 * 3600
 
 
@@ -38,7 +37,9 @@ class Admission:
 
 
 def config() -> dict:
-    return {**DEFAULTS, **getattr(settings, "AIRLOCK_BREAKER", {})}
+    return {"threshold": settings.AIRLOCK_BREAKER_FAILURE_THRESHOLD,
+            "window_s": settings.AIRLOCK_BREAKER_WINDOW_SECONDS, "open_s": settings.AIRLOCK_BREAKER_OPEN_SECONDS,
+            "probe_s": settings.AIRLOCK_BREAKER_PROBE_SECONDS}
 
 
 def domain_for(adapter_uri: str, *, tenant: str = "", tenant_specific: bool = False) -> str:
@@ -55,7 +56,7 @@ def state_of(domain: str) -> str:
     opened = cache.get(_key(domain, "open"))
     if opened is None:
         return CLOSED
-    return OPEN if time.time() < opened["until"] else HALF_OPEN
+    return OPEN if clock.time() < opened["until"] else HALF_OPEN
 
 
 def snapshot(domain: str) -> dict:
@@ -64,7 +65,7 @@ def snapshot(domain: str) -> dict:
     failures = cache.get(_key(domain, "fails")) or 0
     if opened is None:
         return {"domain": domain, "state": CLOSED, "failures": failures}
-    state = OPEN if time.time() < opened["until"] else HALF_OPEN
+    state = OPEN if clock.time() < opened["until"] else HALF_OPEN
     return {"domain": domain, "state": state, "failures": failures, "opened_at": opened["at"],
             "retry_at": opened["until"]}
 
@@ -74,7 +75,7 @@ def admit(domain: str) -> Admission:
     opened = cache.get(_key(domain, "open"))
     if opened is None:
         return Admission(CLOSED, probe=False)
-    now = time.time()
+    now = clock.time()
     if now < opened["until"]:
         raise Unavailable("The skill's service is failing; Airlock stopped sending it calls for a moment.",
                           code="circuit_open", retry_after=max(1, round(opened["until"] - now)))
@@ -99,7 +100,7 @@ def record_success(domain: str, admission: Admission) -> list[Transition]:
 
 
 def record_failure(domain: str, admission: Admission, *, reason: str) -> list[Transition]:
-    now = time.time()
+    now = clock.time()
     if admission.probe:
         _open(domain, at=now)
         cache.delete(_key(domain, "probe"))

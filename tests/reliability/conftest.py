@@ -2,9 +2,10 @@
 
 `flaky` is a threaded HTTP server. Each path has a queue of behaviours (`flaky.plan(path, ...)`):
 an int status, `("status", code, headers, body)`, `"reset"` (the connection is torn down after the
-request is read), `("sleep", seconds, body)`, or a dict (200 JSON). When the queue is empty the
-path's default (`flaky.default(path, ...)`) answers, else 200 `{"ok": true}`. Every request counts
-(`flaky.hits[path]`, `flaky.keys[path]` with the Idempotency-Key headers, `flaky.auth`).
+request is read), `("hold", body)` (answers once the test calls `flaky.release()`), or a dict (200
+JSON). When the queue is empty the path's default (`flaky.default(path, ...)`) answers, else 200
+`{"ok": true}`. Every request counts (`flaky.hits[path]`, `flaky.keys[path]` with the Idempotency-Key
+headers, `flaky.auth`); `flaky.wait_answered(path, n)` waits until n requests to the path have been answered.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ class FlakyService:
         self.hits: Counter = Counter()
         self.keys: dict[str, list[str]] = defaultdict(list)
         self.auth: list[str] = []
+        self.answered: Counter = Counter()
         self.lock = threading.Lock()
+        self.released = threading.Event()
         self.url = ""
 
     def plan(self, path: str, *behaviours) -> None:
@@ -43,6 +46,16 @@ class FlakyService:
 
     def default(self, path: str, behaviour) -> None:
         self.defaults[path] = behaviour
+
+    def release(self) -> None:
+        """Held requests answer now (a slow service finishing)."""
+        self.released.set()
+
+    def wait_answered(self, path: str, count: int = 1, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while self.answered[path] < count:
+            assert time.monotonic() < deadline, f"{path} was answered {self.answered[path]} times, not {count}"
+            time.sleep(0.01)
 
     def next_for(self, path: str):
         with self.lock:
@@ -77,9 +90,9 @@ def _handler(service: FlakyService):
                 status, body = behaviour, {"error": status}
             elif isinstance(behaviour, tuple) and behaviour[0] == "status":
                 _, status, headers, body = behaviour
-            elif isinstance(behaviour, tuple) and behaviour[0] == "sleep":
-                time.sleep(behaviour[1])
-                body = behaviour[2]
+            elif isinstance(behaviour, tuple) and behaviour[0] == "hold":
+                service.released.wait(timeout=30)
+                body = behaviour[1]
             elif callable(behaviour):
                 status, body = behaviour(self)
             raw = json.dumps(body).encode()
@@ -91,6 +104,8 @@ def _handler(service: FlakyService):
             self.end_headers()
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self.wfile.write(raw)
+            with service.lock:
+                service.answered[path] += 1
 
         do_POST = do_GET = _serve
 
@@ -106,6 +121,7 @@ def flaky():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield service
+    service.release()
     server.shutdown()
     server.server_close()
 
@@ -140,9 +156,10 @@ def mcp_url():
 
 @pytest.fixture(autouse=True)
 def _fast_backoff(settings):
-    settings.AIRLOCK_RETRY = {"base_s": 0.02, "cap_s": 0.1}
-    settings.AIRLOCK_BREAKER = {"threshold": 3, "window_s": 30, "open_s": 0.5, "probe_s": 5}
-    settings.AIRLOCK_RECONCILE_FIRST_CHECK_S = 0
+    settings.AIRLOCK_RETRY_BASE_SECONDS, settings.AIRLOCK_RETRY_CAP_SECONDS = 0.02, 0.1
+    settings.AIRLOCK_BREAKER_FAILURE_THRESHOLD, settings.AIRLOCK_BREAKER_WINDOW_SECONDS = 3, 30
+    settings.AIRLOCK_BREAKER_OPEN_SECONDS, settings.AIRLOCK_BREAKER_PROBE_SECONDS = 0.5, 5
+    settings.AIRLOCK_RECONCILE_FIRST_CHECK_SECONDS = 0
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 
 

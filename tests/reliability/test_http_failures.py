@@ -49,13 +49,13 @@ def test_read_is_retried_after_a_connection_reset(world, flaky):
     assert flaky.hits["/item"] == 2
 
 
-def test_429_waits_for_retry_after_then_succeeds(world, flaky):
+def test_429_waits_for_retry_after_then_succeeds(world, flaky, clock):
     skill("catalog.get_item", f"{flaky.url}/item", max_attempts=2, timeout_ms=4000)
     publish()
     flaky.plan("/item", ("status", 429, {"Retry-After": "1"}, {"error": "slow down"}), {"item": "chair"})
-    started = time.monotonic()
+    started = clock.monotonic()
     run, result = one(world["agent"], "catalog.get_item")
-    assert result["status"] == "ok" and time.monotonic() - started >= 1.0
+    assert result["status"] == "ok" and clock.monotonic() - started >= 1.0
     first = Span.objects.filter(trace__run=run, kind="execution_attempt").order_by("started_at").first()
     assert first.attributes["airlock.retry.in_s"] >= 1.0
 
@@ -111,7 +111,7 @@ def test_write_timeout_opens_reconciliation_and_is_never_repeated(world, flaky):
     skill("billing.refund", f"{flaky.url}/refund", effect="write", timeout_ms=400, max_attempts=3, idempotent=True,
           reconcile=f"{flaky.url}/refunds/{{idempotency_key}}")
     publish()
-    flaky.plan("/refund", ("sleep", 1.0, {"refund_id": "re_1"}))
+    flaky.plan("/refund", ("hold", {"refund_id": "re_1"}))
     run, result = one(world["agent"], "billing.refund", {"cents": 500})
     assert result["error"]["class"] == "timeout_unknown"
     assert "do not repeat" in result["error"]["message"]
@@ -119,7 +119,8 @@ def test_write_timeout_opens_reconciliation_and_is_never_repeated(world, flaky):
     assert call.status == CallStatus.TIMEOUT_UNKNOWN
     item = ReconciliationItem.objects.get(call=call)
     assert item.is_open and item.reason == "timeout" and item.idempotency_key == f"{run.pk}:c1"
-    time.sleep(0.8)  # let the slow request finish on the server
+    flaky.release()  # the slow request finishes on the server
+    flaky.wait_answered("/refund")
     assert flaky.hits["/refund"] == 1
 
     # The agent repeats the same call: the recorded outcome comes back, nothing is sent again.
@@ -146,7 +147,7 @@ def test_reconciliation_hears_not_found_as_did_not_take_effect(world, flaky):
     skill("billing.refund", f"{flaky.url}/refund", effect="write", timeout_ms=300,
           reconcile=f"{flaky.url}/refunds/{{idempotency_key}}")
     publish()
-    flaky.plan("/refund", ("sleep", 0.8, {}))
+    flaky.plan("/refund", ("hold", {}))
     run, result = one(world["agent"], "billing.refund", {"cents": 1})
     flaky.default(f"/refunds/{run.pk}:c1", 404)
     from reliability.reconcile import check_with_tool

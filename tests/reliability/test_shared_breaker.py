@@ -3,21 +3,23 @@
 import os
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
+from lib import clock as airlock_clock
 from runs.errors import Unavailable
 from runs.plane import breakers
 
 pytestmark = pytest.mark.redis
-CONFIG = {"threshold": 3, "window_s": 30, "open_s": 3, "probe_s": 20}
+# The other processes get the breaker settings from their environment, as a deployment does.
+CONFIG = {"AIRLOCK_BREAKER_FAILURE_THRESHOLD": "3", "AIRLOCK_BREAKER_WINDOW_SECONDS": "30",
+          "AIRLOCK_BREAKER_OPEN_SECONDS": "30", "AIRLOCK_BREAKER_PROBE_SECONDS": "20"}
 SCRIPT = """
 import sys, django
 django.setup()
-from django.conf import settings
-settings.AIRLOCK_BREAKER = {config!r}
+from lib import clock
+clock.advance(float(sys.argv[4]))  # this process's clock agrees with the test's
 from runs.plane import breakers
 domain, action, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 closed = breakers.Admission("closed", probe=False)
@@ -32,8 +34,8 @@ elif action == "succeed":
 
 
 def other_process(domain: str, action: str, count: int = 1) -> subprocess.Popen:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings"}
-    return subprocess.Popen([sys.executable, "-c", SCRIPT.format(config=CONFIG), domain, action, str(count)],
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings", **CONFIG}
+    return subprocess.Popen([sys.executable, "-c", SCRIPT, domain, action, str(count), str(airlock_clock.offset())],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -43,8 +45,9 @@ def result_of(process: subprocess.Popen) -> str:
     return out.strip()
 
 
-def test_breaker_is_shared_by_processes(settings):
-    settings.AIRLOCK_BREAKER = CONFIG
+def test_breaker_is_shared_by_processes(settings, clock):
+    for name, value in CONFIG.items():
+        setattr(settings, name, int(value))
     domain = f"https://shared-{uuid.uuid4().hex[:8]}.example.com"
     # Two processes fail at once, two failures each: the shared count crosses 3 and one of them opens it.
     first, second = other_process(domain, "fail", 2), other_process(domain, "fail", 2)
@@ -54,7 +57,7 @@ def test_breaker_is_shared_by_processes(settings):
         breakers.admit(domain)
     assert fast.value.code == "circuit_open"
 
-    time.sleep(3.1)
+    clock.advance(settings.AIRLOCK_BREAKER_OPEN_SECONDS)
     assert result_of(other_process(domain, "probe")) == "True"  # the other process holds the one probe
     with pytest.raises(Unavailable) as waiting:
         breakers.admit(domain)
