@@ -24,7 +24,7 @@ from tests.runs.conftest import post_calls, start_run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
-VISIBILITY_TIMEOUT = 30
+VISIBILITY_TIMEOUT = 30  # the shortest the settings allow; the call's lease (its timeout + 30 s) runs out by then too
 
 
 def _worker(name: str, log: Path, env: dict) -> subprocess.Popen:
@@ -51,6 +51,7 @@ def worker_env(tmp_path, monkeypatch):
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings",
            "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
            "REDIS_URL": settings.REDIS_URL, "CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
+           "AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS": "20", "AIRLOCK_JOB_CHECK_CAP_SECONDS": "20",  # below the timeout
            "AIRLOCK_TEST_LEDGER": str(ledger)}
     celery_app.conf.task_always_eager = False
     celery_app.control.purge()  # no stale tasks from earlier runs
@@ -81,7 +82,8 @@ def test_killed_worker_task_reruns_and_executes_once(agent_client, acme, approve
 
         # A worker restores unacknowledged messages older than the visibility timeout when it starts
         # (and then only every ~100 s by kombu's default sweep), so restart it after the timeout.
-        time.sleep(max(0.0, delivered_at + VISIBILITY_TIMEOUT + 1 - time.time()))
+        _wait_for(lambda: time.time() > delivered_at + VISIBILITY_TIMEOUT + 1, VISIBILITY_TIMEOUT + 5,
+                  "the visibility timeout")
         second = _worker("second", tmp_path / "second.log", worker_env)
         _wait_for(lambda: ApprovalRequest.objects.get(pk=approval.pk).completed_at is not None,
                   30, "the re-delivered task to finish")
