@@ -31,6 +31,7 @@ test: install
 
 lint: install
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
 
 bench: install

@@ -18,8 +18,15 @@ def shell(request: HttpRequest) -> dict:
     }
 
 
-ADMIN_VIEWS = {"member_list", "member_edit", "invitation_create", "invitation_revoke", "agent_list", "agent_create",
-               "agent_revoke"}
+ADMIN_VIEWS = {
+    "member_list",
+    "member_edit",
+    "invitation_create",
+    "invitation_revoke",
+    "agent_list",
+    "agent_create",
+    "agent_revoke",
+}
 
 
 def _url_name(request: HttpRequest) -> str:

@@ -10,8 +10,13 @@ from policies.demo import seed as seed_policies
 from registry.demo import seed as seed_registry
 from runs.demo import seed as seed_runs
 
-DEMO_SEEDERS: list[Callable[[DemoContext], None]] = [seed_console, seed_registry, seed_policies, seed_runs,
-                                                      seed_approvals]
+DEMO_SEEDERS: list[Callable[[DemoContext], None]] = [
+    seed_console,
+    seed_registry,
+    seed_policies,
+    seed_runs,
+    seed_approvals,
+]
 
 
 def seed_all() -> DemoContext:

@@ -14,6 +14,12 @@ from console.tenancy import tenant_ids_for
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
     invitations = Invitation.objects.pending().addressed_to(request.user).select_related("tenant", "invited_by")
-    return render(request, "console/home.html", {"cards": dashboard.cards_for(request.user),
-                                                 "is_approver": bool(tenant_ids_for(request.user, Role.APPROVER)),
-                                                 "invitations": invitations})
+    return render(
+        request,
+        "console/home.html",
+        {
+            "cards": dashboard.cards_for(request.user),
+            "is_approver": bool(tenant_ids_for(request.user, Role.APPROVER)),
+            "invitations": invitations,
+        },
+    )

@@ -20,7 +20,7 @@ def tenant_group(tenant_id: int) -> str:
 
 @dataclass(frozen=True)
 class ApprovalChanged:
-    """"request 42 of tenant acme changed (now: approved)"."""
+    """ "request 42 of tenant acme changed (now: approved)"."""
 
     approval_id: int
     tenant: str
@@ -35,8 +35,9 @@ def send_now(tenant_id: int, message: ApprovalChanged) -> None:
     try:
         async_to_sync(layer.group_send)(tenant_group(tenant_id), asdict(message))
     except Exception:  # Redis down: the hint is lost, the row is committed; inboxes re-read on reconnect
-        logger.warning("could not broadcast approval %s (channel layer unavailable)", message.approval_id,
-                       exc_info=True)
+        logger.warning(
+            "could not broadcast approval %s (channel layer unavailable)", message.approval_id, exc_info=True
+        )
 
 
 def approval_changed(request) -> None:

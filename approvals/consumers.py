@@ -74,8 +74,9 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
 
     async def _still_allowed(self) -> bool:
         session = self.scope.get("session")
-        code = await database_sync_to_async(_refusal)(getattr(session, "session_key", None), self.scope["user"].pk,
-                                                      self.tenant_ids)
+        code = await database_sync_to_async(_refusal)(
+            getattr(session, "session_key", None), self.scope["user"].pk, self.tenant_ids
+        )
         if code is None:
             return True
         await self.disconnect(code)  # leave the groups now: nothing more is even delivered to this channel
@@ -85,5 +86,11 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
     async def approval_changed(self, event: dict) -> None:
         if not await self._still_allowed():
             return
-        await self.send_json({"type": "approval.changed", "approval_id": event["approval_id"],
-                              "tenant": event["tenant"], "status": event["status"]})
+        await self.send_json(
+            {
+                "type": "approval.changed",
+                "approval_id": event["approval_id"],
+                "tenant": event["tenant"],
+                "status": event["status"],
+            }
+        )

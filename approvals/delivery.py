@@ -55,8 +55,9 @@ def attempt_delivery(*, delivery_id: str) -> WebhookDelivery | None:
         logger.warning("webhook %s blocked: %s", delivery.pk, exc)
         return delivery
     # Claim this attempt, so two copies of the task do not post the same attempt twice.
-    if not WebhookDelivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.PENDING,
-                                          attempts=delivery.attempts).update(attempts=F("attempts") + 1):
+    if not WebhookDelivery.objects.filter(
+        pk=delivery.pk, status=DeliveryStatus.PENDING, attempts=delivery.attempts
+    ).update(attempts=F("attempts") + 1):
         return delivery
     attempt = delivery.attempts + 1
     body = delivery.body.encode()
@@ -74,25 +75,32 @@ def attempt_delivery(*, delivery_id: str) -> WebhookDelivery | None:
         status_code = response.status_code
         if 200 <= status_code < 300:
             WebhookDelivery.objects.filter(pk=delivery.pk).update(
-                status=DeliveryStatus.DELIVERED, delivered_at=timezone.now(), last_status_code=status_code,
-                last_error="", next_attempt_at=None)
+                status=DeliveryStatus.DELIVERED,
+                delivered_at=timezone.now(),
+                last_status_code=status_code,
+                last_error="",
+                next_attempt_at=None,
+            )
             return delivery
         error = f"HTTP {status_code}"
     except egress.EgressRefused as exc:  # the name now resolves somewhere it may not go (DNS rebinding)
-        WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.BLOCKED, last_error=str(exc),
-                                                              next_attempt_at=None)
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(
+            status=DeliveryStatus.BLOCKED, last_error=str(exc), next_attempt_at=None
+        )
         logger.warning("webhook %s blocked: %s", delivery.pk, exc)
         return delivery
     except httpx.HTTPError as exc:
         error = egress.describe_failure(exc, who="the receiver")  # never the receiver's own words
     max_attempts = settings.AIRLOCK_WEBHOOK_MAX_ATTEMPTS
     if attempt >= max_attempts:
-        WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.FAILED, last_error=error,
-                                                              last_status_code=status_code, next_attempt_at=None)
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(
+            status=DeliveryStatus.FAILED, last_error=error, last_status_code=status_code, next_attempt_at=None
+        )
         return delivery
     delay = backoff_seconds(attempt)
     WebhookDelivery.objects.filter(pk=delivery.pk).update(
-        last_error=error, last_status_code=status_code, next_attempt_at=timezone.now() + timedelta(seconds=delay))
+        last_error=error, last_status_code=status_code, next_attempt_at=timezone.now() + timedelta(seconds=delay)
+    )
     from approvals.tasks import deliver_webhook
 
     deliver_webhook.apply_async((str(delivery.pk),), countdown=delay)

@@ -7,13 +7,27 @@ from runs.gate import process_batch
 from runs.services import start_run
 
 CALLS = [
-    {"call_id": "refund-1", "name": "billing.create_refund_request",
-     "arguments": {"order_id": "ord_5001", "amount_cents": 12900, "currency": "EUR", "reason_code": "damaged",
-                   "note": "Arrived with a cracked screen; photo in ticket 8841."}},
-    {"call_id": "mail-1", "name": "support.send_email",
-     "arguments": {"to": "ada@example.org", "subject": "Your refund for order ord_5001",
-                   "body_text": "Hello Ada,\n\nwe have requested a full refund of EUR 129.00 for your order ord_5001. "
-                                "The money reaches your card within 5 working days.\n\nBest regards,\nAcme support"}},
+    {
+        "call_id": "refund-1",
+        "name": "billing.create_refund_request",
+        "arguments": {
+            "order_id": "ord_5001",
+            "amount_cents": 12900,
+            "currency": "EUR",
+            "reason_code": "damaged",
+            "note": "Arrived with a cracked screen; photo in ticket 8841.",
+        },
+    },
+    {
+        "call_id": "mail-1",
+        "name": "support.send_email",
+        "arguments": {
+            "to": "ada@example.org",
+            "subject": "Your refund for order ord_5001",
+            "body_text": "Hello Ada,\n\nwe have requested a full refund of EUR 129.00 for your order ord_5001. "
+            "The money reaches your card within 5 working days.\n\nBest regards,\nAcme support",
+        },
+    },
 ]
 
 
@@ -23,8 +37,12 @@ def seed(context) -> None:
     if acme is None or agent is None or ApprovalRequest.objects.filter(tenant=acme).exists():
         return
 
-    run = start_run(agent=agent, end_user="cus_ada100", end_user_roles=["customer"],
-                    task="Refund Ada's damaged order and tell her by email")
+    run = start_run(
+        agent=agent,
+        end_user="cus_ada100",
+        end_user_roles=["customer"],
+        task="Refund Ada's damaged order and tell her by email",
+    )
     results = process_batch(run=run, calls=CALLS)
     waiting = [r for r in results if r.get("status") == "approval_required"]
     if waiting:

@@ -13,7 +13,8 @@ def mask(value: Any, schema: dict | None = None) -> Any:
     """The value as an approver may see it."""
     if isinstance(value, dict):
         return {
-            key: MASK if item not in (None, "") and is_sensitive_field(str(key), item, child_schema(schema, str(key)))
+            key: MASK
+            if item not in (None, "") and is_sensitive_field(str(key), item, child_schema(schema, str(key)))
             else mask(item, child_schema(schema, str(key)))
             for key, item in value.items()
         }

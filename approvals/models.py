@@ -23,8 +23,12 @@ class ApprovalStatus(models.TextChoices):
 
 # The only moves a request can make; every one is recorded as an ApprovalEvent.
 TRANSITIONS: dict[str, set[str]] = {
-    ApprovalStatus.PENDING: {ApprovalStatus.APPROVED, ApprovalStatus.DECLINED, ApprovalStatus.EXPIRED,
-                             ApprovalStatus.CANCELLED},
+    ApprovalStatus.PENDING: {
+        ApprovalStatus.APPROVED,
+        ApprovalStatus.DECLINED,
+        ApprovalStatus.EXPIRED,
+        ApprovalStatus.CANCELLED,
+    },
     ApprovalStatus.APPROVED: {ApprovalStatus.EXECUTING},
     ApprovalStatus.EXECUTING: {ApprovalStatus.EXECUTED, ApprovalStatus.FAILED},
 }
@@ -50,8 +54,9 @@ class ApprovalRequest(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approval_requests")
     call = models.OneToOneField("runs.ToolCall", on_delete=models.CASCADE, related_name="approval")
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING,
-                              db_index=True)
+    status = models.CharField(
+        max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING, db_index=True
+    )
     skill_name = models.CharField(max_length=200, blank=True, db_index=True)
     skill_version = models.CharField(max_length=64, blank=True)
     effect = models.CharField(max_length=16, blank=True)
@@ -70,8 +75,9 @@ class ApprovalRequest(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     expires_at = models.DateTimeField()
     decided_at = models.DateTimeField(null=True, blank=True)
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     decided_by_label = models.CharField(max_length=200, blank=True)
     decided_via = models.CharField(max_length=16, blank=True, help_text="console, api or system.")
     decline_reason = models.TextField(blank=True)
@@ -167,18 +173,21 @@ class ApprovalEvent(models.Model):
     the run under retention: deleting the request sets `request` to NULL and `redacted_at` records
     when `approvals.retention` reduced `detail` to its documented redacted form (docs/operations.md)."""
 
-    request = models.ForeignKey(ApprovalRequest, null=True, blank=True, on_delete=models.SET_NULL,
-                                related_name="events")
+    request = models.ForeignKey(
+        ApprovalRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
+    )
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    approval_ref = models.PositiveBigIntegerField(null=True, blank=True, db_index=True,
-                                                  help_text="The approval request's id, kept after it is deleted.")
+    approval_ref = models.PositiveBigIntegerField(
+        null=True, blank=True, db_index=True, help_text="The approval request's id, kept after it is deleted."
+    )
     run_ref = models.UUIDField(null=True, blank=True, help_text="The run's id, kept after it is deleted.")
     call_ref = models.CharField(max_length=200, blank=True, help_text="The agent's call id in the run.")
     skill_name = models.CharField(max_length=200, blank=True)
     skill_version = models.CharField(max_length=64, blank=True)
     redacted_at = models.DateTimeField(null=True, blank=True, help_text="When retention redacted the detail.")
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     actor_label = models.CharField(max_length=200, help_text="Who acted, kept even if the user is deleted.")
     action = models.CharField(max_length=40)
     from_status = models.CharField(max_length=16, blank=True)
@@ -190,8 +199,11 @@ class ApprovalEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
-        indexes = [models.Index(fields=["created_at"], name="detached_audit_created_idx",
-                                condition=models.Q(request__isnull=True))]
+        indexes = [
+            models.Index(
+                fields=["created_at"], name="detached_audit_created_idx", condition=models.Q(request__isnull=True)
+            )
+        ]
 
     def save(self, *args, **kwargs) -> None:
         if self.pk is not None:

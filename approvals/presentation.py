@@ -161,10 +161,15 @@ def proposed_action(approval: ApprovalRequest, user, approver_tenant_ids: set[in
     fields = fields_of(arguments, schema)
     execution = manifest.get("execution") or {}
     return ProposedAction(
-        unsealed=unsealed, fields=fields, email=_email(fields), arguments=arguments,
-        downstream=downstream_of(manifest), credential=str(execution.get("credential") or ""),
+        unsealed=unsealed,
+        fields=fields,
+        email=_email(fields),
+        arguments=arguments,
+        downstream=downstream_of(manifest),
+        credential=str(execution.get("credential") or ""),
         idempotency_key=approval.call.idempotency_key if approval.call_id else "",
-        voters=[vote.user.get_username() for vote in approval.votes.all()])
+        voters=[vote.user.get_username() for vote in approval.votes.all()],
+    )
 
 
 def edited_fields(approval: ApprovalRequest) -> list[Field]:
@@ -172,5 +177,13 @@ def edited_fields(approval: ApprovalRequest) -> list[Field]:
     return fields_of(approval.edited_arguments, _schema(approval)) if approval.edited_arguments else []
 
 
-__all__ = ["Field", "ProposedAction", "downstream_of", "edited_fields", "fields_of", "may_unseal",
-           "proposed_action", "shown_arguments"]
+__all__ = [
+    "Field",
+    "ProposedAction",
+    "downstream_of",
+    "edited_fields",
+    "fields_of",
+    "may_unseal",
+    "proposed_action",
+    "shown_arguments",
+]

@@ -12,8 +12,12 @@ def approvable(user) -> QuerySet[ApprovalRequest]:
 
 
 def pending_for(user, filters: dict | None = None) -> QuerySet[ApprovalRequest]:
-    queryset = (approvable(user).pending().select_related("tenant", "agent", "call__skill_version")
-                .prefetch_related("votes__user"))
+    queryset = (
+        approvable(user)
+        .pending()
+        .select_related("tenant", "agent", "call__skill_version")
+        .prefetch_related("votes__user")
+    )
     filters = filters or {}
     if filters.get("tenant"):
         queryset = queryset.filter(tenant__slug=filters["tenant"])
@@ -31,6 +35,10 @@ def pending_count(user) -> int:
 
 
 def pending_by_tenant(user) -> list[dict]:
-    return list(approvable(user).pending().values("tenant__slug").annotate(count=Count("id"),
-                                                                            oldest=Min("created_at"))
-                .order_by("tenant__slug"))
+    return list(
+        approvable(user)
+        .pending()
+        .values("tenant__slug")
+        .annotate(count=Count("id"), oldest=Min("created_at"))
+        .order_by("tenant__slug")
+    )

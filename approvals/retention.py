@@ -28,8 +28,21 @@ from approvals.models import ApprovalEvent, ApprovalRequest
 from traces.redaction import mask_secrets, redact, redacted_marker
 
 # Identifiers, counts, flags and hashes: what an auditor needs to tell decisions apart, nothing reusable.
-KEPT_DETAIL_KEYS = frozenset({"via", "rule_id", "policy_version", "arguments_sha256", "votes", "required",
-                              "approvers", "edited", "is_error", "error_class", "error_code"})
+KEPT_DETAIL_KEYS = frozenset(
+    {
+        "via",
+        "rule_id",
+        "policy_version",
+        "arguments_sha256",
+        "votes",
+        "required",
+        "approvers",
+        "edited",
+        "is_error",
+        "error_class",
+        "error_code",
+    }
+)
 RETENTION_REASON = "retention"
 
 
@@ -40,8 +53,11 @@ def redacted_detail(detail: dict[str, Any]) -> dict[str, Any]:
         if key in KEPT_DETAIL_KEYS:
             out[key] = redact(value)
         elif key == "changes" and isinstance(value, list):
-            out[key] = [{"path": mask_secrets(str(change.get("path", ""))), "op": str(change.get("op", ""))}
-                        for change in value if isinstance(change, dict)]
+            out[key] = [
+                {"path": mask_secrets(str(change.get("path", ""))), "op": str(change.get("op", ""))}
+                for change in value
+                if isinstance(change, dict)
+            ]
         else:
             out[key] = redacted_marker(value, reason=RETENTION_REASON)
     return out

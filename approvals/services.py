@@ -61,15 +61,32 @@ class Actor:
 SYSTEM = Actor(label="system")
 
 
-def _record(request: ApprovalRequest, *, actor: Actor, action: str, from_status: str = "", to_status: str = "",
-            detail: dict | None = None) -> ApprovalEvent:
+def _record(
+    request: ApprovalRequest,
+    *,
+    actor: Actor,
+    action: str,
+    from_status: str = "",
+    to_status: str = "",
+    detail: dict | None = None,
+) -> ApprovalEvent:
     # The kept fields let the row outlive the request and the run (approvals.retention).
     run_id = request.context.get("run_id") or request.call.run_id
-    return ApprovalEvent.objects.create(request=request, actor=actor.user, actor_label=actor.label, action=action,
-                                        from_status=from_status, to_status=to_status, detail=redact(detail or {}),
-                                        tenant_id=request.tenant_id, approval_ref=request.pk, run_ref=run_id,
-                                        call_ref=request.context.get("call_id") or request.call.call_id,
-                                        skill_name=request.skill_name, skill_version=request.skill_version)
+    return ApprovalEvent.objects.create(
+        request=request,
+        actor=actor.user,
+        actor_label=actor.label,
+        action=action,
+        from_status=from_status,
+        to_status=to_status,
+        detail=redact(detail or {}),
+        tenant_id=request.tenant_id,
+        approval_ref=request.pk,
+        run_ref=run_id,
+        call_ref=request.context.get("call_id") or request.call.call_id,
+        skill_name=request.skill_name,
+        skill_version=request.skill_version,
+    )
 
 
 def _record_span(**kwargs: Any) -> None:
@@ -91,10 +108,13 @@ def approval_ttl(*, manifest: dict, tenant) -> timedelta:
 
 
 def _recent_steps(call) -> list[dict]:
-    earlier = (type(call).objects.filter(run=call.run).exclude(pk=call.pk).order_by("-created_at", "-position")
-               [:RECENT_STEPS])
-    return [{"call_id": c.call_id, "name": c.name, "status": c.status, "verdict": c.verdict,
-             "at": c.created_at.isoformat()} for c in reversed(list(earlier))]
+    earlier = (
+        type(call).objects.filter(run=call.run).exclude(pk=call.pk).order_by("-created_at", "-position")[:RECENT_STEPS]
+    )
+    return [
+        {"call_id": c.call_id, "name": c.name, "status": c.status, "verdict": c.verdict, "at": c.created_at.isoformat()}
+        for c in reversed(list(earlier))
+    ]
 
 
 def _taint_source(decision: dict, run) -> str:
@@ -131,32 +151,68 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
     now = timezone.now()
     with transaction.atomic():
         request = ApprovalRequest.objects.create(
-            tenant_id=run.tenant_id, call=call, agent_id=run.agent_id, skill_name=call.name,
-            skill_version=skill_version or "", effect=effect,
-            action={"skill": call.name, "version": skill_version or "", "effect": effect,
-                    "data_classification": risk.get("data_classification")
-                    or getattr(call.skill_version, "data_classification", "internal"),
-                    "arguments": call.arguments},  # the redacted form; approvers see the real one at render time
+            tenant_id=run.tenant_id,
+            call=call,
+            agent_id=run.agent_id,
+            skill_name=call.name,
+            skill_version=skill_version or "",
+            effect=effect,
+            action={
+                "skill": call.name,
+                "version": skill_version or "",
+                "effect": effect,
+                "data_classification": risk.get("data_classification")
+                or getattr(call.skill_version, "data_classification", "internal"),
+                "arguments": call.arguments,
+            },  # the redacted form; approvers see the real one at render time
             arguments_sha256=call.arguments_sha256 or sha256_of(raw_arguments(call)),
-            policy_version=str(decision.get("policy_version") or ""), rule_id=str(decision.get("rule_id") or ""),
+            policy_version=str(decision.get("policy_version") or ""),
+            rule_id=str(decision.get("rule_id") or ""),
             reason=redact_text(decision.get("floor") or decision.get("reason") or ""),
             taint_source=redact_text(_taint_source(decision, run), limit=300),
-            context=redact({"run_id": str(run.pk), "call_id": call.call_id, "agent": run.agent.name,
-                            "agent_role": run.agent.role, "end_user": run.end_user,
-                            "end_user_roles": run.end_user_roles, "task": run.task, "scope": decision.get("scope", ""),
-                            "recent_steps": _recent_steps(call)}),
-            approval_mode=mode, required_approvals=2 if mode == ApprovalMode.TWO_PERSON else 1,
-            created_at=now, expires_at=now + approval_ttl(manifest=manifest, tenant=run.tenant),
+            context=redact(
+                {
+                    "run_id": str(run.pk),
+                    "call_id": call.call_id,
+                    "agent": run.agent.name,
+                    "agent_role": run.agent.role,
+                    "end_user": run.end_user,
+                    "end_user_roles": run.end_user_roles,
+                    "task": run.task,
+                    "scope": decision.get("scope", ""),
+                    "recent_steps": _recent_steps(call),
+                }
+            ),
+            approval_mode=mode,
+            required_approvals=2 if mode == ApprovalMode.TWO_PERSON else 1,
+            created_at=now,
+            expires_at=now + approval_ttl(manifest=manifest, tenant=run.tenant),
         )
-        _record(request, actor=Actor(label=f"agent:{run.agent.name}"), action="requested",
-                to_status=ApprovalStatus.PENDING,
-                detail={"rule_id": request.rule_id, "policy_version": request.policy_version,
-                        "arguments_sha256": request.arguments_sha256})
+        _record(
+            request,
+            actor=Actor(label=f"agent:{run.agent.name}"),
+            action="requested",
+            to_status=ApprovalStatus.PENDING,
+            detail={
+                "rule_id": request.rule_id,
+                "policy_version": request.policy_version,
+                "arguments_sha256": request.arguments_sha256,
+            },
+        )
         append_event(run=run, kind="approval.requested", payload={"approval_id": request.pk, "call_id": call.call_id})
         broadcast.approval_changed(request)
-    _record_span(run=run, kind="approval_request", name="approval.requested", started_at=now, ended_at=now, call=call,
-                 skill_name=call.name, skill_version=skill_version or "", verdict="confirm",
-                 attributes={"approval_id": request.pk, "rule_id": request.rule_id, "reason": request.reason})
+    _record_span(
+        run=run,
+        kind="approval_request",
+        name="approval.requested",
+        started_at=now,
+        ended_at=now,
+        call=call,
+        skill_name=call.name,
+        skill_version=skill_version or "",
+        verdict="confirm",
+        attributes={"approval_id": request.pk, "rule_id": request.rule_id, "reason": request.reason},
+    )
     return request
 
 
@@ -213,22 +269,32 @@ def _validated_edit(approval: ApprovalRequest, arguments: Any) -> _Edit | None:
         try:
             errors = sorted(validator.iter_errors(edited), key=lambda e: list(e.absolute_path))
         except UnsupportedPattern as exc:
-            raise InvalidDecision(f"{approval.skill_name} {approval.skill_version} has an input pattern Airlock "
-                                  f"cannot run safely ({exc}); approve the arguments as proposed or decline.") from None
+            raise InvalidDecision(
+                f"{approval.skill_name} {approval.skill_version} has an input pattern Airlock "
+                f"cannot run safely ({exc}); approve the arguments as proposed or decline."
+            ) from None
         if errors:
-            fields = [{"path": "/" + "/".join(str(p) for p in error.absolute_path), "message": error.message}
-                      for error in errors]
+            fields = [
+                {"path": "/" + "/".join(str(p) for p in error.absolute_path), "message": error.message}
+                for error in errors
+            ]
             raise InvalidDecision(
                 f"The edited arguments do not match the schema of {approval.skill_name} {approval.skill_version}.",
-                fields)
+                fields,
+            )
     decision = decision_on(approval.call, edited)
     if decision is not None and decision.verdict == "deny":
-        raise InvalidDecision(f"The policy would deny the edited call ({decision.rule_id}): {decision.reason}",
-                              [{"path": "", "message": decision.reason, "rule_id": decision.rule_id}])
+        raise InvalidDecision(
+            f"The policy would deny the edited call ({decision.rule_id}): {decision.reason}",
+            [{"path": "", "message": decision.reason, "rule_id": decision.rule_id}],
+        )
     data_class = approval.action.get("data_classification") or "internal"
-    return _Edit(raw=edited, masked=redact(edited, schema=schema, data_classification=data_class),
-                 sha256=sha256_of(edited), changes=[_stored_change(change, data_class)
-                                                    for change in edit_changes(approval, edited)])
+    return _Edit(
+        raw=edited,
+        masked=redact(edited, schema=schema, data_classification=data_class),
+        sha256=sha256_of(edited),
+        changes=[_stored_change(change, data_class) for change in edit_changes(approval, edited)],
+    )
 
 
 def preview_edit(*, approval: ApprovalRequest, user, arguments: Any) -> list[dict]:
@@ -247,16 +313,20 @@ def edit_changes(approval: ApprovalRequest, edited: Any) -> list[dict]:
 
 def _stored_change(change: dict, data_class: str) -> dict:
     """A change as the audit log keeps it: no argument value of a confidential skill at rest."""
-    return {**change, "from": redact(change["from"], data_classification=data_class),
-            "to": redact(change["to"], data_classification=data_class)}
+    return {
+        **change,
+        "from": redact(change["from"], data_classification=data_class),
+        "to": redact(change["to"], data_classification=data_class),
+    }
 
 
 def _label(user) -> str:
     return user.get_username()
 
 
-def decide_approval(*, approval: ApprovalRequest, user, decision: str, reason: str = "",
-                    arguments: Any = None, via: str = "console") -> ApprovalRequest:
+def decide_approval(
+    *, approval: ApprovalRequest, user, decision: str, reason: str = "", arguments: Any = None, via: str = "console"
+) -> ApprovalRequest:
     """Approve or decline a pending request; the first decision wins, later ones get AlreadyDecided."""
     require_role(user, approval.tenant, Role.APPROVER)
     reason = redact_text((reason or "").strip())  # shown to the agent and kept: a pasted secret is masked
@@ -284,42 +354,71 @@ def _refuse_if_not_pending(approval: ApprovalRequest) -> None:
     raise AlreadyDecided(approval)
 
 
-def _finish_decision(approval: ApprovalRequest, *, user, to_status: str, reason: str, via: str,
-                     edit: _Edit | None = None, extra: dict | None = None) -> ApprovalRequest:
+def _finish_decision(
+    approval: ApprovalRequest,
+    *,
+    user,
+    to_status: str,
+    reason: str,
+    via: str,
+    edit: _Edit | None = None,
+    extra: dict | None = None,
+) -> ApprovalRequest:
     now = timezone.now()
-    updates: dict[str, Any] = {"status": to_status, "decided_at": now, "decided_by": user,
-                               "decided_by_label": _label(user), "decided_via": via}
+    updates: dict[str, Any] = {
+        "status": to_status,
+        "decided_at": now,
+        "decided_by": user,
+        "decided_by_label": _label(user),
+        "decided_via": via,
+    }
     if to_status == ApprovalStatus.DECLINED:
         updates["decline_reason"] = reason
     if edit is not None:
-        updates.update(sealed_edited_arguments=seal(edit.raw), edited_arguments=edit.masked,
-                       edited_arguments_sha256=edit.sha256)
+        updates.update(
+            sealed_edited_arguments=seal(edit.raw), edited_arguments=edit.masked, edited_arguments_sha256=edit.sha256
+        )
     with transaction.atomic():
-        won = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING,
-                                             expires_at__gt=now).update(**updates)
+        won = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING, expires_at__gt=now).update(
+            **updates
+        )
         if won:
-            _record_decision(approval, user=user, to_status=to_status, reason=reason, via=via, edit=edit,
-                             extra=extra)
+            _record_decision(approval, user=user, to_status=to_status, reason=reason, via=via, edit=edit, extra=extra)
     if not won:
         _refuse_if_not_pending(approval)
-    _record_span(run=approval.call.run, kind="approval_decision", name=f"approval.{to_status}",
-                 started_at=approval.created_at, ended_at=now, call=approval.call, skill_name=approval.skill_name,
-                 skill_version=approval.skill_version, verdict="confirm", outcome=to_status,
-                 attributes={"approval_id": approval.pk, "decided_by": approval.decided_by_label,
-                             "edited": edit is not None})
+    _record_span(
+        run=approval.call.run,
+        kind="approval_decision",
+        name=f"approval.{to_status}",
+        started_at=approval.created_at,
+        ended_at=now,
+        call=approval.call,
+        skill_name=approval.skill_name,
+        skill_version=approval.skill_version,
+        verdict="confirm",
+        outcome=to_status,
+        attributes={"approval_id": approval.pk, "decided_by": approval.decided_by_label, "edited": edit is not None},
+    )
     return approval
 
 
-def _record_decision(approval: ApprovalRequest, *, user, to_status: str, reason: str, via: str,
-                     edit: _Edit | None, extra: dict | None) -> None:
+def _record_decision(
+    approval: ApprovalRequest, *, user, to_status: str, reason: str, via: str, edit: _Edit | None, extra: dict | None
+) -> None:
     approval.refresh_from_db()
     detail: dict[str, Any] = {"via": via, **(extra or {})}
     if reason:
         detail["reason"] = reason
     if edit is not None:
         detail.update(edited=True, changes=edit.changes, arguments_sha256=edit.sha256)
-    _record(approval, actor=Actor.of(user), action=to_status, from_status=ApprovalStatus.PENDING,
-            to_status=to_status, detail=detail)
+    _record(
+        approval,
+        actor=Actor.of(user),
+        action=to_status,
+        from_status=ApprovalStatus.PENDING,
+        to_status=to_status,
+        detail=detail,
+    )
     _after_decision(approval)
 
 
@@ -327,9 +426,16 @@ def _after_decision(approval: ApprovalRequest) -> None:
     """Inside the deciding transaction: tell the agent, the approvers, and enqueue the resume task."""
     from approvals.tasks import resume_call
 
-    append_event(run=approval.call.run, kind="approval.decided",
-                 payload={"approval_id": approval.pk, "call_id": approval.call.call_id,
-                          "decision": approval.status, "decided_by": approval.decided_by_label})
+    append_event(
+        run=approval.call.run,
+        kind="approval.decided",
+        payload={
+            "approval_id": approval.pk,
+            "call_id": approval.call.call_id,
+            "decision": approval.status,
+            "decided_by": approval.decided_by_label,
+        },
+    )
     broadcast.approval_changed(approval)
     resume_call.delay_on_commit(approval.pk)
 
@@ -347,41 +453,73 @@ def _vote(approval: ApprovalRequest, *, user, reason: str, via: str) -> Approval
 def _vote_locked(locked: ApprovalRequest, *, user, reason: str, via: str) -> ApprovalRequest:
     earlier = locked.votes.filter(user=user).first()
     if earlier is not None:
-        raise DecisionRefused(f"You already approved this at {earlier.created_at:%Y-%m-%d %H:%M:%S} UTC; "
-                              "a second, different approver must approve it too.")
+        raise DecisionRefused(
+            f"You already approved this at {earlier.created_at:%Y-%m-%d %H:%M:%S} UTC; "
+            "a second, different approver must approve it too."
+        )
     ApprovalVote.objects.create(request=locked, user=user)
     votes = locked.votes.count()
     voters = list(locked.votes.values_list("user__username", flat=True))
     if votes < locked.required_approvals:
-        _record(locked, actor=Actor.of(user), action="vote", from_status=ApprovalStatus.PENDING,
-                to_status=ApprovalStatus.PENDING,
-                detail={"via": via, "votes": votes, "required": locked.required_approvals, **(
-                    {"reason": reason} if reason else {})})
+        _record(
+            locked,
+            actor=Actor.of(user),
+            action="vote",
+            from_status=ApprovalStatus.PENDING,
+            to_status=ApprovalStatus.PENDING,
+            detail={
+                "via": via,
+                "votes": votes,
+                "required": locked.required_approvals,
+                **({"reason": reason} if reason else {}),
+            },
+        )
         broadcast.approval_changed(locked)
         return locked
-    return _finish_decision(locked, user=user, to_status=ApprovalStatus.APPROVED, reason=reason, via=via,
-                            extra={"votes": votes, "approvers": voters})
+    return _finish_decision(
+        locked,
+        user=user,
+        to_status=ApprovalStatus.APPROVED,
+        reason=reason,
+        via=via,
+        extra={"votes": votes, "approvers": voters},
+    )
 
 
 def _close_by_system(approval: ApprovalRequest, *, to_status: str, label: str, reason: str) -> bool:
     now = timezone.now()
     with transaction.atomic():
         won = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING).update(
-            status=to_status, decided_at=now, decided_by=None, decided_by_label=label, decided_via="system",
-            decline_reason=reason)
+            status=to_status,
+            decided_at=now,
+            decided_by=None,
+            decided_by_label=label,
+            decided_via="system",
+            decline_reason=reason,
+        )
         if not won:
             return False
         approval.refresh_from_db()
-        _record(approval, actor=SYSTEM, action=to_status, from_status=ApprovalStatus.PENDING, to_status=to_status,
-                detail={"reason": reason})
+        _record(
+            approval,
+            actor=SYSTEM,
+            action=to_status,
+            from_status=ApprovalStatus.PENDING,
+            to_status=to_status,
+            detail={"reason": reason},
+        )
         _after_decision(approval)
     return True
 
 
 def expire_approval(*, approval: ApprovalRequest) -> bool:
     """Expiry counts as a decline, never as consent."""
-    return _close_by_system(approval, to_status=ApprovalStatus.EXPIRED, label="system (expired)",
-                            reason=f"No approver decided before {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC.")
+    return _close_by_system(
+        approval,
+        to_status=ApprovalStatus.EXPIRED,
+        label="system (expired)",
+        reason=f"No approver decided before {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC.",
+    )
 
 
 def expire_due_approvals(*, now=None) -> int:
@@ -393,9 +531,11 @@ def expire_due_approvals(*, now=None) -> int:
 def cancel_approvals_for_run(*, run, reason: str) -> int:
     """For the gate: the run was cancelled, so its pending requests are too."""
     pending = ApprovalRequest.objects.pending().filter(call__run=run).select_related("tenant", "call__run")
-    return sum(1 for approval in pending
-               if _close_by_system(approval, to_status=ApprovalStatus.CANCELLED, label="system (cancelled)",
-                                   reason=reason))
+    return sum(
+        1
+        for approval in pending
+        if _close_by_system(approval, to_status=ApprovalStatus.CANCELLED, label="system (cancelled)", reason=reason)
+    )
 
 
 def cancel_when_run_closes(event) -> None:
@@ -419,22 +559,38 @@ def escalate_overdue_approvals(*, now=None) -> int:
         if now - approval.created_at < escalation_threshold(approval):
             continue
         with transaction.atomic():
-            if not ApprovalRequest.objects.filter(pk=approval.pk, escalated_at__isnull=True,
-                                                  status=ApprovalStatus.PENDING).update(escalated_at=now):
+            if not ApprovalRequest.objects.filter(
+                pk=approval.pk, escalated_at__isnull=True, status=ApprovalStatus.PENDING
+            ).update(escalated_at=now):
                 continue
-            admins = list(get_user_model().objects.filter(
-                memberships__tenant=approval.tenant, memberships__role=Role.ADMIN, is_active=True
-            ).exclude(email="").values_list("email", flat=True).distinct())
+            admins = list(
+                get_user_model()
+                .objects.filter(memberships__tenant=approval.tenant, memberships__role=Role.ADMIN, is_active=True)
+                .exclude(email="")
+                .values_list("email", flat=True)
+                .distinct()
+            )
             _record(approval, actor=SYSTEM, action="escalated", detail={"notified": admins})
             broadcast.approval_changed(approval)
             url = public_reverse("approvals:detail", args=[approval.pk])
-            transaction.on_commit(lambda a=approval, to=admins, u=url: send_mail(
-                subject=f"[Airlock] {a.tenant.slug}: approval {a.pk} ({a.skill_name}) waiting since "
+            transaction.on_commit(
+                lambda a=approval, to=admins, u=url: (
+                    send_mail(
+                        subject=f"[Airlock] {a.tenant.slug}: approval {a.pk} ({a.skill_name}) waiting since "
                         f"{a.created_at:%H:%M} UTC",
-                message=(f"Approval request {a.pk} for {a.skill_name} by agent {a.context.get('agent')} has been "
-                         f"pending since {a.created_at:%Y-%m-%d %H:%M} UTC and expires at "
-                         f"{a.expires_at:%Y-%m-%d %H:%M} UTC.\nReason: {a.reason}\nOpen it: {u}\n"),
-                from_email=None, recipient_list=to, fail_silently=True) if to else None)
+                        message=(
+                            f"Approval request {a.pk} for {a.skill_name} by agent {a.context.get('agent')} has been "
+                            f"pending since {a.created_at:%Y-%m-%d %H:%M} UTC and expires at "
+                            f"{a.expires_at:%Y-%m-%d %H:%M} UTC.\nReason: {a.reason}\nOpen it: {u}\n"
+                        ),
+                        from_email=None,
+                        recipient_list=to,
+                        fail_silently=True,
+                    )
+                    if to
+                    else None
+                )
+            )
         escalated += 1
     return escalated
 
@@ -446,15 +602,24 @@ def negative_result(approval: ApprovalRequest) -> dict:
     """The result an agent receives for a declined, expired or cancelled request: do not retry."""
     call_id = approval.call.call_id
     if approval.status == ApprovalStatus.DECLINED:
-        error = {"class": "declined", "code": "approval_declined",
-                 "message": f"{approval.decided_by_label} declined this call: {approval.decline_reason} "
-                            "Do not retry it; ask the user or propose something different."}
+        error = {
+            "class": "declined",
+            "code": "approval_declined",
+            "message": f"{approval.decided_by_label} declined this call: {approval.decline_reason} "
+            "Do not retry it; ask the user or propose something different.",
+        }
     elif approval.status == ApprovalStatus.EXPIRED:
-        error = {"class": "expired", "code": "approval_expired",
-                 "message": f"{approval.decline_reason} The call was not executed. Do not retry it automatically."}
+        error = {
+            "class": "expired",
+            "code": "approval_expired",
+            "message": f"{approval.decline_reason} The call was not executed. Do not retry it automatically.",
+        }
     else:
-        error = {"class": "declined", "code": "approval_cancelled",
-                 "message": f"The approval request was cancelled: {approval.decline_reason} Do not retry it."}
+        error = {
+            "class": "declined",
+            "code": "approval_cancelled",
+            "message": f"The approval request was cancelled: {approval.decline_reason} Do not retry it.",
+        }
     return {"call_id": call_id, "status": "error", "is_error": True, "approval_id": approval.pk, "error": error}
 
 
@@ -472,8 +637,13 @@ def _arguments_for_execution(approval: ApprovalRequest) -> Any:
 
 def _record_negative_call_outcome(approval: ApprovalRequest, result: dict) -> None:
     call_status = CallStatus.EXPIRED if approval.status == ApprovalStatus.EXPIRED else CallStatus.DECLINED
-    lifecycle.refuse_waiting(approval.call, status=call_status, error_class=result["error"]["class"], result=result,
-                             finished_at=timezone.now())
+    lifecycle.refuse_waiting(
+        approval.call,
+        status=call_status,
+        error_class=result["error"]["class"],
+        result=result,
+        finished_at=timezone.now(),
+    )
 
 
 def _resume_run_if_unblocked(run) -> None:
@@ -488,7 +658,8 @@ def _complete(approval: ApprovalRequest, *, from_status: str, to_status: str, re
     now = timezone.now()
     with transaction.atomic():
         won = ApprovalRequest.objects.filter(pk=approval.pk, status=from_status, completed_at__isnull=True).update(
-            status=to_status, outcome=result, completed_at=now, last_error="", sealed_edited_arguments="")
+            status=to_status, outcome=result, completed_at=now, last_error="", sealed_edited_arguments=""
+        )
         if not won:
             return False
         approval.refresh_from_db()
@@ -496,21 +667,36 @@ def _complete(approval: ApprovalRequest, *, from_status: str, to_status: str, re
             error = result.get("error") or {}
             detail = {"is_error": bool(result.get("is_error"))}
             if error:
-                detail.update(error_class=error.get("class"), error_code=error.get("code"),
-                              message=str(error.get("message", ""))[:500])
-            _record(approval, actor=SYSTEM, action=to_status, from_status=from_status, to_status=to_status,
-                    detail=detail)
+                detail.update(
+                    error_class=error.get("class"),
+                    error_code=error.get("code"),
+                    message=str(error.get("message", ""))[:500],
+                )
+            _record(
+                approval, actor=SYSTEM, action=to_status, from_status=from_status, to_status=to_status, detail=detail
+            )
         else:
             _record(approval, actor=SYSTEM, action="outcome_recorded", detail={"is_error": True})
-        append_event(run=approval.call.run, kind="call.completed",
-                     payload={"call_id": approval.call.call_id, "approval_id": approval.pk, "result": result})
+        append_event(
+            run=approval.call.run,
+            kind="call.completed",
+            payload={"call_id": approval.call.call_id, "approval_id": approval.pk, "result": result},
+        )
         _resume_run_if_unblocked(approval.call.run)
         broadcast.approval_changed(approval)
-    _record_span(run=approval.call.run, kind="approval", name="approval.resumed", started_at=approval.decided_at or now,
-                 ended_at=now, call=approval.call, skill_name=approval.skill_name,
-                 skill_version=approval.skill_version, outcome=to_status,
-                 error_class=(result.get("error") or {}).get("class", "") if result.get("is_error") else "",
-                 attributes={"approval_id": approval.pk})
+    _record_span(
+        run=approval.call.run,
+        kind="approval",
+        name="approval.resumed",
+        started_at=approval.decided_at or now,
+        ended_at=now,
+        call=approval.call,
+        skill_name=approval.skill_name,
+        skill_version=approval.skill_version,
+        outcome=to_status,
+        error_class=(result.get("error") or {}).get("class", "") if result.get("is_error") else "",
+        attributes={"approval_id": approval.pk},
+    )
     return True
 
 
@@ -535,11 +721,17 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
     if approval.status == ApprovalStatus.APPROVED:
         with transaction.atomic():  # the claim and its audit row commit together
             claimed = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.APPROVED).update(
-                status=ApprovalStatus.EXECUTING, resume_attempts=F("resume_attempts") + 1)
+                status=ApprovalStatus.EXECUTING, resume_attempts=F("resume_attempts") + 1
+            )
             approval.refresh_from_db()
             if claimed:
-                _record(approval, actor=SYSTEM, action="executing", from_status=ApprovalStatus.APPROVED,
-                        to_status=ApprovalStatus.EXECUTING)
+                _record(
+                    approval,
+                    actor=SYSTEM,
+                    action="executing",
+                    from_status=ApprovalStatus.APPROVED,
+                    to_status=ApprovalStatus.EXECUTING,
+                )
                 broadcast.approval_changed(approval)
     elif approval.status == ApprovalStatus.EXECUTING:  # a re-delivered task after a crash
         ApprovalRequest.objects.filter(pk=approval.pk).update(resume_attempts=F("resume_attempts") + 1)
@@ -549,8 +741,9 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
     final = approval.call.status in lifecycle.CALL_FINAL
     result = execute_approved_call(call=approval.call, arguments=None if final else _arguments_for_execution(approval))
     final = ApprovalStatus.FAILED if result.get("is_error") else ApprovalStatus.EXECUTED
-    _complete(approval, from_status=ApprovalStatus.EXECUTING, to_status=final, result={**result,
-                                                                                        "approval_id": approval.pk})
+    _complete(
+        approval, from_status=ApprovalStatus.EXECUTING, to_status=final, result={**result, "approval_id": approval.pk}
+    )
     approval.refresh_from_db()
     return approval
 
@@ -561,12 +754,15 @@ def resume_orphaned_approvals() -> int:
     it executes nothing twice, and records the outcome once."""
     from approvals.tasks import resume_call
 
-    waiting = ApprovalRequest.objects.filter(status__in=[ApprovalStatus.APPROVED, ApprovalStatus.EXECUTING],
-                                             completed_at__isnull=True)
+    waiting = ApprovalRequest.objects.filter(
+        status__in=[ApprovalStatus.APPROVED, ApprovalStatus.EXECUTING], completed_at__isnull=True
+    )
     lost = timezone.now() - ORPHAN_AFTER
-    orphans = list(waiting.filter(Q(call__status__in=lifecycle.CALL_FINAL) | Q(status=ApprovalStatus.APPROVED,
-                                                                               decided_at__lt=lost))
-                   .values_list("pk", flat=True)[:100])
+    orphans = list(
+        waiting.filter(
+            Q(call__status__in=lifecycle.CALL_FINAL) | Q(status=ApprovalStatus.APPROVED, decided_at__lt=lost)
+        ).values_list("pk", flat=True)[:100]
+    )
     for approval_id in orphans:
         resume_call.delay(approval_id)
     return len(orphans)
@@ -580,7 +776,15 @@ def record_resume_failure(*, approval_id: int, error: str, final: bool) -> None:
     approval = ApprovalRequest.objects.select_related("call__run", "tenant").get(pk=approval_id)
     if approval.status != ApprovalStatus.EXECUTING:
         return
-    result = {"call_id": approval.call.call_id, "status": "error", "is_error": True, "approval_id": approval.pk,
-              "error": {"class": "internal", "code": "resume_failed",
-                        "message": "Airlock could not complete this approved call; an operator has the details."}}
+    result = {
+        "call_id": approval.call.call_id,
+        "status": "error",
+        "is_error": True,
+        "approval_id": approval.pk,
+        "error": {
+            "class": "internal",
+            "code": "resume_failed",
+            "message": "Airlock could not complete this approved call; an operator has the details.",
+        },
+    }
     _complete(approval, from_status=ApprovalStatus.EXECUTING, to_status=ApprovalStatus.FAILED, result=result)

@@ -13,8 +13,7 @@ from runs.services import CallHeldElsewhere
 RESUME_MAX_RETRIES = 5
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
-             max_retries=RESUME_MAX_RETRIES)
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True, max_retries=RESUME_MAX_RETRIES)
 def resume_call(self, approval_id: int) -> None:
     """Resume the paused call of a decided request; running it twice acts once."""
     from approvals.services import record_resume_failure, resume_approval
@@ -28,7 +27,7 @@ def resume_call(self, approval_id: int) -> None:
         record_resume_failure(approval_id=approval_id, error=f"{type(exc).__name__}: {exc}", final=final)
         if final:
             raise
-        raise self.retry(exc=exc, countdown=min(300, 2 ** self.request.retries) + random.random()) from exc
+        raise self.retry(exc=exc, countdown=min(300, 2**self.request.retries) + random.random()) from exc
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)

@@ -29,10 +29,17 @@ def _filters(request: HttpRequest) -> dict:
 
 def _card_context(approval: ApprovalRequest, user, approver_tenant_ids: set[int] | None = None) -> dict:
     action = presentation.proposed_action(approval, user, approver_tenant_ids)
-    return {"approval": approval, "action": action, "arguments_json": action.arguments_json,
-            "overdue": approval.is_pending and (approval.escalated_at is not None or
-                                                timezone.now() - approval.created_at >= escalation_threshold(approval)),
-            "own_run": approval.acts_for(user), "my_vote": any(v.user_id == user.pk for v in approval.votes.all())}
+    return {
+        "approval": approval,
+        "action": action,
+        "arguments_json": action.arguments_json,
+        "overdue": approval.is_pending
+        and (
+            approval.escalated_at is not None or timezone.now() - approval.created_at >= escalation_threshold(approval)
+        ),
+        "own_run": approval.acts_for(user),
+        "my_vote": any(v.user_id == user.pk for v in approval.votes.all()),
+    }
 
 
 @login_required
@@ -41,9 +48,11 @@ def inbox(request: HttpRequest) -> HttpResponse:
     filters = _filters(request)
     pending = list(queries.pending_for(request.user, filters)[:200])
     approver_tenant_ids = {approval.tenant_id for approval in pending}  # pending_for lists only those
-    context = {"cards": [_card_context(a, request.user, approver_tenant_ids) for a in pending],
-               "filter_form": InboxFilterForm(request.GET),
-               "query": request.GET.urlencode()}
+    context = {
+        "cards": [_card_context(a, request.user, approver_tenant_ids) for a in pending],
+        "filter_form": InboxFilterForm(request.GET),
+        "query": request.GET.urlencode(),
+    }
     if request.GET.get("partial") == "list":
         return render(request, "approvals/inbox.html#pending-list", context)
     approver_tenants = tenants_for(request.user, "approver")
@@ -81,12 +90,17 @@ def detail(request: HttpRequest, approval_id: int) -> HttpResponse:
 
 def _detail_context(approval: ApprovalRequest, user, error: str = "") -> dict:
     context = _card_context(approval, user)
-    context.update(events=approval.events.select_related("actor"), votes=approval.votes.select_related("user"),
-                   can_decide=has_role(user, approval.tenant, Role.APPROVER), error=error,
-                   outcome_json=json.dumps(approval.outcome, indent=2, sort_keys=True) if approval.outcome else "",
-                   edited_json=json.dumps(approval.edited_arguments, indent=2, sort_keys=True)
-                   if approval.edited_arguments is not None else "",
-                   edited_fields=presentation.edited_fields(approval))
+    context.update(
+        events=approval.events.select_related("actor"),
+        votes=approval.votes.select_related("user"),
+        can_decide=has_role(user, approval.tenant, Role.APPROVER),
+        error=error,
+        outcome_json=json.dumps(approval.outcome, indent=2, sort_keys=True) if approval.outcome else "",
+        edited_json=json.dumps(approval.edited_arguments, indent=2, sort_keys=True)
+        if approval.edited_arguments is not None
+        else "",
+        edited_fields=presentation.edited_fields(approval),
+    )
     return context
 
 
@@ -98,8 +112,13 @@ def preview_edit(request: HttpRequest, approval_id: int) -> HttpResponse:
     if not has_role(request.user, approval.tenant, Role.APPROVER):
         raise PermissionDenied("Only approvers of this tenant decide its requests.")
     arguments = request.POST.get("arguments", "")
-    context = {"approval": approval, "arguments": arguments, "changes": [], "error": "",
-               "return_to": request.POST.get("return_to", "")}
+    context = {
+        "approval": approval,
+        "arguments": arguments,
+        "changes": [],
+        "error": "",
+        "return_to": request.POST.get("return_to", ""),
+    }
     try:
         context["changes"] = services.preview_edit(approval=approval, user=request.user, arguments=arguments)
     except services.InvalidDecision as exc:
@@ -119,8 +138,13 @@ def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         return _decision_reply(request, approval, error="Choose approve or decline.", status=400)
     data = form.cleaned_data
     try:
-        approval = services.decide_approval(approval=approval, user=request.user, decision=data["decision"],
-                                            reason=data["reason"], arguments=data["arguments"] or None)
+        approval = services.decide_approval(
+            approval=approval,
+            user=request.user,
+            decision=data["decision"],
+            reason=data["reason"],
+            arguments=data["arguments"] or None,
+        )
     except services.AlreadyDecided as exc:
         return _decision_reply(request, exc.request, error=f"This request was {exc}.", status=409)
     except services.InvalidDecision as exc:
@@ -151,7 +175,10 @@ def _decision_reply(request: HttpRequest, approval: ApprovalRequest, *, error: s
 @require_GET
 def history(request: HttpRequest) -> HttpResponse:
     """The decisions this approver made, newest first."""
-    events = (ApprovalEvent.objects.filter(actor=request.user, action__in=["approved", "declined", "vote"])
-              .select_related("request", "tenant").order_by("-created_at", "-id"))
+    events = (
+        ApprovalEvent.objects.filter(actor=request.user, action__in=["approved", "declined", "vote"])
+        .select_related("request", "tenant")
+        .order_by("-created_at", "-id")
+    )
     page = Paginator(events, 50).get_page(request.GET.get("page"))
     return render(request, "approvals/history.html", {"page": page})

@@ -47,8 +47,9 @@ def schedule_deliveries(event) -> None:
         return
 
     body = json.dumps(event_to_dict(event), separators=(",", ":"), sort_keys=True)
-    delivery = WebhookDelivery.objects.create(run=run, event=event, url=run.callback_url, body=body,
-                                              status=DeliveryStatus.PENDING)
+    delivery = WebhookDelivery.objects.create(
+        run=run, event=event, url=run.callback_url, body=body, status=DeliveryStatus.PENDING
+    )
     from approvals.tasks import deliver_webhook
 
     deliver_webhook.delay_on_commit(str(delivery.id))

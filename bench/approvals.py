@@ -81,10 +81,20 @@ def seed() -> dict:
 
     tenant = Tenant.objects.create(slug="bench", name="Bench")
     team = Team.objects.create(slug="bench-team", name="Bench team")
-    make_skill("bench.create_refund", effect="external", approval="required", team=team, publish=False,
-               adapter="python:bench.approvals_refund",
-               schema={"type": "object", "properties": {"amount_cents": {"type": "integer"}},
-                       "required": ["amount_cents"], "additionalProperties": False})
+    make_skill(
+        "bench.create_refund",
+        effect="external",
+        approval="required",
+        team=team,
+        publish=False,
+        adapter="python:bench.approvals_refund",
+        schema={
+            "type": "object",
+            "properties": {"amount_cents": {"type": "integer"}},
+            "required": ["amount_cents"],
+            "additionalProperties": False,
+        },
+    )
     grant(tenant, "bench.*")
     publish_snapshot(reason="bench approvals")
     from django.contrib.auth import get_user_model
@@ -142,12 +152,23 @@ async def _listen(ws, arrivals: dict) -> None:
 
 async def _propose(http, key: str, callback_url: str = "") -> tuple[str, int, float]:
     headers = {"Authorization": f"Bearer {key}"}
-    run = (await http.post("/api/v1/runs", json={"end_user": "bench-user", "task": "bench",
-                                                   **({"callback_url": callback_url} if callback_url else {})},
-                           headers=headers)).json()
+    run = (
+        await http.post(
+            "/api/v1/runs",
+            json={
+                "end_user": "bench-user",
+                "task": "bench",
+                **({"callback_url": callback_url} if callback_url else {}),
+            },
+            headers=headers,
+        )
+    ).json()
     started = time.perf_counter()
-    response = await http.post(f"/api/v1/runs/{run['run_id']}/calls", headers=headers, json={
-        "calls": [{"call_id": "c1", "name": "bench.create_refund", "arguments": {"amount_cents": 100}}]})
+    response = await http.post(
+        f"/api/v1/runs/{run['run_id']}/calls",
+        headers=headers,
+        json={"calls": [{"call_id": "c1", "name": "bench.create_refund", "arguments": {"amount_cents": 100}}]},
+    )
     _API_RESPONSE_MS.append((time.perf_counter() - started) * 1000)
     result = response.json()["results"][0]
     if result["status"] != "approval_required":
@@ -187,8 +208,9 @@ async def _fanout(base: str, seeded: dict, count: int) -> list[float]:
 async def _long_poll(http, key: str, run_id: str, after: int) -> float:
     headers = {"Authorization": f"Bearer {key}"}
     while True:
-        body = (await http.get(f"/api/v1/runs/{run_id}/events", params={"after": after, "wait": 30},
-                               headers=headers)).json()
+        body = (
+            await http.get(f"/api/v1/runs/{run_id}/events", params={"after": after, "wait": 30}, headers=headers)
+        ).json()
         for event in body["events"]:
             if event["kind"] == "call.completed":
                 if event["payload"]["result"]["status"] != "ok":
@@ -204,13 +226,17 @@ async def _decisions(base: str, seeded: dict, receiver: _Receiver) -> tuple[list
     async with httpx.AsyncClient(base_url=base, timeout=60) as http:
         for _ in range(DECISION_SAMPLES):
             run_id, approval_id, _ = await _propose(http, seeded["key"], receiver.url)
-            cursor = (await http.get(f"/api/v1/runs/{run_id}/events",
-                                     headers={"Authorization": f"Bearer {seeded['key']}"})).json()["next_cursor"]
+            cursor = (
+                await http.get(f"/api/v1/runs/{run_id}/events", headers={"Authorization": f"Bearer {seeded['key']}"})
+            ).json()["next_cursor"]
             poll = asyncio.create_task(_long_poll(http, seeded["key"], run_id, cursor))
             await asyncio.sleep(0.05)
             started = time.perf_counter()
-            response = await http.post(f"/api/v1/approvals/{approval_id}/decision", json={"decision": "approve"},
-                                       headers={"Authorization": f"Bearer {seeded['pat']}"})
+            response = await http.post(
+                f"/api/v1/approvals/{approval_id}/decision",
+                json={"decision": "approve"},
+                headers={"Authorization": f"Bearer {seeded['pat']}"},
+            )
             if response.status_code != 200:
                 raise RuntimeError(f"decision failed: {response.status_code} {response.text[:300]}")
             by_poll.append((await asyncio.wait_for(poll, 30) - started) * 1000)
@@ -244,23 +270,70 @@ def run() -> list[Figure]:
         print(f"[bench] approvals needs Redis and PostgreSQL: {exc}", file=sys.stderr)
         return []
     workdir = Path(tempfile.mkdtemp(prefix="airlock-bench-approvals-"))
-    env = server_env(workdir, DATABASE_URL=_database_url(), REDIS_URL=_redis_url(),
-                     AIRLOCK_ALLOW_PRIVATE_CALLBACKS="1", AIRLOCK_CHANNEL_PREFIX=f"benchappr{os.getpid()}")
-    seeded = json.loads(subprocess.run([sys.executable, "-m", "bench.approvals", "--seed"], env=env, cwd=ROOT,
-                                       check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+    env = server_env(
+        workdir,
+        DATABASE_URL=_database_url(),
+        REDIS_URL=_redis_url(),
+        AIRLOCK_ALLOW_PRIVATE_CALLBACKS="1",
+        AIRLOCK_CHANNEL_PREFIX=f"benchappr{os.getpid()}",
+    )
+    seeded = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "bench.approvals", "--seed"],
+            env=env,
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()[-1]
+    )
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "airlock.asgi:application", "--host", "127.0.0.1",
-                               "--port", str(port), "--log-level", "warning"], env=env,
-                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(workdir / "server.log").open("w"))
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "airlock.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=(workdir / "server.log").open("w"),
+    )
     worker_log = workdir / "worker.log"
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "console", "worker", "--concurrency=4",
-                               "-I", "bench.approvals", "-n", f"bench{os.getpid()}@%h", "--without-gossip",
-                               "--without-mingle", "--loglevel=INFO"], env=env, cwd=ROOT,
-                              stdout=worker_log.open("w"), stderr=subprocess.STDOUT)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "console",
+            "worker",
+            "--concurrency=4",
+            "-I",
+            "bench.approvals",
+            "-n",
+            f"bench{os.getpid()}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel=INFO",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=worker_log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
     receiver = _Receiver()
     figures: list[Figure] = []
     try:
+
         def server_up() -> bool:
             try:
                 return httpx.get(base + "/api/v1/runs", timeout=2).status_code < 500
@@ -274,13 +347,11 @@ def run() -> list[Figure]:
             for label, pct in (("p50", 50), ("p95", 95)):
                 figures.append(Figure(f"fan-out create→{count} websockets {label}", percentile(samples, pct), "ms"))
             figures.append(Figure(f"fan-out create→{count} websockets max", max(samples), "ms"))
-        figures.append(Figure("creating API call's own response p50 (context)", percentile(_API_RESPONSE_MS, 50),
-                              "ms"))
+        figures.append(Figure("creating API call's own response p50 (context)", percentile(_API_RESPONSE_MS, 50), "ms"))
         by_poll, by_webhook = asyncio.run(_decisions(base, seeded, receiver))
         for name, samples in (("long poll", by_poll), ("webhook", by_webhook)):
             for label, pct in (("p50", 50), ("p95", 95)):
-                figures.append(Figure(f"decision→executed result by {name} {label}", percentile(samples, pct),
-                                      "ms"))
+                figures.append(Figure(f"decision→executed result by {name} {label}", percentile(samples, pct), "ms"))
     finally:
         receiver.server.shutdown()
         for process in (server, worker):

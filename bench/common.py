@@ -41,7 +41,9 @@ def percentile(samples: list[float], pct: float) -> float:
 
 def summary(samples: list[float]) -> dict[str, float]:
     return {
-        "p50": percentile(samples, 50), "p95": percentile(samples, 95), "p99": percentile(samples, 99),
+        "p50": percentile(samples, 50),
+        "p95": percentile(samples, 95),
+        "p99": percentile(samples, 99),
         "max": max(samples) if samples else float("nan"),
         "mean": statistics.fmean(samples) if samples else float("nan"),
     }
@@ -75,17 +77,27 @@ def server_env(workdir, **overrides: str) -> dict[str, str]:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    pem = Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
+    pem = (
+        Ed25519PrivateKey.generate()
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+    )
     env = dict(os.environ)
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "bench.gate_settings", "DEBUG": "0", "SECRET_KEY": "bench-" + "x" * 50,
-        "ALLOWED_HOSTS": "127.0.0.1", "SECURE_SSL_REDIRECT": "0", "SESSION_COOKIE_SECURE": "0",
-        "AIRLOCK_SIGNING_KEY": pem, "AIRLOCK_VAR_DIR": str(workdir), "LOG_LEVEL": "WARNING",
-        "AIRLOCK_PUBLIC_URL": "http://127.0.0.1",
-        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
-    })
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "bench.gate_settings",
+            "DEBUG": "0",
+            "SECRET_KEY": "bench-" + "x" * 50,
+            "ALLOWED_HOSTS": "127.0.0.1",
+            "SECURE_SSL_REDIRECT": "0",
+            "SESSION_COOKIE_SECURE": "0",
+            "AIRLOCK_SIGNING_KEY": pem,
+            "AIRLOCK_VAR_DIR": str(workdir),
+            "LOG_LEVEL": "WARNING",
+            "AIRLOCK_PUBLIC_URL": "http://127.0.0.1",
+            "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        }
+    )
     for name, value in overrides.items():
         if value is None:
             env.pop(name, None)

@@ -57,23 +57,43 @@ def _world(url: str):
     tenant = Tenant.objects.create(slug="bench", name="Bench")
     agent, _ = create_agent(tenant=tenant, name="bench", role="support")
     manifest = {
-        "skill_id": "skl_orders_get", "name": "orders.get_order", "version": "1.0.0",
+        "skill_id": "skl_orders_get",
+        "name": "orders.get_order",
+        "version": "1.0.0",
         "description": "Read one order by id.",
-        "input_schema": {"type": "object", "required": ["order_id"], "additionalProperties": False,
-                         "properties": {"order_id": {"type": "string", "pattern": "^ord_[A-Za-z0-9]{4,24}$"}}},
-        "output_schema": {"type": "object", "required": ["order_id", "status"],
-                          "properties": {"order_id": {"type": "string"}, "status": {"type": "string"},
-                                         "total_cents": {"type": "integer"}, "currency": {"type": "string"}}},
+        "input_schema": {
+            "type": "object",
+            "required": ["order_id"],
+            "additionalProperties": False,
+            "properties": {"order_id": {"type": "string", "pattern": "^ord_[A-Za-z0-9]{4,24}$"}},
+        },
+        "output_schema": {
+            "type": "object",
+            "required": ["order_id", "status"],
+            "properties": {
+                "order_id": {"type": "string"},
+                "status": {"type": "string"},
+                "total_cents": {"type": "integer"},
+                "currency": {"type": "string"},
+            },
+        },
         "risk": {"effect": "read", "data_classification": "internal", "approval": "not_required"},
         "permissions": {"allowed_agent_roles": ["*"], "allowed_tenants": ["*"], "oauth_scopes": []},
-        "execution": {"adapter": url, "timeout_ms": 5000, "max_attempts": 2, "result_limit_bytes": 16384,
-                      "idempotent": True},
+        "execution": {
+            "adapter": url,
+            "timeout_ms": 5000,
+            "max_attempts": 2,
+            "result_limit_bytes": 16384,
+            "idempotent": True,
+        },
         "ownership": {"team": "bench"},
     }
-    skill = Skill.objects.create(skill_id="skl_orders_get", name="orders.get_order", namespace="orders",
-                                 owner_team=team)
-    SkillVersion.objects.create(skill=skill, version="1.0.0", major=1, status="active", manifest=manifest,
-                                effect="read")
+    skill = Skill.objects.create(
+        skill_id="skl_orders_get", name="orders.get_order", namespace="orders", owner_team=team
+    )
+    SkillVersion.objects.create(
+        skill=skill, version="1.0.0", major=1, status="active", manifest=manifest, effect="read"
+    )
     Grant.objects.create(tenant=tenant, skill_pattern="orders.*", agent_role="support")
     publish_snapshot(reason="bench")
     return Run.objects.create(tenant=tenant, agent=agent, end_user="u-1", snapshot=latest_snapshot())
@@ -103,8 +123,9 @@ def child() -> None:
         response.json()
         elapsed_direct = (time.perf_counter() - start) * 1000
         start = time.perf_counter()
-        result = process_batch(run=run, calls=[{"call_id": f"c{i}", "name": "orders.get_order",
-                                                "arguments": arguments}])[0]
+        result = process_batch(
+            run=run, calls=[{"call_id": f"c{i}", "name": "orders.get_order", "arguments": arguments}]
+        )[0]
         elapsed_gate = (time.perf_counter() - start) * 1000
         assert result["status"] == "ok", result
         if i >= WARMUP:
@@ -119,8 +140,14 @@ def run() -> list[Figure]:
         from bench.gate import _server_env  # DEBUG off, signing key, own SQLite database in tmp
 
         env = {**_server_env(Path(tmp)), "DATABASE_URL": f"sqlite:///{tmp}/bench_execution.sqlite3"}
-        out = subprocess.run([sys.executable, "-m", "bench.execution", "--child"], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-m", "bench.execution", "--child"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     samples = json.loads(out.stdout.strip().splitlines()[-1])

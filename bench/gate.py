@@ -35,6 +35,7 @@ RANK = {"allow": 0, "confirm": 1, "deny": 2}
 
 # The same 50 rules in both languages ----------------------------------------------------------------
 
+
 def rule_pairs(count: int = RULES) -> list[tuple[str, str, str]]:
     """(verdict, CEL condition, Cedar condition) — five shapes of condition, cycled."""
     pairs = []
@@ -44,29 +45,36 @@ def rule_pairs(count: int = RULES) -> list[tuple[str, str, str]]:
         shape = i % 5
         if shape == 0:
             cel = f'skill.name == "ns{k}.tool{i}" && has(args.amount) && args.amount > {i * 100}'
-            cedar = (f'context.skill.name == "ns{k}.tool{i}" && context.args has amount '
-                     f'&& context.args.amount > {i * 100}')
+            cedar = (
+                f'context.skill.name == "ns{k}.tool{i}" && context.args has amount && context.args.amount > {i * 100}'
+            )
         elif shape == 1:
             cel = f'skill.namespace == "ns{k}" && run.tainted && skill.effect == "write"'
             cedar = f'context.skill.namespace == "ns{k}" && context.run.tainted && context.skill.effect == "write"'
         elif shape == 2:
             cel = f'"role{i % 9}" in end_user.roles && skill.effect == "write" && skill.namespace == "ns{k}"'
-            cedar = (f'context.end_user.roles.contains("role{i % 9}") && context.skill.effect == "write" '
-                     f'&& context.skill.namespace == "ns{k}"')
+            cedar = (
+                f'context.end_user.roles.contains("role{i % 9}") && context.skill.effect == "write" '
+                f'&& context.skill.namespace == "ns{k}"'
+            )
         elif shape == 3:
             cel = f'has(args.to) && args.to.endsWith("@ext{i}.example")'
             cedar = f'context.args has to && context.args.to like "*@ext{i}.example"'
         else:
             cel = f'agent.role == "role{i % 4}" && skill.data_class == "restricted" && skill.namespace == "ns{k}"'
-            cedar = (f'context.agent.role == "role{i % 4}" && context.skill.data_class == "restricted" '
-                     f'&& context.skill.namespace == "ns{k}"')
+            cedar = (
+                f'context.agent.role == "role{i % 4}" && context.skill.data_class == "restricted" '
+                f'&& context.skill.namespace == "ns{k}"'
+            )
         pairs.append((verdict, cel, cedar))
     return pairs
 
 
 def cel_rules() -> list[dict]:
-    return [{"id": f"r{i}", "verdict": v, "condition": cel, "reason": f"bench rule {i}"}
-            for i, (v, cel, _) in enumerate(rule_pairs())]
+    return [
+        {"id": f"r{i}", "verdict": v, "condition": cel, "reason": f"bench rule {i}"}
+        for i, (v, cel, _) in enumerate(rule_pairs())
+    ]
 
 
 def cedar_text() -> str:
@@ -83,16 +91,22 @@ def decisions(count: int = DECISIONS, seed: int = 7) -> list[dict]:
             args["amount"] = rng.randrange(0, 6000)
         if rng.random() < 0.4:
             args["to"] = f"someone@ext{rng.randrange(RULES)}.example"
-        contexts.append({
-            "skill": {"name": f"ns{k}.tool{i}", "version": "1.0.0", "namespace": f"ns{k}",
-                      "effect": rng.choice(["read", "draft", "write", "external"]),
-                      "data_class": rng.choice(["internal", "confidential", "restricted"])},
-            "args": args,
-            "agent": {"id": 1, "name": "bench", "role": f"role{rng.randrange(4)}"},
-            "end_user": {"id": "u-1", "roles": [f"role{rng.randrange(9)}" for _ in range(rng.randrange(3))]},
-            "tenant": {"slug": "bench"},
-            "run": {"tainted": rng.random() < 0.3, "taint_source": ""},
-        })
+        contexts.append(
+            {
+                "skill": {
+                    "name": f"ns{k}.tool{i}",
+                    "version": "1.0.0",
+                    "namespace": f"ns{k}",
+                    "effect": rng.choice(["read", "draft", "write", "external"]),
+                    "data_class": rng.choice(["internal", "confidential", "restricted"]),
+                },
+                "args": args,
+                "agent": {"id": 1, "name": "bench", "role": f"role{rng.randrange(4)}"},
+                "end_user": {"id": "u-1", "roles": [f"role{rng.randrange(9)}" for _ in range(rng.randrange(3))]},
+                "tenant": {"slug": "bench"},
+                "run": {"tainted": rng.random() < 0.3, "taint_source": ""},
+            }
+        )
     return contexts
 
 
@@ -105,9 +119,16 @@ def bench_policy_engines() -> list[Figure]:
 
     from policies import engine
 
-    policy = engine.CompiledPolicy(policy_id=1, name="bench", scope="tenant", tenant_id=1, skill_name="",
-                                   version_id=10**9, version_number=1,
-                                   rules=engine.compile_rules(cel_rules(), version_id=10**9))
+    policy = engine.CompiledPolicy(
+        policy_id=1,
+        name="bench",
+        scope="tenant",
+        tenant_id=1,
+        skill_name="",
+        version_id=10**9,
+        version_number=1,
+        rules=engine.compile_rules(cel_rules(), version_id=10**9),
+    )
     policy_set = cedarpy.PolicySet.from_str(cedar_text())
     entities = cedarpy.Entities.from_json_str("[]")
     verdict_of_rule = [v for v, _, _ in rule_pairs()]
@@ -142,15 +163,26 @@ def bench_policy_engines() -> list[Figure]:
     reference = "cedarpy 4.12 (pre-parsed PolicySet), same 50 rules, same decisions"
     mix = ", ".join(f"{k} {v}" for k, v in sorted(verdict_counts.items()))
     return [
-        Figure(f"policy eval p50, {RULES} CEL rules", percentile(cel_samples, 50), "µs",
-               percentile(cedar_samples, 50), reference),
-        Figure(f"policy eval p99, {RULES} CEL rules", percentile(cel_samples, 99), "µs",
-               percentile(cedar_samples, 99), reference),
+        Figure(
+            f"policy eval p50, {RULES} CEL rules",
+            percentile(cel_samples, 50),
+            "µs",
+            percentile(cedar_samples, 50),
+            reference,
+        ),
+        Figure(
+            f"policy eval p99, {RULES} CEL rules",
+            percentile(cel_samples, 99),
+            "µs",
+            percentile(cedar_samples, 99),
+            reference,
+        ),
         Figure(f"CEL/Cedar verdict agreement ({DECISIONS} decisions: {mix})", 100 * agree / len(contexts), "%"),
     ]
 
 
 # Live ASGI server ------------------------------------------------------------------------------------
+
 
 def _server_env(workdir: Path) -> dict:
     database_url = os.environ.get("AIRLOCK_BENCH_DATABASE_URL", f"sqlite:///{workdir / 'bench.sqlite3'}")
@@ -175,12 +207,22 @@ def seed() -> dict:
     tenant = Tenant.objects.create(slug="bench", name="Bench")
     team = Team.objects.create(slug="bench-team", name="Bench team")
     for i in range(BATCH_SIZE):
-        make_skill(f"bench.read_{i}", adapter="python:demo.get_order", team=team, publish=False,
-                   schema={"type": "object", "properties": {"order_id": {"type": "string", "pattern": "^ord_"}},
-                           "required": ["order_id"], "additionalProperties": False})
+        make_skill(
+            f"bench.read_{i}",
+            adapter="python:demo.get_order",
+            team=team,
+            publish=False,
+            schema={
+                "type": "object",
+                "properties": {"order_id": {"type": "string", "pattern": "^ord_"}},
+                "required": ["order_id"],
+                "additionalProperties": False,
+            },
+        )
     Grant.objects.create(tenant=tenant, skill_pattern="bench.*", agent_role="support")
-    policy = policy_services.create_policy(name="bench 50 rules", scope=Scope.TENANT, tenant=tenant,
-                                           created_by=None, rules=cel_rules())
+    policy = policy_services.create_policy(
+        name="bench 50 rules", scope=Scope.TENANT, tenant=tenant, created_by=None, rules=cel_rules()
+    )
     policy_services.publish_policy_version(version=policy_services.draft_of(policy), user=None)
     _, key = create_agent(tenant=tenant, name="bench-bot", role="support")
     return {"key": key}
@@ -224,8 +266,11 @@ def _concurrent_throughput(base: str, headers: dict, url: str, prefix: str) -> f
     def worker(n: int) -> int:
         with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
             for i in range(per_client):
-                body = {"calls": [{"call_id": f"{prefix}{n}-{i}", "name": "bench.read_0",
-                                   "arguments": {"order_id": "ord_5001"}}]}
+                body = {
+                    "calls": [
+                        {"call_id": f"{prefix}{n}-{i}", "name": "bench.read_0", "arguments": {"order_id": "ord_5001"}}
+                    ]
+                }
                 assert client.post(url, json=body).status_code == 200
         return per_client
 
@@ -245,14 +290,35 @@ def bench_live_gate() -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="airlock-bench-gate-") as tmp:
         workdir = Path(tmp)
         env = _server_env(workdir)
-        seeded = subprocess.run([sys.executable, "-m", "bench.gate", "--seed"], env=env, cwd=ROOT, check=True,
-                                capture_output=True, text=True)
+        seeded = subprocess.run(
+            [sys.executable, "-m", "bench.gate", "--seed"],
+            env=env,
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         key = json.loads(seeded.stdout.strip().splitlines()[-1])["key"]
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "airlock.asgi:application", "--host", "127.0.0.1", "--port",
-             str(port), "--log-level", "warning", "--no-access-log"], env=env, cwd=ROOT,
-            stdout=subprocess.DEVNULL, stderr=(workdir / "server.log").open("w"))
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "airlock.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=(workdir / "server.log").open("w"),
+        )
         base = f"http://127.0.0.1:{port}"
         headers = {"Authorization": f"Bearer {key}"}
         try:
@@ -260,13 +326,35 @@ def bench_live_gate() -> list[Figure]:
             with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
                 run = client.post("/api/v1/runs", json={"end_user": "u-1", "task": "bench"}).json()
                 url = f"/api/v1/runs/{run['run_id']}/calls"
-                single = [{"calls": [{"call_id": f"s{i}", "name": f"bench.read_{i % BATCH_SIZE}",
-                                      "arguments": {"order_id": "ord_5001"}}]} for i in range(SINGLE_CALLS)]
-                batch = [{"calls": [{"call_id": f"b{i}-{j}", "name": f"bench.read_{j}",
-                                     "arguments": {"order_id": "ord_5001"}} for j in range(BATCH_SIZE)]}
-                         for i in range(BATCHES)]
-                _timed_posts(client, url, [{"calls": [{"call_id": f"w{i}", "name": "bench.read_0",
-                                                       "arguments": {"order_id": "ord_5001"}}]} for i in range(30)])
+                single = [
+                    {
+                        "calls": [
+                            {
+                                "call_id": f"s{i}",
+                                "name": f"bench.read_{i % BATCH_SIZE}",
+                                "arguments": {"order_id": "ord_5001"},
+                            }
+                        ]
+                    }
+                    for i in range(SINGLE_CALLS)
+                ]
+                batch = [
+                    {
+                        "calls": [
+                            {"call_id": f"b{i}-{j}", "name": f"bench.read_{j}", "arguments": {"order_id": "ord_5001"}}
+                            for j in range(BATCH_SIZE)
+                        ]
+                    }
+                    for i in range(BATCHES)
+                ]
+                _timed_posts(
+                    client,
+                    url,
+                    [
+                        {"calls": [{"call_id": f"w{i}", "name": "bench.read_0", "arguments": {"order_id": "ord_5001"}}]}
+                        for i in range(30)
+                    ],
+                )
                 single_ms, single_s = _timed_posts(client, url, single)
                 batch_ms, batch_s = _timed_posts(client, url, batch)
                 concurrent_rps = _concurrent_throughput(base, headers, url, "c")

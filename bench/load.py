@@ -79,6 +79,7 @@ def drop_database() -> None:
 
 # --- the ledger: the skills' downstream service, counting side effects by (run, call) ---------
 
+
 class Ledger:
     def __init__(self) -> None:
         self.effects: Counter = Counter()
@@ -109,6 +110,7 @@ class Ledger:
 
 # --- seeding, in a subprocess on the load database ------------------------------------------
 
+
 def seed(ledger_url: str, agents: int) -> dict:
     import django
 
@@ -126,13 +128,23 @@ def seed(ledger_url: str, agents: int) -> dict:
 
     tenant = Tenant.objects.create(slug="load", name="Load")
     team = Team.objects.create(slug="load-team", name="Load team")
-    amount = {"type": "object", "properties": {"amount_cents": {"type": "integer", "minimum": 1},
-                                               "note": {"type": "string"}},
-              "required": ["amount_cents"], "additionalProperties": False}
+    amount = {
+        "type": "object",
+        "properties": {"amount_cents": {"type": "integer", "minimum": 1}, "note": {"type": "string"}},
+        "required": ["amount_cents"],
+        "additionalProperties": False,
+    }
     make_skill("load.lookup", effect="read", team=team, publish=False, adapter=f"{ledger_url}/lookup")
     make_skill("load.note", effect="write", team=team, publish=False, adapter=f"{ledger_url}/effect", schema=amount)
-    make_skill("load.refund", effect="external", approval="required", team=team, publish=False,
-               adapter=f"{ledger_url}/effect", schema=amount)
+    make_skill(
+        "load.refund",
+        effect="external",
+        approval="required",
+        team=team,
+        publish=False,
+        adapter=f"{ledger_url}/effect",
+        schema=amount,
+    )
     grant(tenant, "load.*")
     publish_snapshot(reason="load test")
     approvers = []
@@ -141,14 +153,20 @@ def seed(ledger_url: str, agents: int) -> dict:
         Membership.objects.create(tenant=tenant, user=user, role=Role.APPROVER)
         client = Client()
         client.force_login(user)
-        approvers.append({"cookie": client.cookies[settings.SESSION_COOKIE_NAME].value,
-                          "pat": create_personal_token(user=user, name="load")[1]})
-    keys = [create_agent(tenant=tenant, name=f"load-bot-{i}", role="support")[1]
-            for i in range(min(agents, AGENT_KEYS))]
+        approvers.append(
+            {
+                "cookie": client.cookies[settings.SESSION_COOKIE_NAME].value,
+                "pat": create_personal_token(user=user, name="load")[1],
+            }
+        )
+    keys = [
+        create_agent(tenant=tenant, name=f"load-bot-{i}", role="support")[1] for i in range(min(agents, AGENT_KEYS))
+    ]
     return {"keys": keys, "approvers": approvers, "cookie_name": settings.SESSION_COOKIE_NAME}
 
 
 # --- the agents ------------------------------------------------------------------------------
+
 
 @dataclass
 class Stats:
@@ -176,19 +194,41 @@ async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Eve
     episode = 0
     while not stop.is_set():
         episode += 1
-        response = await stats.request(http, "POST /runs", "POST", "/api/v1/runs", headers=headers,
-                                       json={"end_user": f"user-{index}", "task": "load"})
+        response = await stats.request(
+            http,
+            "POST /runs",
+            "POST",
+            "/api/v1/runs",
+            headers=headers,
+            json={"end_user": f"user-{index}", "task": "load"},
+        )
         if response.status_code != 201:
             continue
         run_id = response.json()["run_id"]
         stats.runs += 1
-        third = ({"call_id": "c3", "name": "load.refund", "arguments": {"amount_cents": 100 + episode},
-                  "idempotency_key": f"{run_id}:refund"} if episode % 2 else
-                 {"call_id": "c3", "name": "load.note", "arguments": {"amount_cents": 1, "note": "n"}})
-        calls = [{"call_id": "c1", "name": "load.lookup", "arguments": {"q": "a"}},
-                 {"call_id": "c2", "name": "load.lookup", "arguments": {"q": "b"}}, third]
-        response = await stats.request(http, "POST /runs/{id}/calls", "POST", f"/api/v1/runs/{run_id}/calls",
-                                       headers=headers, json={"calls": calls})
+        third = (
+            {
+                "call_id": "c3",
+                "name": "load.refund",
+                "arguments": {"amount_cents": 100 + episode},
+                "idempotency_key": f"{run_id}:refund",
+            }
+            if episode % 2
+            else {"call_id": "c3", "name": "load.note", "arguments": {"amount_cents": 1, "note": "n"}}
+        )
+        calls = [
+            {"call_id": "c1", "name": "load.lookup", "arguments": {"q": "a"}},
+            {"call_id": "c2", "name": "load.lookup", "arguments": {"q": "b"}},
+            third,
+        ]
+        response = await stats.request(
+            http,
+            "POST /runs/{id}/calls",
+            "POST",
+            f"/api/v1/runs/{run_id}/calls",
+            headers=headers,
+            json={"calls": calls},
+        )
         if response.status_code != 200:
             continue
         stats.calls += len(calls)
@@ -196,9 +236,14 @@ async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Eve
         cursor = 0
         deadline = time.monotonic() + 60
         while waiting and time.monotonic() < deadline:
-            response = await stats.request(http, "GET /runs/{id}/events (long poll)", "GET",
-                                           f"/api/v1/runs/{run_id}/events", headers=headers,
-                                           params={"after": cursor, "wait": 20})
+            response = await stats.request(
+                http,
+                "GET /runs/{id}/events (long poll)",
+                "GET",
+                f"/api/v1/runs/{run_id}/events",
+                headers=headers,
+                params={"after": cursor, "wait": 20},
+            )
             if response.status_code != 200:
                 await asyncio.sleep(0.5)
                 continue
@@ -216,6 +261,7 @@ async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Eve
 
 # --- the scripted approver -------------------------------------------------------------------
 
+
 async def approver_loop(base: str, seeded: dict, who: int, stats: Stats, stop: asyncio.Event) -> None:
     """Listens on the websocket, decides by the approver API; re-reads pending every second."""
     import httpx
@@ -229,8 +275,11 @@ async def approver_loop(base: str, seeded: dict, who: int, stats: Stats, stop: a
     async def listen() -> None:
         while not stop.is_set():
             try:
-                async with connect(base.replace("http://", "ws://") + "/ws/approvals/", origin=base,
-                                   additional_headers={"Cookie": f"{seeded['cookie_name']}={person['cookie']}"}) as ws:
+                async with connect(
+                    base.replace("http://", "ws://") + "/ws/approvals/",
+                    origin=base,
+                    additional_headers={"Cookie": f"{seeded['cookie_name']}={person['cookie']}"},
+                ) as ws:
                     async for message in ws:
                         data = json.loads(message)
                         if data.get("status") == "pending":
@@ -252,9 +301,14 @@ async def approver_loop(base: str, seeded: dict, who: int, stats: Stats, stop: a
     async def decide(approval_id: int) -> None:
         decision = "decline" if approval_id % DECLINE_EVERY == 0 else "approve"
         async with in_flight:
-            response = await stats.request(http, "POST /approvals/{id}/decision", "POST",
-                                           f"/api/v1/approvals/{approval_id}/decision", headers=headers,
-                                           json={"decision": decision, "reason": "load"})
+            response = await stats.request(
+                http,
+                "POST /approvals/{id}/decision",
+                "POST",
+                f"/api/v1/approvals/{approval_id}/decision",
+                headers=headers,
+                json={"decision": decision, "reason": "load"},
+            )
         stats.decisions[f"{decision} → {response.status_code}"] += 1
         if response.status_code >= 500:
             seen.discard(approval_id)  # the pending re-read offers it again
@@ -282,13 +336,17 @@ async def drive(base: str, seeded: dict, agents: int, seconds: float) -> tuple[S
     stats = Stats()
     stop_agents, stop_approvers = asyncio.Event(), asyncio.Event()
     limits = httpx.Limits(max_connections=agents + 20, max_keepalive_connections=agents + 20)
-    approvers = [asyncio.create_task(approver_loop(base, seeded, i, stats, stop_approvers))
-                 for i in range(len(seeded["approvers"]))]
+    approvers = [
+        asyncio.create_task(approver_loop(base, seeded, i, stats, stop_approvers))
+        for i in range(len(seeded["approvers"]))
+    ]
     await asyncio.sleep(1)  # sockets connected before the first request
     async with httpx.AsyncClient(base_url=base, timeout=90, limits=limits) as http:
         started = time.perf_counter()
-        tasks = [asyncio.create_task(agent_loop(i, http, seeded["keys"][i % len(seeded["keys"])], stats, stop_agents))
-                 for i in range(agents)]
+        tasks = [
+            asyncio.create_task(agent_loop(i, http, seeded["keys"][i % len(seeded["keys"])], stats, stop_agents))
+            for i in range(agents)
+        ]
         await asyncio.sleep(seconds)
         stop_agents.set()
         await asyncio.wait(tasks, timeout=SETTLE_SECONDS)
@@ -299,6 +357,7 @@ async def drive(base: str, seeded: dict, agents: int, seconds: float) -> tuple[S
 
 
 # --- the books ------------------------------------------------------------------------------
+
 
 def check_books(effects: Counter) -> dict:
     """In a subprocess on the load database: every discrepancy, by kind (empty lists = balanced)."""
@@ -313,10 +372,20 @@ def check_books(effects: Counter) -> dict:
     from traces.models import Span
 
     problems: dict[str, list[str]] = defaultdict(list)
-    final_calls = {CallStatus.DENIED, CallStatus.INVALID, CallStatus.SUCCEEDED, CallStatus.FAILED,
-                   "declined", "expired", "timeout_unknown", "reconciled", "cancelled"}
-    calls = list(ToolCall.objects.select_related("run").annotate(
-        tool_spans=Count("spans", filter=Q(spans__kind="tool_call"))))
+    final_calls = {
+        CallStatus.DENIED,
+        CallStatus.INVALID,
+        CallStatus.SUCCEEDED,
+        CallStatus.FAILED,
+        "declined",
+        "expired",
+        "timeout_unknown",
+        "reconciled",
+        "cancelled",
+    }
+    calls = list(
+        ToolCall.objects.select_related("run").annotate(tool_spans=Count("spans", filter=Q(spans__kind="tool_call")))
+    )
     for call in calls:
         label = f"{call.run_id}/{call.call_id}"
         if call.status not in final_calls or call.result is None:
@@ -325,10 +394,14 @@ def check_books(effects: Counter) -> dict:
             problems["span missing"].append(f"{label}: no tool_call span")
     by_call = {(str(c.run_id), c.call_id): c for c in calls}
     approvals = list(ApprovalRequest.objects.select_related("call"))
-    closing = Counter(ApprovalEvent.objects.filter(from_status=ApprovalStatus.PENDING)
-                      .exclude(to_status="").values_list("request_id", flat=True))
-    executed_events = Counter(ApprovalEvent.objects.filter(to_status=ApprovalStatus.EXECUTED)
-                              .values_list("request_id", flat=True))
+    closing = Counter(
+        ApprovalEvent.objects.filter(from_status=ApprovalStatus.PENDING)
+        .exclude(to_status="")
+        .values_list("request_id", flat=True)
+    )
+    executed_events = Counter(
+        ApprovalEvent.objects.filter(to_status=ApprovalStatus.EXECUTED).values_list("request_id", flat=True)
+    )
     completed = Counter(RunEvent.objects.filter(kind="call.completed").values_list("run_id", "payload__call_id"))
     span_names = defaultdict(set)
     for call_id, name in Span.objects.filter(kind__startswith="approval").values_list("call_id", "name"):
@@ -343,7 +416,8 @@ def check_books(effects: Counter) -> dict:
         key = (str(approval.call.run_id), approval.call.call_id)
         if completed[(approval.call.run_id, approval.call.call_id)] != 1:
             problems["outcome not delivered exactly once (call.completed)"].append(
-                f"{label}: {completed[(approval.call.run_id, approval.call.call_id)]}")
+                f"{label}: {completed[(approval.call.run_id, approval.call.call_id)]}"
+            )
         if approval.status in (ApprovalStatus.EXECUTED, ApprovalStatus.APPROVED, ApprovalStatus.EXECUTING):
             if approval.status != ApprovalStatus.EXECUTED or executed_events[approval.pk] != 1:
                 problems["approved action not executed exactly once"].append(f"{label}: {approval.status}")
@@ -367,19 +441,35 @@ def check_books(effects: Counter) -> dict:
         if run.status == RunStatus.RUNNING and not outstanding:
             continue
         problems["run neither final nor paused with a reason"].append(
-            f"{run.pk}: {run.status} ({run.status_reason!r}), {len(outstanding)} outstanding")
-    return {"counts": {"runs": Run.objects.count(), "calls": len(calls), "approvals": len(approvals),
-                       "executed": sum(a.status == ApprovalStatus.EXECUTED for a in approvals),
-                       "declined": sum(a.status == ApprovalStatus.DECLINED for a in approvals),
-                       "side effects": sum(effects.values()), "spans": Span.objects.count()},
-            "problems": {k: v for k, v in problems.items()}}
+            f"{run.pk}: {run.status} ({run.status_reason!r}), {len(outstanding)} outstanding"
+        )
+    return {
+        "counts": {
+            "runs": Run.objects.count(),
+            "calls": len(calls),
+            "approvals": len(approvals),
+            "executed": sum(a.status == ApprovalStatus.EXECUTED for a in approvals),
+            "declined": sum(a.status == ApprovalStatus.DECLINED for a in approvals),
+            "side effects": sum(effects.values()),
+            "spans": Span.objects.count(),
+        },
+        "problems": {k: v for k, v in problems.items()},
+    }
 
 
 # --- orchestration --------------------------------------------------------------------------
 
+
 def _subprocess_json(args: list[str], env: dict, payload: str = "") -> dict:
-    done = subprocess.run([sys.executable, "-m", "bench.load", *args], env=env, cwd=ROOT, input=payload,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.load", *args],
+        env=env,
+        cwd=ROOT,
+        input=payload,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"bench.load {args[0]} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -415,21 +505,59 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
     redis.Redis.from_url(_redis_url()).flushdb()
     _fresh_database(_database_url())
     workdir = Path(tempfile.mkdtemp(prefix="airlock-load-"))
-    env = server_env(workdir, DATABASE_URL=f"{_database_url()}?pool_max_size={POOL_SIZE}", REDIS_URL=_redis_url(),
-                     AIRLOCK_CHANNEL_PREFIX=f"load{os.getpid()}")
+    env = server_env(
+        workdir,
+        DATABASE_URL=f"{_database_url()}?pool_max_size={POOL_SIZE}",
+        REDIS_URL=_redis_url(),
+        AIRLOCK_CHANNEL_PREFIX=f"load{os.getpid()}",
+    )
     ledger = Ledger()
     seeded = _subprocess_json(["--seed", ledger.url, str(agents)], env)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "airlock.asgi:application", "--host", "127.0.0.1",
-                               "--port", str(port), "--workers", "2", "--log-level", "warning"], env=env, cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=(workdir / "server.log").open("w"))
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "airlock.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=(workdir / "server.log").open("w"),
+    )
     worker_log = workdir / "worker.log"
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "console", "worker", "--concurrency=4",
-                               "-n", f"load{os.getpid()}@%h", "--without-gossip", "--without-mingle",
-                               "--loglevel=INFO"], env=env, cwd=ROOT, stdout=worker_log.open("w"),
-                              stderr=subprocess.STDOUT)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "console",
+            "worker",
+            "--concurrency=4",
+            "-n",
+            f"load{os.getpid()}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel=INFO",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=worker_log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
     try:
+
         def server_up() -> bool:
             try:
                 return httpx.get(base + "/healthz", timeout=2).status_code < 500
@@ -451,8 +579,10 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
     effects = json.dumps([[run, call, count] for (run, call), count in ledger.effects.items()])
     books = _subprocess_json(["--books"], env, payload=effects)
     total = sum(len(v) for v in stats.latencies.values())
-    figures = [Figure(f"{agents} agents × {seconds:g} s: requests", total / elapsed, "req/s"),
-               Figure(f"{agents} agents × {seconds:g} s: tool calls", stats.calls / elapsed, "calls/s")]
+    figures = [
+        Figure(f"{agents} agents × {seconds:g} s: requests", total / elapsed, "req/s"),
+        Figure(f"{agents} agents × {seconds:g} s: tool calls", stats.calls / elapsed, "calls/s"),
+    ]
     for endpoint, samples in sorted(stats.latencies.items()):
         for label, pct in (("p50", 50), ("p95", 95), ("p99", 99)):
             figures.append(Figure(f"{endpoint} {label}", percentile(samples, pct), "ms"))
@@ -461,8 +591,10 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
 
 def report(result: LoadResult) -> None:
     stats = result.stats
-    print(f"\n{stats.runs} runs, {stats.calls} tool calls, {sum(len(v) for v in stats.latencies.values())} "
-          f"requests in {result.elapsed:.1f} s")
+    print(
+        f"\n{stats.runs} runs, {stats.calls} tool calls, {sum(len(v) for v in stats.latencies.values())} "
+        f"requests in {result.elapsed:.1f} s"
+    )
     print("responses: " + ", ".join(f"{e} {s}: {n}" for (e, s), n in sorted(stats.statuses.items())))
     print(f"outcomes later than 60 s (the agent stopped waiting; the books still require them): {stats.late}")
     print("approver: " + ", ".join(f"{k}: {v}" for k, v in sorted(stats.decisions.items())))
@@ -476,8 +608,11 @@ def report(result: LoadResult) -> None:
 
 def run() -> list[Figure]:
     """For `make bench`: the full load (LOAD_AGENTS, LOAD_SECONDS; default 200 × 60 s)."""
-    result = load(int(os.environ.get("LOAD_AGENTS", 200)), float(os.environ.get("LOAD_SECONDS", 60)),
-                  log=lambda line: print(line, file=sys.stderr))
+    result = load(
+        int(os.environ.get("LOAD_AGENTS", 200)),
+        float(os.environ.get("LOAD_SECONDS", 60)),
+        log=lambda line: print(line, file=sys.stderr),
+    )
     report(result)
     if not result.balanced:
         raise RuntimeError("the books do not balance (see DISCREPANCY lines)")

@@ -25,17 +25,30 @@ T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def _attributes(i: int) -> dict:
-    return {"gen_ai.operation.name": "execute_tool" if i % 3 == 0 else "chat", "gen_ai.request.model": "gpt-5",
-            "gen_ai.usage.input_tokens": 800 + i % 50, "gen_ai.usage.output_tokens": 40 + i % 9,
-            "gen_ai.tool.name": "orders.lookup", "gen_ai.tool.call.id": f"call_{i}",
-            "note": "looked up the order and summarised the refund policy for the customer"}
+    return {
+        "gen_ai.operation.name": "execute_tool" if i % 3 == 0 else "chat",
+        "gen_ai.request.model": "gpt-5",
+        "gen_ai.usage.input_tokens": 800 + i % 50,
+        "gen_ai.usage.output_tokens": 40 + i % 9,
+        "gen_ai.tool.name": "orders.lookup",
+        "gen_ai.tool.call.id": f"call_{i}",
+        "note": "looked up the order and summarised the refund policy for the customer",
+    }
 
 
 def _batch_body(trace_id: str, start: int) -> bytes:
-    spans = [{"trace_id": trace_id, "span_id": f"{start + i + 1:016x}", "kind": "model_turn", "name": f"turn {i}",
-              "started_at": (T0 + timedelta(milliseconds=i)).isoformat(),
-              "ended_at": (T0 + timedelta(milliseconds=i + 3)).isoformat(), "attributes": _attributes(i)}
-             for i in range(BATCH)]
+    spans = [
+        {
+            "trace_id": trace_id,
+            "span_id": f"{start + i + 1:016x}",
+            "kind": "model_turn",
+            "name": f"turn {i}",
+            "started_at": (T0 + timedelta(milliseconds=i)).isoformat(),
+            "ended_at": (T0 + timedelta(milliseconds=i + 3)).isoformat(),
+            "attributes": _attributes(i),
+        }
+        for i in range(BATCH)
+    ]
     return json.dumps({"spans": spans}).encode()
 
 
@@ -43,11 +56,18 @@ def _otlp_json_body(trace_id: str, start: int) -> bytes:
     def value(v):
         return {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}
 
-    spans = [{"traceId": trace_id, "spanId": f"{start + i + 1:016x}", "name": f"span {i}", "kind": 1,
-              "startTimeUnixNano": str(1_777_636_800_000_000_000 + i * 1_000_000),
-              "endTimeUnixNano": str(1_777_636_800_000_000_000 + (i + 3) * 1_000_000),
-              "attributes": [{"key": k, "value": value(v)} for k, v in _attributes(i).items()]}
-             for i in range(BATCH)]
+    spans = [
+        {
+            "traceId": trace_id,
+            "spanId": f"{start + i + 1:016x}",
+            "name": f"span {i}",
+            "kind": 1,
+            "startTimeUnixNano": str(1_777_636_800_000_000_000 + i * 1_000_000),
+            "endTimeUnixNano": str(1_777_636_800_000_000_000 + (i + 3) * 1_000_000),
+            "attributes": [{"key": k, "value": value(v)} for k, v in _attributes(i).items()],
+        }
+        for i in range(BATCH)
+    ]
     return json.dumps({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"spans": spans}]}]}).encode()
 
 
@@ -60,12 +80,20 @@ def _otlp_protobuf_body(trace_id: str, start: int) -> bytes:
         any_value = common_pb2.AnyValue(int_value=v) if isinstance(v, int) else common_pb2.AnyValue(string_value=v)
         return common_pb2.KeyValue(key=k, value=any_value)
 
-    spans = [trace_pb2.Span(trace_id=bytes.fromhex(trace_id), span_id=bytes.fromhex(f"{start + i + 1:016x}"),
-                            name=f"span {i}", start_time_unix_nano=1_777_636_800_000_000_000 + i * 1_000_000,
-                            end_time_unix_nano=1_777_636_800_000_000_000 + (i + 3) * 1_000_000,
-                            attributes=[kv(k, v) for k, v in _attributes(i).items()]) for i in range(BATCH)]
-    request = trace_service_pb2.ExportTraceServiceRequest(resource_spans=[trace_pb2.ResourceSpans(
-        scope_spans=[trace_pb2.ScopeSpans(spans=spans)])])
+    spans = [
+        trace_pb2.Span(
+            trace_id=bytes.fromhex(trace_id),
+            span_id=bytes.fromhex(f"{start + i + 1:016x}"),
+            name=f"span {i}",
+            start_time_unix_nano=1_777_636_800_000_000_000 + i * 1_000_000,
+            end_time_unix_nano=1_777_636_800_000_000_000 + (i + 3) * 1_000_000,
+            attributes=[kv(k, v) for k, v in _attributes(i).items()],
+        )
+        for i in range(BATCH)
+    ]
+    request = trace_service_pb2.ExportTraceServiceRequest(
+        resource_spans=[trace_pb2.ResourceSpans(scope_spans=[trace_pb2.ScopeSpans(spans=spans)])]
+    )
     return request.SerializeToString()
 
 
@@ -89,11 +117,31 @@ def _copy_bound(trace_pk: int) -> float:
     for n in range(BATCHES * BATCH):
         i = n % BATCH
         started = T0 + timedelta(milliseconds=i)
-        rows.append((trace_pk, f"{base + n + 1:016x}", "", "model_turn", f"turn {i}", started,
-                     started + timedelta(milliseconds=3), 3.0, "", "", "", "", "", "", 0,
-                     json.dumps(_attributes(i)), "batch"))
-    columns = ("trace_id, span_id, parent_span_id, kind, name, started_at, ended_at, duration_ms, skill_name, "
-               "skill_version, verdict, outcome, error_class, arguments_sha256, result_bytes, attributes, source")
+        rows.append(
+            (
+                trace_pk,
+                f"{base + n + 1:016x}",
+                "",
+                "model_turn",
+                f"turn {i}",
+                started,
+                started + timedelta(milliseconds=3),
+                3.0,
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                0,
+                json.dumps(_attributes(i)),
+                "batch",
+            )
+        )
+    columns = (
+        "trace_id, span_id, parent_span_id, kind, name, started_at, ended_at, duration_ms, skill_name, "
+        "skill_version, verdict, outcome, error_class, arguments_sha256, result_bytes, attributes, source"
+    )
     started_at = time.perf_counter()
     with connection.cursor() as cursor, cursor.cursor.copy(f"COPY traces_span ({columns}) FROM STDIN") as copy:
         for row in rows:
@@ -142,29 +190,49 @@ def run() -> list[Figure]:
         _, key = create_agent(tenant=tenant, name=f"bench-bot-{secrets.token_hex(3)}", role="support")
         client = Client()
         warm = _otlp_json_body(secrets.token_hex(16), 0)  # URL resolver, imports and first connection
-        client.post(reverse("otlp:traces"), data=warm, content_type="application/json",
-                    HTTP_AUTHORIZATION=f"Bearer {key}")
+        client.post(
+            reverse("otlp:traces"), data=warm, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}"
+        )
         copy_trace = Trace.objects.create(tenant=tenant, trace_id=secrets.token_hex(16), name="copy bound")
         samples: dict[str, list[float]] = {"batch": [], "json": [], "pb": [], "copy": []}
         for _ in range(ROUNDS):
-            samples["batch"].append(_ingest(client, reverse("traces_api:span_batch"), "application/json",
-                                            _batch_body, key))
-            samples["json"].append(_ingest(client, reverse("otlp:traces"), "application/json", _otlp_json_body,
-                                           key))
-            samples["pb"].append(_ingest(client, reverse("otlp:traces"), "application/x-protobuf",
-                                         _otlp_protobuf_body, key))
+            samples["batch"].append(
+                _ingest(client, reverse("traces_api:span_batch"), "application/json", _batch_body, key)
+            )
+            samples["json"].append(_ingest(client, reverse("otlp:traces"), "application/json", _otlp_json_body, key))
+            samples["pb"].append(
+                _ingest(client, reverse("otlp:traces"), "application/x-protobuf", _otlp_protobuf_body, key)
+            )
             samples["copy"].append(_copy_bound(copy_trace.pk))
         batch, otlp_json, otlp_pb, bound = (percentile(samples[k], 50) for k in ("batch", "json", "pb", "copy"))
 
         big = Trace.objects.create(tenant=tenant, trace_id=secrets.token_hex(16), name="5,000 spans")
-        root = Span.objects.create(trace=big, span_id="f" * 16, kind="run", name="run", started_at=T0,
-                                   ended_at=T0 + timedelta(seconds=TIMELINE_SPANS))
-        Span.objects.bulk_create([
-            Span(trace=big, span_id=f"{i + 1:016x}", parent_span_id=root.span_id if i % 10 == 0 else
-                 f"{(i // 10) * 10 + 1:016x}", kind="tool_call" if i % 2 else "model_turn", name=f"step {i}",
-                 started_at=T0 + timedelta(seconds=i), ended_at=T0 + timedelta(seconds=i, milliseconds=700),
-                 verdict="allow" if i % 2 else "", error_class="timeout" if i % 211 == 0 else "",
-                 attributes=_attributes(i)) for i in range(TIMELINE_SPANS - 1)], batch_size=1000)
+        root = Span.objects.create(
+            trace=big,
+            span_id="f" * 16,
+            kind="run",
+            name="run",
+            started_at=T0,
+            ended_at=T0 + timedelta(seconds=TIMELINE_SPANS),
+        )
+        Span.objects.bulk_create(
+            [
+                Span(
+                    trace=big,
+                    span_id=f"{i + 1:016x}",
+                    parent_span_id=root.span_id if i % 10 == 0 else f"{(i // 10) * 10 + 1:016x}",
+                    kind="tool_call" if i % 2 else "model_turn",
+                    name=f"step {i}",
+                    started_at=T0 + timedelta(seconds=i),
+                    ended_at=T0 + timedelta(seconds=i, milliseconds=700),
+                    verdict="allow" if i % 2 else "",
+                    error_class="timeout" if i % 211 == 0 else "",
+                    attributes=_attributes(i),
+                )
+                for i in range(TIMELINE_SPANS - 1)
+            ],
+            batch_size=1000,
+        )
         viewer, created = get_user_model().objects.get_or_create(username="bench-traces-viewer")
         if created:
             Membership.objects.create(tenant=tenant, user=viewer, role=Role.VIEWER)

@@ -35,8 +35,17 @@ class PersonalAccessTokenAdmin(admin.ModelAdmin):
 
 @admin.register(Invitation)
 class InvitationAdmin(admin.ModelAdmin):
-    list_display = ["tenant", "email", "username", "roles", "created_at", "expires_at", "accepted_at", "declined_at",
-                    "revoked_at"]
+    list_display = [
+        "tenant",
+        "email",
+        "username",
+        "roles",
+        "created_at",
+        "expires_at",
+        "accepted_at",
+        "declined_at",
+        "revoked_at",
+    ]
     list_filter = ["tenant"]
     readonly_fields = ["token_hash"]
 

@@ -28,8 +28,10 @@ class TooManyBadKeys(exceptions.AuthenticationFailed):
 
     def __init__(self, wait: int) -> None:
         self.wait = wait
-        super().__init__(detail=f"Too many invalid keys from this client or for this key; retry in {wait} s.",
-                         code="too_many_bad_keys")
+        super().__init__(
+            detail=f"Too many invalid keys from this client or for this key; retry in {wait} s.",
+            code="too_many_bad_keys",
+        )
 
 
 class MissingScope(exceptions.PermissionDenied):
@@ -37,8 +39,11 @@ class MissingScope(exceptions.PermissionDenied):
 
     def __init__(self, scope: str) -> None:
         self.scope = scope
-        super().__init__(detail=f"This access token lacks the '{scope}' scope; create a token with it in the "
-                                "console (Access tokens).", code="insufficient_scope")
+        super().__init__(
+            detail=f"This access token lacks the '{scope}' scope; create a token with it in the "
+            "console (Access tokens).",
+            code="insufficient_scope",
+        )
 
 
 class _BadKey(KeyError401):
@@ -142,8 +147,11 @@ class AgentKeyAuthentication(authentication.BaseAuthentication):
         if pat.revoked_at is not None:
             raise KeyError401("revoked_key", "This access token was revoked.")
         if pat.is_expired:
-            raise KeyError401("expired_token", f"This access token expired at {pat.expires_at:%Y-%m-%d %H:%M} UTC; "
-                                               "create a new one in the console (Access tokens).")
+            raise KeyError401(
+                "expired_token",
+                f"This access token expired at {pat.expires_at:%Y-%m-%d %H:%M} UTC; "
+                "create a new one in the console (Access tokens).",
+            )
         if not pat.user.is_active:
             raise KeyError401("revoked_key", "The user of this access token is inactive.")
         pat.touch()

@@ -36,11 +36,15 @@ class ProblemSerializer(serializers.Serializer):
 class ErrorDetailSerializer(serializers.Serializer):
     error_class = serializers.CharField(
         help_text="The kind of error, what a client branches on: validation, authentication, authorization, "
-                  "not_found, conflict, rate_limited, internal (and a call's classes, as expired, on a call's route).")
+        "not_found, conflict, rate_limited, internal (and a call's classes, as expired, on a call's route)."
+    )
     code = serializers.CharField(help_text="A stable machine-readable reason, as `run_closed` or `invalid_key`.")
     message = serializers.CharField(help_text="A sentence for a person.")
-    fields = serializers.JSONField(required=False, help_text="What is wrong with each part of the request: DRF's "
-                                   "messages keyed (and nested) as the body is, or a list of {field, message}.")
+    fields = serializers.JSONField(
+        required=False,
+        help_text="What is wrong with each part of the request: DRF's "
+        "messages keyed (and nested) as the body is, or a list of {field, message}.",
+    )
     errors = ProblemSerializer(many=True, required=False, help_text="A refused manifest's findings.")
     retry_after = serializers.IntegerField(required=False, help_text="Seconds to wait before trying again.")
     required_scope = serializers.CharField(required=False, help_text="The personal-token scope this needs.")
@@ -60,8 +64,10 @@ class ErrorSerializer(serializers.Serializer):
 
 def error_responses(*statuses: int) -> dict[int, OpenApiResponse]:
     """The error responses of an operation, for `@extend_schema(responses={..., **error_responses(400, 409)})`."""
-    return {code: OpenApiResponse(ErrorSerializer, description=ERROR_CLASS_BY_STATUS.get(code, "internal"))
-            for code in statuses}
+    return {
+        code: OpenApiResponse(ErrorSerializer, description=ERROR_CLASS_BY_STATUS.get(code, "internal"))
+        for code in statuses
+    }
 
 
 def error_body(error_class: str, code: str, message: str, **extra: Any) -> dict:
@@ -70,8 +76,9 @@ def error_body(error_class: str, code: str, message: str, **extra: Any) -> dict:
 
 def invalid_body(serializer: serializers.Serializer, code: str, message: str = "The request is not valid.") -> Response:
     """400 for a body its serializer refused, keeping the operation's own error code; `fields` as DRF gives them."""
-    return Response(error_body("validation", code, message, fields=serializer.errors),
-                    status=status.HTTP_400_BAD_REQUEST)
+    return Response(
+        error_body("validation", code, message, fields=serializer.errors), status=status.HTTP_400_BAD_REQUEST
+    )
 
 
 def exception_handler(exc: Exception, context: dict) -> Response | None:

@@ -27,8 +27,9 @@ PAGE_POLICIES: dict[str, dict[str, list[str]]] = {
 
 
 class ConsoleCSPMiddleware(CSPMiddleware):
-    def get_policy_parts(self, request: HttpRequest, response: HttpResponseBase,
-                         report_only: bool = False) -> PolicyParts:
+    def get_policy_parts(
+        self, request: HttpRequest, response: HttpResponseBase, report_only: bool = False
+    ) -> PolicyParts:
         parts = super().get_policy_parts(request, response, report_only)
         if report_only:
             return parts

@@ -39,15 +39,18 @@ def seed(context: DemoContext) -> None:
     User = get_user_model()
     for slug, name in [("acme", "Acme Corp"), ("globex", "Globex")]:
         context.tenants[slug], _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
-    for slug, name in [("support-tools", "Support tools"), ("billing-platform", "Billing platform"),
-                       ("developer-platform", "Developer platform")]:
+    for slug, name in [
+        ("support-tools", "Support tools"),
+        ("billing-platform", "Billing platform"),
+        ("developer-platform", "Developer platform"),
+    ]:
         context.teams[slug], _ = Team.objects.get_or_create(
             slug=slug, defaults={"name": name, "email": f"{slug}@example.com"}
         )
     for username, memberships, teams, superuser in PEOPLE:
         user, created = User.objects.get_or_create(
-            username=username, defaults={"email": f"{username}@example.com", "is_superuser": superuser,
-                                         "is_staff": superuser}
+            username=username,
+            defaults={"email": f"{username}@example.com", "is_superuser": superuser, "is_staff": superuser},
         )
         if created:
             user.set_password(DEMO_PASSWORD)
@@ -65,4 +68,3 @@ def seed(context: DemoContext) -> None:
             agent, key = create_agent(tenant=context.tenants[slug], name=name, role=role)
             context.new_keys[f"{slug}/{name}"] = key
         context.agents[f"{slug}/{name}"] = agent
-

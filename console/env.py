@@ -84,8 +84,9 @@ def env_url(name: str, default: str = "") -> str:
     except ValueError:
         parsed = parsed._replace(netloc="")
     if parsed.scheme not in {"http", "https"} or not parsed.hostname or parsed.query or parsed.fragment:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an absolute base URL; use https://host[:port][/path], "
-                                   "without a query or fragment.")
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not an absolute base URL; use https://host[:port][/path], without a query or fragment."
+        )
     return value.rstrip("/")
 
 
@@ -139,8 +140,9 @@ def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:
         raw_pool = options.pop("pool_max_size", "")
         if raw_pool:  # a bounded psycopg pool per process: many concurrent requests, few server connections
             if not raw_pool.isdigit() or int(raw_pool) < 1 or conn_max_age:
-                raise ImproperlyConfigured(f"{name} has pool_max_size={raw_pool!r}: use a whole number >= 1, "
-                                           "without conn_max_age.")
+                raise ImproperlyConfigured(
+                    f"{name} has pool_max_size={raw_pool!r}: use a whole number >= 1, without conn_max_age."
+                )
             options["pool"] = {"min_size": 1, "max_size": int(raw_pool), "timeout": 30}
         return {
             "ENGINE": "django.db.backends.postgresql",

@@ -8,7 +8,9 @@ from console.models import Role, TokenScope
 
 class MemberRolesForm(forms.Form):
     roles = forms.MultipleChoiceField(
-        choices=Role.choices, widget=forms.CheckboxSelectMultiple, required=False,
+        choices=Role.choices,
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
         help_text="Untick every role to remove the member from this tenant.",
     )
 
@@ -17,9 +19,10 @@ class InvitationForm(forms.Form):
     """Whom to invite: checked for shape only. Nothing here asks whether an account exists."""
 
     address = forms.CharField(
-        max_length=254, label="E-mail address or exact username",
+        max_length=254,
+        label="E-mail address or exact username",
         help_text="They become a member only when they accept. You get the same answer whether or not an "
-                  "account matches.",
+        "account matches.",
     )
     roles = forms.MultipleChoiceField(choices=Role.choices, widget=forms.CheckboxSelectMultiple)
 
@@ -52,9 +55,11 @@ class AgentForm(forms.Form):
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="What will use it, for example slack-bot.")
     scopes = forms.MultipleChoiceField(
-        choices=TokenScope.choices, widget=forms.CheckboxSelectMultiple, initial=[TokenScope.READ],
+        choices=TokenScope.choices,
+        widget=forms.CheckboxSelectMultiple,
+        initial=[TokenScope.READ],
         help_text="Read: list and view requests. Approve: decide them (and any other change your roles allow "
-                  "through the API). A token without Approve is read-only.",
+        "through the API). A token without Approve is read-only.",
         error_messages={"required": "Choose at least one scope."},
     )
     expires_in_days = forms.IntegerField(label="Expires in (days)", min_value=1)

@@ -177,15 +177,18 @@ class PersonalAccessToken(BearerKeyMixin, models.Model):
         return scope in self.scopes
 
 
-
 INVITATION_TTL = timedelta(days=7)
 
 
 class InvitationQuerySet(models.QuerySet):
     def pending(self, at=None) -> "InvitationQuerySet":
         """Not accepted, declined or revoked, and not expired: the only state an invitation leaves."""
-        return self.filter(accepted_at__isnull=True, declined_at__isnull=True, revoked_at__isnull=True,
-                           expires_at__gt=at or timezone.now())
+        return self.filter(
+            accepted_at__isnull=True,
+            declined_at__isnull=True,
+            revoked_at__isnull=True,
+            expires_at__gt=at or timezone.now(),
+        )
 
     def addressed_to(self, user) -> "InvitationQuerySet":
         """Invitations naming this account: its exact username, or the e-mail address a platform admin gave it."""
@@ -214,20 +217,25 @@ class Invitation(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
     accepted_at = models.DateTimeField(null=True, blank=True)
-    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                    related_name="+")
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     declined_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
-    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     objects = InvitationQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [models.CheckConstraint(
-            condition=(models.Q(email="") & ~models.Q(username="")) | (~models.Q(email="") & models.Q(username="")),
-            name="invitation_names_email_or_username")]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(email="") & ~models.Q(username="")) | (~models.Q(email="") & models.Q(username="")),
+                name="invitation_names_email_or_username",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.address} to {self.tenant.slug}"

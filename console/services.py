@@ -56,8 +56,13 @@ def set_member_roles(*, tenant: Tenant, user, roles: set[str]) -> set[str]:
     return roles
 
 
-def create_personal_token(*, user, name: str, scopes: Iterable[str] = (TokenScope.READ, TokenScope.APPROVE),
-                          expires_in: timedelta | None = None) -> tuple[PersonalAccessToken, str]:
+def create_personal_token(
+    *,
+    user,
+    name: str,
+    scopes: Iterable[str] = (TokenScope.READ, TokenScope.APPROVE),
+    expires_in: timedelta | None = None,
+) -> tuple[PersonalAccessToken, str]:
     """A token with these scopes that stops working after `expires_in` (the configured default lifetime
     when None, never longer than AIRLOCK_TOKEN_MAX_DAYS); returned with its key, shown once."""
     scopes = sorted({TokenScope(scope).value for scope in scopes})
@@ -91,9 +96,14 @@ class InvitationClosed(Exception):
 
 
 def _record(invitation: Invitation, *, action: str, actor, detail: dict | None = None) -> InvitationEvent:
-    return InvitationEvent.objects.create(tenant_id=invitation.tenant_id, invitation=invitation, action=action,
-                                          actor=actor, actor_label=getattr(actor, "username", "") or "system",
-                                          detail=detail or {})
+    return InvitationEvent.objects.create(
+        tenant_id=invitation.tenant_id,
+        invitation=invitation,
+        action=action,
+        actor=actor,
+        actor_label=getattr(actor, "username", "") or "system",
+        detail=detail or {},
+    )
 
 
 def _close(invitation: Invitation, *, end: str, **extra) -> bool:
@@ -117,9 +127,14 @@ def invite_member(*, tenant: Tenant, address: str, roles: set[str], invited_by) 
         raise ValueError("An invitation needs at least one role.")
     address = address.strip()
     by_email = "@" in address
-    invitation = Invitation(tenant=tenant, email=address.lower() if by_email else "",
-                            username="" if by_email else address, roles=sorted(roles), invited_by=invited_by,
-                            expires_at=timezone.now() + INVITATION_TTL)
+    invitation = Invitation(
+        tenant=tenant,
+        email=address.lower() if by_email else "",
+        username="" if by_email else address,
+        roles=sorted(roles),
+        invited_by=invited_by,
+        expires_at=timezone.now() + INVITATION_TTL,
+    )
     token = invitation.issue_token()
     same = {"email": invitation.email} if by_email else {"username": invitation.username}
     older = list(Invitation.objects.pending().filter(tenant=tenant, **same))
@@ -138,11 +153,16 @@ def _mail_invitation(invitation: Invitation, link: str) -> None:
     inviter = invitation.invited_by.username if invitation.invited_by else "An admin"
     send_mail(
         subject=f"[Airlock] {inviter} invites you to {invitation.tenant.name}",
-        message=(f"{inviter} invites you to join {invitation.tenant.name} on Airlock as "
-                 f"{', '.join(invitation.roles)}.\n\nSign in with the Airlock account that has this e-mail "
-                 f"address and accept or decline here:\n{link}\n\nThe invitation expires on "
-                 f"{invitation.expires_at:%Y-%m-%d %H:%M} UTC. If you did not expect it, ignore this mail.\n"),
-        from_email=settings.DEFAULT_FROM_EMAIL, recipient_list=[invitation.email], fail_silently=True)
+        message=(
+            f"{inviter} invites you to join {invitation.tenant.name} on Airlock as "
+            f"{', '.join(invitation.roles)}.\n\nSign in with the Airlock account that has this e-mail "
+            f"address and accept or decline here:\n{link}\n\nThe invitation expires on "
+            f"{invitation.expires_at:%Y-%m-%d %H:%M} UTC. If you did not expect it, ignore this mail.\n"
+        ),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        recipient_list=[invitation.email],
+        fail_silently=True,
+    )
 
 
 def revoke_invitation(*, invitation: Invitation, user) -> Invitation:

@@ -158,8 +158,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # tests/console/test_periodic.py checks that each names a registered task.
 CELERY_BEAT_SCHEDULE: dict = {
     "policies: snapshot after grants expire": {"task": "policies.tasks.publish_expired_grants", "schedule": 30.0},
-    "reliability: follow jobs, ask tools about unknowns": {"task": "reliability.tasks.sweep_due_work",
-                                                           "schedule": 10.0},
+    "reliability: follow jobs, ask tools about unknowns": {
+        "task": "reliability.tasks.sweep_due_work",
+        "schedule": 10.0,
+    },
     "approvals: expire stale requests": {"task": "approvals.tasks.expire_approvals", "schedule": 15.0},
     "approvals: escalate overdue requests": {"task": "approvals.tasks.escalate_approvals", "schedule": 60.0},
     "approvals: record outcomes of settled calls": {"task": "approvals.tasks.resume_orphans", "schedule": 30.0},
@@ -167,7 +169,9 @@ CELERY_BEAT_SCHEDULE: dict = {
     "traces: delete traces past retention": {"task": "traces.tasks.purge_expired_traces", "schedule": 600.0},
     "traces: forward spans to tenants' OTLP endpoints": {"task": "traces.tasks.forward_all", "schedule": 15.0},
     "retention: delete closed runs past retention, then expired audit rows": {
-        "task": "retention.tasks.purge_expired_records", "schedule": 600.0},
+        "task": "retention.tasks.purge_expired_records",
+        "schedule": 600.0,
+    },
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -194,8 +198,10 @@ AXES_VERBOSE = False
 AIRLOCK_TOKEN_DEFAULT_DAYS = env_int("AIRLOCK_TOKEN_DEFAULT_DAYS", 30, minimum=1)
 AIRLOCK_TOKEN_MAX_DAYS = env_int("AIRLOCK_TOKEN_MAX_DAYS", 365, minimum=1)
 if AIRLOCK_TOKEN_DEFAULT_DAYS > AIRLOCK_TOKEN_MAX_DAYS:
-    raise ImproperlyConfigured(f"AIRLOCK_TOKEN_DEFAULT_DAYS={AIRLOCK_TOKEN_DEFAULT_DAYS} is above "
-                               f"AIRLOCK_TOKEN_MAX_DAYS={AIRLOCK_TOKEN_MAX_DAYS}.")
+    raise ImproperlyConfigured(
+        f"AIRLOCK_TOKEN_DEFAULT_DAYS={AIRLOCK_TOKEN_DEFAULT_DAYS} is above "
+        f"AIRLOCK_TOKEN_MAX_DAYS={AIRLOCK_TOKEN_MAX_DAYS}."
+    )
 # Key guessing (console/api_auth.py): unknown or wrong API keys allowed per minute from one address, and
 # per key lookup (the `ak_<lookup>` part) from anywhere, before further wrong keys get 429. A valid key
 # always authenticates.
@@ -230,8 +236,11 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.api_errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["console.api_parsers.JSONParser", "rest_framework.parsers.FormParser",
-                               "rest_framework.parsers.MultiPartParser"],
+    "DEFAULT_PARSER_CLASSES": [
+        "console.api_parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "UNAUTHENTICATED_USER": None,
 }
 if DEBUG:
@@ -273,12 +282,14 @@ AIRLOCK_RETENTION_BATCH_SIZE = env_int("AIRLOCK_RETENTION_BATCH_SIZE", 500, mini
 # webhooks, http and MCP skills, MCP import, status checks, trace forwarding. Private, loopback, link-local
 # and other non-public addresses are refused unless allowed here (on in development, so local test servers
 # work); AIRLOCK_ALLOW_PRIVATE_CALLBACKS is the old, webhook-only name, kept as the default and an alias.
-AIRLOCK_EGRESS_ALLOW_PRIVATE = env_bool("AIRLOCK_EGRESS_ALLOW_PRIVATE",
-                                        env_bool("AIRLOCK_ALLOW_PRIVATE_CALLBACKS", DEBUG))
+AIRLOCK_EGRESS_ALLOW_PRIVATE = env_bool(
+    "AIRLOCK_EGRESS_ALLOW_PRIVATE", env_bool("AIRLOCK_ALLOW_PRIVATE_CALLBACKS", DEBUG)
+)
 AIRLOCK_ALLOW_PRIVATE_CALLBACKS = AIRLOCK_EGRESS_ALLOW_PRIVATE
 # Ports those requests may use; "*" (the development default) is any port. None means any.
-AIRLOCK_EGRESS_PORTS = port_list("AIRLOCK_EGRESS_PORTS", env_list(
-    "AIRLOCK_EGRESS_PORTS", ["*"] if DEBUG else ["80", "443", "8080", "8443"]))
+AIRLOCK_EGRESS_PORTS = port_list(
+    "AIRLOCK_EGRESS_PORTS", env_list("AIRLOCK_EGRESS_PORTS", ["*"] if DEBUG else ["80", "443", "8080", "8443"])
+)
 # Host names or IP networks reachable even though private (an in-cluster collector or MCP server).
 AIRLOCK_EGRESS_ALLOW_HOSTS = env_list("AIRLOCK_EGRESS_ALLOW_HOSTS", [])
 
@@ -315,8 +326,10 @@ AIRLOCK_WEBHOOK_MAX_ATTEMPTS = env_int("AIRLOCK_WEBHOOK_MAX_ATTEMPTS", 8, minimu
 # A retry scheduled with a countdown longer than the broker's visibility timeout is delivered again early.
 for _name in ("AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS", "AIRLOCK_JOB_CHECK_CAP_SECONDS"):
     if globals()[_name] >= CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]:
-        raise ImproperlyConfigured(f"{_name}={globals()[_name]:g} must be below CELERY_VISIBILITY_TIMEOUT="
-                                   f"{CELERY_BROKER_TRANSPORT_OPTIONS['visibility_timeout']}.")
+        raise ImproperlyConfigured(
+            f"{_name}={globals()[_name]:g} must be below CELERY_VISIBILITY_TIMEOUT="
+            f"{CELERY_BROKER_TRANSPORT_OPTIONS['visibility_timeout']}."
+        )
 # Trace ingest (traces/ingest.py): sizes per request, concurrent requests per process, spans per tenant
 # per minute.
 TRACES_INGEST_MAX_BODY_BYTES = env_int("TRACES_INGEST_MAX_BODY_BYTES", 5 * 1024 * 1024, minimum=1)
@@ -371,16 +384,29 @@ LOGGING = {
     "disable_existing_loggers": False,
     # Every handler masks secrets (lib.log_redaction): request lines with query strings, messages, tracebacks.
     "filters": {"mask_secrets": {"()": "lib.log_redaction.MaskSecretsFilter"}},
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-                   "access": {"()": "uvicorn.logging.AccessFormatter",
-                              "fmt": '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_secrets"]},
-                 "access": {"class": "logging.StreamHandler", "formatter": "access", "stream": "ext://sys.stdout",
-                            "filters": ["mask_secrets"]}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "access": {
+            "()": "uvicorn.logging.AccessFormatter",
+            "fmt": '%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s',
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_secrets"]},
+        "access": {
+            "class": "logging.StreamHandler",
+            "formatter": "access",
+            "stream": "ext://sys.stdout",
+            "filters": ["mask_secrets"],
+        },
+    },
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", LOG_LEVELS)},
     # httpx logs every request at INFO: the simulated agents and webhooks would drown the console.
     # uvicorn's access log, as uvicorn writes it, through the masking filter (Django configures logging
     # after uvicorn does, when the app is imported, so this is the configuration in effect).
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"},
-                "uvicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "uvicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False},
+    },
 }

@@ -12,8 +12,11 @@ urlpatterns = [
     path("tenant/switch/", views.switch_tenant, name="switch_tenant"),
     path("t/<slug:tenant_slug>/members/", views.member_list, name="member_list"),
     path("t/<slug:tenant_slug>/invitations/", views.invitation_create, name="invitation_create"),
-    path("t/<slug:tenant_slug>/invitations/<int:invitation_id>/revoke/", views.invitation_revoke,
-         name="invitation_revoke"),
+    path(
+        "t/<slug:tenant_slug>/invitations/<int:invitation_id>/revoke/",
+        views.invitation_revoke,
+        name="invitation_revoke",
+    ),
     path("invitations/<int:invitation_id>/accept/", views.invitation_accept, name="invitation_accept"),
     path("invitations/<int:invitation_id>/decline/", views.invitation_decline, name="invitation_decline"),
     path("invitations/open/<str:token>/", views.invitation_open, name="invitation_open"),

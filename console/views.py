@@ -32,8 +32,12 @@ def login_locked(request: HttpRequest, *args) -> HttpResponse:
     """What django-axes answers instead of the login view while the account or address is locked out
     (AXES_LOCKOUT_CALLABLE): the login page, saying so, with 429 and Retry-After."""
     minutes = settings.AIRLOCK_LOGIN_LOCKOUT_MINUTES
-    context = {"form": AuthenticationForm(request), "locked_minutes": minutes, "debug_demo_hint": settings.DEBUG,
-               "next": request.POST.get("next", "")}
+    context = {
+        "form": AuthenticationForm(request),
+        "locked_minutes": minutes,
+        "debug_demo_hint": settings.DEBUG,
+        "next": request.POST.get("next", ""),
+    }
     response = render(request, "registration/login.html", context, status=429)
     response["Retry-After"] = str(minutes * 60)
     return response
@@ -64,12 +68,19 @@ def member_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
 
 
 def _members_page(request: HttpRequest, tenant: Tenant, form: InvitationForm, status: int = 200) -> HttpResponse:
-    return render(request, "console/members.html", {
-        "tenant": tenant, "rows": _member_rows(tenant), "form": form,
-        "invitations": Invitation.objects.pending().filter(tenant=tenant).select_related("invited_by"),
-        "events": InvitationEvent.objects.filter(tenant=tenant).select_related("invitation")[:20],
-        "ttl_days": INVITATION_TTL.days,
-    }, status=status)
+    return render(
+        request,
+        "console/members.html",
+        {
+            "tenant": tenant,
+            "rows": _member_rows(tenant),
+            "form": form,
+            "invitations": Invitation.objects.pending().filter(tenant=tenant).select_related("invited_by"),
+            "events": InvitationEvent.objects.filter(tenant=tenant).select_related("invitation")[:20],
+            "ttl_days": INVITATION_TTL.days,
+        },
+        status=status,
+    )
 
 
 def _member_rows(tenant) -> list[dict]:
@@ -87,12 +98,19 @@ def invitation_create(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     form = InvitationForm(request.POST)
     if not form.is_valid():
         return _members_page(request, tenant, form, status=400)
-    invitation = services.invite_member(tenant=tenant, address=form.cleaned_data["address"],
-                                        roles=set(form.cleaned_data["roles"]), invited_by=request.user)
+    invitation = services.invite_member(
+        tenant=tenant,
+        address=form.cleaned_data["address"],
+        roles=set(form.cleaned_data["roles"]),
+        invited_by=request.user,
+    )
     # The same words whether or not an account matches: this page must not tell who has one.
-    messages.success(request, f"Invitation for {invitation.address} recorded. If it names an account, its owner "
-                              "sees it on their home page (an e-mail address also gets a link); they become a "
-                              "member when they accept.")
+    messages.success(
+        request,
+        f"Invitation for {invitation.address} recorded. If it names an account, its owner "
+        "sees it on their home page (an e-mail address also gets a link); they become a "
+        "member when they accept.",
+    )
     return redirect("console:member_list", tenant_slug=tenant.slug)
 
 
@@ -181,9 +199,15 @@ def member_edit(request: HttpRequest, tenant_slug: str, user_id: int) -> HttpRes
 @require_GET
 def agent_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
-    return render(request, "console/agents.html", {
-        "tenant": tenant, "agents": tenant.agents.all(), "form": AgentForm(tenant=tenant),
-    })
+    return render(
+        request,
+        "console/agents.html",
+        {
+            "tenant": tenant,
+            "agents": tenant.agents.all(),
+            "form": AgentForm(tenant=tenant),
+        },
+    )
 
 
 @never_cache
@@ -193,9 +217,16 @@ def agent_create(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
     form = AgentForm(request.POST, tenant=tenant)
     if not form.is_valid():
-        return render(request, "console/agents.html", {
-            "tenant": tenant, "agents": tenant.agents.all(), "form": form,
-        }, status=400)
+        return render(
+            request,
+            "console/agents.html",
+            {
+                "tenant": tenant,
+                "agents": tenant.agents.all(),
+                "form": form,
+            },
+            status=400,
+        )
     agent, key = services.create_agent(tenant=tenant, created_by=request.user, **form.cleaned_data)
     return render(request, "console/agent_key.html", {"tenant": tenant, "agent": agent, "key": key})
 
@@ -216,9 +247,12 @@ def agent_revoke(request: HttpRequest, tenant_slug: str, agent_id: int) -> HttpR
 def token_list(request: HttpRequest) -> HttpResponse:
     form = TokenForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
-        token, key = services.create_personal_token(user=request.user, name=form.cleaned_data["name"],
-                                                    scopes=form.cleaned_data["scopes"],
-                                                    expires_in=timedelta(days=form.cleaned_data["expires_in_days"]))
+        token, key = services.create_personal_token(
+            user=request.user,
+            name=form.cleaned_data["name"],
+            scopes=form.cleaned_data["scopes"],
+            expires_in=timedelta(days=form.cleaned_data["expires_in_days"]),
+        )
         return render(request, "console/token_key.html", {"token": token, "key": key})
     return render(request, "console/tokens.html", {"tokens": request.user.access_tokens.all(), "form": form})
 

@@ -31,8 +31,9 @@ import httpx
 SCHEMES = ("http", "https")
 DEFAULT_PORTS = {"http": 80, "https": 443}
 CGNAT = ipaddress.ip_network("100.64.0.0/10")
-PRIVATE = tuple(ipaddress.ip_network(net) for net in (
-    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7", "fec0::/10"))  # RFC 1918, unique and site local
+PRIVATE = tuple(
+    ipaddress.ip_network(net) for net in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7", "fec0::/10")
+)  # RFC 1918, unique and site local
 NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -75,11 +76,14 @@ def current_policy() -> Policy:
     return Policy(
         # AIRLOCK_ALLOW_PRIVATE_CALLBACKS is the old name: either switch turned off refuses private addresses.
         allow_private=settings.AIRLOCK_EGRESS_ALLOW_PRIVATE and settings.AIRLOCK_ALLOW_PRIVATE_CALLBACKS,
-        ports=None if ports is None else frozenset(ports), allow_names=frozenset(names),
-        allow_networks=tuple(networks))
+        ports=None if ports is None else frozenset(ports),
+        allow_names=frozenset(names),
+        allow_networks=tuple(networks),
+    )
 
 
 # --- the rules ---------------------------------------------------------------------------------
+
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv6 one stands for: mapped, compatible, NAT64, 6to4 or Teredo."""
@@ -196,6 +200,7 @@ def check_url(url: str, *, resolve: bool = True, policy: Policy | None = None) -
 
 # --- what people are told ----------------------------------------------------------------------
 
+
 def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
@@ -241,6 +246,7 @@ def describe_failure(exc: BaseException, *, who: str = "the endpoint") -> str:
 
 # --- the transports ----------------------------------------------------------------------------
 
+
 @cache
 def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()  # loading the CA bundle costs ~40 ms: once per process
@@ -252,8 +258,14 @@ class _PinnedBackend(httpcore.NetworkBackend):
     def __init__(self) -> None:
         self._inner = httpcore.SyncBackend()
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Any = None) -> httpcore.NetworkStream:
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
         try:
             addresses = vetted_addresses(host, port)
         except HostNotFound as exc:
@@ -261,8 +273,9 @@ class _PinnedBackend(httpcore.NetworkBackend):
         last: Exception | None = None
         for address in addresses:
             try:
-                return self._inner.connect_tcp(address, port, timeout=timeout, local_address=local_address,
-                                               socket_options=socket_options)
+                return self._inner.connect_tcp(
+                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 last = exc
         raise last  # type: ignore[misc]  # vetted_addresses never returns an empty list
@@ -277,9 +290,13 @@ class _PinnedBackend(httpcore.NetworkBackend):
 class _GuardedTransport(httpx.HTTPTransport):
     def __init__(self) -> None:
         super().__init__(verify=_ssl_context(), trust_env=False)
-        self._pool = httpcore.ConnectionPool(ssl_context=_ssl_context(), network_backend=_PinnedBackend(),
-                                             max_connections=100, max_keepalive_connections=20,
-                                             keepalive_expiry=5.0)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=_ssl_context(),
+            network_backend=_PinnedBackend(),
+            max_connections=100,
+            max_keepalive_connections=20,
+            keepalive_expiry=5.0,
+        )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         check_url(str(request.url), resolve=False)  # every hop, a redirect's too
@@ -294,8 +311,9 @@ class _GuardedClient(httpx.Client):
 
 def client(*, timeout: float = 10.0, headers: dict[str, str] | None = None) -> httpx.Client:
     """An httpx client behind the guard: no environment proxies, no redirects followed."""
-    return _GuardedClient(transport=_GuardedTransport(), timeout=timeout, headers=headers, trust_env=False,
-                          follow_redirects=False)
+    return _GuardedClient(
+        transport=_GuardedTransport(), timeout=timeout, headers=headers, trust_env=False, follow_redirects=False
+    )
 
 
 def async_client(*, headers: dict[str, str] | None = None, timeout: Any = None) -> Any:
@@ -306,8 +324,9 @@ def async_client(*, headers: dict[str, str] | None = None, timeout: Any = None) 
     client_class, transport_class = _async_classes()
     if timeout is None:
         timeout = httpx2.Timeout(30.0, read=300.0)  # the MCP SDK's own defaults (create_mcp_http_client)
-    return client_class(transport=transport_class(), headers=headers, timeout=timeout, trust_env=False,
-                        follow_redirects=False)
+    return client_class(
+        transport=transport_class(), headers=headers, timeout=timeout, trust_env=False, follow_redirects=False
+    )
 
 
 @cache
@@ -323,8 +342,14 @@ def _async_classes() -> tuple[type, type]:
         def __init__(self) -> None:
             self._inner = httpcore2.AnyIOBackend()
 
-        async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                              local_address: str | None = None, socket_options: Any = None) -> Any:
+        async def connect_tcp(
+            self,
+            host: str,
+            port: int,
+            timeout: float | None = None,
+            local_address: str | None = None,
+            socket_options: Any = None,
+        ) -> Any:
             try:
                 addresses = await anyio.to_thread.run_sync(vetted_addresses, host, port, abandon_on_cancel=True)
             except HostNotFound as exc:
@@ -332,8 +357,9 @@ def _async_classes() -> tuple[type, type]:
             last: Exception | None = None
             for address in addresses:
                 try:
-                    return await self._inner.connect_tcp(address, port, timeout=timeout,
-                                                         local_address=local_address, socket_options=socket_options)
+                    return await self._inner.connect_tcp(
+                        address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                    )
                 except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
                     last = exc
             raise last  # type: ignore[misc]
@@ -347,9 +373,13 @@ def _async_classes() -> tuple[type, type]:
     class GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
         def __init__(self) -> None:
             super().__init__(verify=context, trust_env=False)
-            self._pool = httpcore2.AsyncConnectionPool(ssl_context=context, network_backend=PinnedAsyncBackend(),
-                                                       max_connections=100, max_keepalive_connections=20,
-                                                       keepalive_expiry=5.0)
+            self._pool = httpcore2.AsyncConnectionPool(
+                ssl_context=context,
+                network_backend=PinnedAsyncBackend(),
+                max_connections=100,
+                max_keepalive_connections=20,
+                keepalive_expiry=5.0,
+            )
 
         async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
             check_url(str(request.url), resolve=False)

@@ -16,8 +16,10 @@ import unicodedata
 from typing import Protocol
 
 # Words that say what kind of identifier follows, not who it is: `user:bob` is bob.
-KIND_PREFIXES = re.compile(r"^(?:user|users|username|login|email|e-mail|mail|mailto|principal|subject|sub|uid)"
-                           r"\s*[:/=]\s*")
+KIND_PREFIXES = re.compile(
+    r"^(?:user|users|username|login|email|e-mail|mail|mailto|principal|subject|sub|uid)"
+    r"\s*[:/=]\s*"
+)
 ACCOUNT_PREFIX = re.compile(r"^(?:account|airlock|account_id|user_id)\s*[:/=]\s*(\d{1,18})$")
 
 

@@ -25,8 +25,19 @@ _OPTIONS.log_errors = False  # a refused pattern is reported to its owner, not p
 
 SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-SCHEMA_ONES = ("items", "additionalItems", "additionalProperties", "unevaluatedProperties", "unevaluatedItems",
-               "not", "if", "then", "else", "contains", "propertyNames")
+SCHEMA_ONES = (
+    "items",
+    "additionalItems",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+)
 
 
 class UnsupportedPattern(ValueError):
@@ -66,8 +77,7 @@ def _additional_properties(validator, additional, instance, schema) -> Iterator[
     if not validator.is_type(instance, "object"):
         return
     properties, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
-    extras = {key for key in instance
-              if key not in properties and not any(pattern_matches(p, key) for p in patterns)}
+    extras = {key for key in instance if key not in properties and not any(pattern_matches(p, key) for p in patterns)}
     if validator.is_type(additional, "object"):
         for extra in extras:
             yield from validator.descend(instance[extra], additional, path=extra)
@@ -75,11 +85,13 @@ def _additional_properties(validator, additional, instance, schema) -> Iterator[
         names = ", ".join(_preview(each) for each in sorted(extras)[:10])
         if patterns:
             listed = ", ".join(repr(each) for each in sorted(patterns))
-            yield ValidationError(f"{names} {'does' if len(extras) == 1 else 'do'} not match any of the regexes: "
-                                  f"{listed}")
+            yield ValidationError(
+                f"{names} {'does' if len(extras) == 1 else 'do'} not match any of the regexes: {listed}"
+            )
         else:
-            yield ValidationError(f"Additional properties are not allowed ({names} "
-                                  f"{'was' if len(extras) == 1 else 'were'} unexpected)")
+            yield ValidationError(
+                f"Additional properties are not allowed ({names} {'was' if len(extras) == 1 else 'were'} unexpected)"
+            )
 
 
 def _preview(value: str, limit: int = 80) -> str:
@@ -87,9 +99,14 @@ def _preview(value: str, limit: int = 80) -> str:
     return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"
 
 
-SchemaValidator = validators.extend(Draft202012Validator, validators={
-    "pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties,
-})
+SchemaValidator = validators.extend(
+    Draft202012Validator,
+    validators={
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    },
+)
 """Draft 2020-12 with every owner pattern on RE2; use it wherever an owner's schema checks data."""
 
 
@@ -135,15 +152,25 @@ def unsupported_patterns(schema: Any, path: str) -> Iterator[tuple[str, str]]:
             unevaluated.append(f"{sub_path}.unevaluatedProperties")
     if uses_pattern_properties:
         for unevaluated_path in unevaluated:
-            yield unevaluated_path, ("unevaluatedProperties cannot be combined with patternProperties in one schema "
-                                     "(its keys would be matched by a backtracking engine); use "
-                                     "additionalProperties instead.")
+            yield (
+                unevaluated_path,
+                (
+                    "unevaluatedProperties cannot be combined with patternProperties in one schema "
+                    "(its keys would be matched by a backtracking engine); use "
+                    "additionalProperties instead."
+                ),
+            )
 
 
 def _refusal(pattern: str, path: str) -> Iterator[tuple[str, str]]:
     try:
         compile_pattern(pattern)
     except UnsupportedPattern as exc:
-        yield path, (f"The pattern {pattern!r} cannot run on Airlock's linear-time regex engine (RE2): {exc}. "
-                     "Backreferences (\\1), lookahead and lookbehind ((?=, (?!, (?<=, (?<!) and repetitions "
-                     "over {1000} are not supported; rewrite it without them.")
+        yield (
+            path,
+            (
+                f"The pattern {pattern!r} cannot run on Airlock's linear-time regex engine (RE2): {exc}. "
+                "Backreferences (\\1), lookahead and lookbehind ((?=, (?!, (?<=, (?<!) and repetitions "
+                "over {1000} are not supported; rewrite it without them."
+            ),
+        )

@@ -16,8 +16,10 @@ from typing import Any
 # Each pattern matches a whole secret; the match is replaced by a masked form that keeps only a
 # recognisable prefix, so a reader can tell what kind of secret was there.
 _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("pem", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
-                       re.DOTALL)),
+    (
+        "pem",
+        re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL),
+    ),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")),
     ("bearer", re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}")),
     ("openai", re.compile(r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}")),
@@ -37,18 +39,45 @@ _KEY_VALUE = re.compile(
     r"(?i)(?<![a-z0-9])(?:passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key"
     r"|private[_-]?key|authorization|credentials?|cookie)(?:[_.-][a-z0-9]+){0,3}"
     r"[\"']?[ \t]*[=:][ \t]*(?:(?:bearer|basic|token)[ \t]+|(?!(?:bearer|basic|token)[ \t]))"
-    r"(?:\"(?P<dq>(?!…)[^\"\n]+)\"|'(?P<sq>(?!…)[^'\n]+)'|(?P<bare>(?!…)[^\s\"'&<>]+))")
+    r"(?:\"(?P<dq>(?!…)[^\"\n]+)\"|'(?P<sq>(?!…)[^'\n]+)'|(?P<bare>(?!…)[^\s\"'&<>]+))"
+)
 # Payment card numbers: 13-19 digits (optionally grouped), masked only when the Luhn check passes.
 _CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
 # Cheap pre-check: most strings contain none of these fragments and skip the regexes entirely.
-_HINTS = ("-----BEGIN", "eyJ", "earer", "EARER", "asic", "ASIC", "oken", "OKEN", "sk-", "_live_", "_test_", "ghp_",
-          "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "xox", "AIza", "ak_", "pat_", "://")
+_HINTS = (
+    "-----BEGIN",
+    "eyJ",
+    "earer",
+    "EARER",
+    "asic",
+    "ASIC",
+    "oken",
+    "OKEN",
+    "sk-",
+    "_live_",
+    "_test_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "AKIA",
+    "ASIA",
+    "xox",
+    "AIza",
+    "ak_",
+    "pat_",
+    "://",
+)
 
 
 # Keys whose values are credentials whatever they look like (matched on the last dotted segment).
-_SECRET_KEYS = re.compile(r"^(password|passwd|passphrase|secret|client_secret|token|access_token|refresh_token|id_token"
-                          r"|api_key|apikey|x-api-key|authorization|private_key|credentials?|cookie|set-cookie)$",
-                          re.IGNORECASE)
+_SECRET_KEYS = re.compile(
+    r"^(password|passwd|passphrase|secret|client_secret|token|access_token|refresh_token|id_token"
+    r"|api_key|apikey|x-api-key|authorization|private_key|credentials?|cookie|set-cookie)$",
+    re.IGNORECASE,
+)
 
 
 @lru_cache(maxsize=4096)
@@ -149,4 +178,5 @@ def item_schema(schema: Any) -> Any:
 def is_sensitive_field(key: str, value: Any, schema: Any) -> bool:
     """A field whose whole value is hidden: marked by its schema, or a credential by its key's name."""
     return is_sensitive_schema(schema) or (
-        is_secret_key(key) and isinstance(value, str | int) and not isinstance(value, bool))
+        is_secret_key(key) and isinstance(value, str | int) and not isinstance(value, bool)
+    )

@@ -33,9 +33,7 @@ def _load_pem(pem: bytes) -> Ed25519PrivateKey:
 def _generate_development_key(path: Path) -> Ed25519PrivateKey:
     key = Ed25519PrivateKey.generate()
     path.parent.mkdir(parents=True, exist_ok=True)
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     path.write_bytes(pem)
     path.chmod(0o600)
     logger.warning("Generated a development snapshot signing key at %s (set AIRLOCK_SIGNING_KEY in production).", path)
@@ -75,9 +73,7 @@ def sign(payload: bytes) -> str:
 
 
 def verify(payload: bytes, signature_b64: str, public_pem: str | None = None) -> bool:
-    public = (
-        serialization.load_pem_public_key(public_pem.encode()) if public_pem else signing_key().public_key()
-    )
+    public = serialization.load_pem_public_key(public_pem.encode()) if public_pem else signing_key().public_key()
     if not isinstance(public, Ed25519PublicKey):
         return False
     try:

@@ -13,8 +13,11 @@ class PoliciesConfig(AppConfig):
         from policies.snapshot import grants_section, policies_section
         from registry import discovery, review, snapshots
 
-        for hooks, receiver in [(review.GRANT_SOURCES, grants_covering), (snapshots.SNAPSHOT_SECTIONS, grants_section),
-                                (snapshots.SNAPSHOT_SECTIONS, policies_section),
-                                (discovery.DISCOVERY_FILTERS, granted_only)]:
+        for hooks, receiver in [
+            (review.GRANT_SOURCES, grants_covering),
+            (snapshots.SNAPSHOT_SECTIONS, grants_section),
+            (snapshots.SNAPSHOT_SECTIONS, policies_section),
+            (discovery.DISCOVERY_FILTERS, granted_only),
+        ]:
             if receiver not in hooks:
                 hooks.append(receiver)

@@ -84,8 +84,11 @@ class Decision:
 
     def as_dict(self) -> dict:
         data = asdict(self)
-        return {key: value for key, value in data.items() if value not in ("", [], None) or key in (
-            "verdict", "rule_id", "scope", "policy_version", "reason")}
+        return {
+            key: value
+            for key, value in data.items()
+            if value not in ("", [], None) or key in ("verdict", "rule_id", "scope", "policy_version", "reason")
+        }
 
 
 class ConditionError(ValueError):
@@ -108,9 +111,14 @@ def compile_rules(rules: list[dict], *, version_id: int | None = None) -> tuple[
         if cached is not None and cached[0] == rules:
             return cached[1]
     compiled = tuple(
-        CompiledRule(id=str(rule["id"]), verdict=rule["verdict"], condition=rule["condition"],
-                     reason=rule.get("reason", ""), program=compile_condition(rule["condition"] or "true"),
-                     override_taint=rule.get("override_taint") is True)
+        CompiledRule(
+            id=str(rule["id"]),
+            verdict=rule["verdict"],
+            condition=rule["condition"],
+            reason=rule.get("reason", ""),
+            program=compile_condition(rule["condition"] or "true"),
+            override_taint=rule.get("override_taint") is True,
+        )
         for rule in rules
     )
     if version_id is not None:
@@ -121,8 +129,13 @@ def compile_rules(rules: list[dict], *, version_id: int | None = None) -> tuple[
 def sample_context(**overrides: Any) -> dict:
     """A complete context with neutral values: used for checking conditions and as the base of policy tests."""
     context = {
-        "skill": {"name": "docs.search_documentation", "version": "1.0.0", "effect": "read",
-                  "data_class": "internal", "namespace": "docs"},
+        "skill": {
+            "name": "docs.search_documentation",
+            "version": "1.0.0",
+            "effect": "read",
+            "data_class": "internal",
+            "namespace": "docs",
+        },
         "args": {},
         "agent": {"id": "agent-1", "role": "support"},
         "end_user": {"id": "u-1", "roles": []},
@@ -195,8 +208,9 @@ def _override_taint_problems(rule: dict, scope: str) -> list[str]:
     if not override:
         return []
     if scope != OVERRIDE_TAINT_SCOPE:
-        return [f"Only a platform policy may lower the taint floor; remove override_taint from this {scope} "
-                "policy's rule."]
+        return [
+            f"Only a platform policy may lower the taint floor; remove override_taint from this {scope} policy's rule."
+        ]
     if rule.get("verdict") != "allow":
         return ["override_taint only means something on an allow rule."]
     return []
@@ -242,15 +256,22 @@ def evaluate(*, context: dict, policies: list[CompiledPolicy], approval_required
         decision = Decision(verdict=verdict, rule_id=rule_id, scope="default", policy_version="", reason=reason)
     else:
         rule, policy = best
-        decision = Decision(verdict=rule.verdict, rule_id=f"p{policy.policy_id}/{rule.id}", scope=policy.scope,
-                            policy_version=policy.version_label, reason=rule.reason, policy_name=policy.name)
+        decision = Decision(
+            verdict=rule.verdict,
+            rule_id=f"p{policy.policy_id}/{rule.id}",
+            scope=policy.scope,
+            policy_version=policy.version_label,
+            reason=rule.reason,
+            policy_name=policy.name,
+        )
     decision.errors = errors
     _apply_floors(decision, context=context, best=best, approval_required=approval_required)
     return decision
 
 
-def _apply_floors(decision: Decision, *, context: dict, best: tuple[CompiledRule, CompiledPolicy] | None,
-                  approval_required: bool) -> None:
+def _apply_floors(
+    decision: Decision, *, context: dict, best: tuple[CompiledRule, CompiledPolicy] | None, approval_required: bool
+) -> None:
     """Raise an `allow` to `confirm` where a floor says so. Only the taint floor can be lowered, and only
     by the deciding rule being a platform allow rule with `override_taint`; the scope is checked here
     again, whatever the editor let through."""
@@ -270,8 +291,10 @@ def _apply_floors(decision: Decision, *, context: dict, best: tuple[CompiledRule
             return
         source = run.get("taint_source") or "source not recorded"
         decision.verdict, decision.floor_id = "confirm", "floor:taint"
-        decision.floor = (f"the run read untrusted content ({source}); writes, external and destructive actions "
-                          "need a person's confirmation")
+        decision.floor = (
+            f"the run read untrusted content ({source}); writes, external and destructive actions "
+            "need a person's confirmation"
+        )
 
 
 def clear_cache() -> None:

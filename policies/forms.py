@@ -9,8 +9,11 @@ VERDICT_CHOICES = [(v, v) for v in VERDICTS]
 
 
 class GrantForm(forms.Form):
-    skill_pattern = forms.RegexField(regex=r"^[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?$", max_length=200,
-                                     help_text="One skill (billing.create_refund_request) or a namespace (billing.*).")
+    skill_pattern = forms.RegexField(
+        regex=r"^[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?$",
+        max_length=200,
+        help_text="One skill (billing.create_refund_request) or a namespace (billing.*).",
+    )
     agent_role = forms.RegexField(regex=r"^[a-z][a-z0-9_-]{0,63}$", max_length=64)
     oauth_scopes = forms.CharField(required=False, help_text="Space-separated, optional.")
     expires_at = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
@@ -28,9 +31,13 @@ class PolicyCreateForm(forms.Form):
 
 class PolicyTestForm(forms.Form):
     name = forms.CharField(max_length=200)
-    call = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}), help_text=(
-        'Context fields that differ from the sample, e.g. {"skill": {"name": "support.send_email", '
-        '"effect": "external"}, "args": {"to": "x@example.com"}, "run": {"tainted": true}}'))
+    call = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 5}),
+        help_text=(
+            'Context fields that differ from the sample, e.g. {"skill": {"name": "support.send_email", '
+            '"effect": "external"}, "args": {"to": "x@example.com"}, "run": {"tainted": true}}'
+        ),
+    )
     expected_verdict = forms.ChoiceField(choices=VERDICT_CHOICES)
 
     def clean_call(self) -> dict:
@@ -46,8 +53,13 @@ class PolicyTestForm(forms.Form):
 def rules_from_post(data) -> list[dict]:
     """The editor posts parallel lists (rule_id, verdict, condition, reason) and, for `override_taint`, the
     indexes of the rows whose box is ticked (an unticked checkbox posts nothing). Blank rows are dropped."""
-    rows = zip(data.getlist("rule_id"), data.getlist("verdict"), data.getlist("condition"), data.getlist("reason"),
-               strict=False)
+    rows = zip(
+        data.getlist("rule_id"),
+        data.getlist("verdict"),
+        data.getlist("condition"),
+        data.getlist("reason"),
+        strict=False,
+    )
     overriding = set(data.getlist("override_taint"))
     rules = []
     for index, (rid, verdict, condition, reason) in enumerate(rows):

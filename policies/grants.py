@@ -10,8 +10,11 @@ from registry.review import GrantReach
 
 def active_patterns(*, tenant_id: int, agent_role: str) -> list[str]:
     """The skill patterns an agent role of a tenant holds right now (one query)."""
-    return list(Grant.objects.active().filter(tenant_id=tenant_id, agent_role=agent_role)
-                .values_list("skill_pattern", flat=True))
+    return list(
+        Grant.objects.active()
+        .filter(tenant_id=tenant_id, agent_role=agent_role)
+        .values_list("skill_pattern", flat=True)
+    )
 
 
 def is_granted(patterns: Iterable[str], skill_name: str) -> bool:
@@ -25,13 +28,23 @@ def granted_names(patterns: Iterable[str], names: Iterable[str]) -> list[str]:
 
 def active_grants(*, tenant_id: int, agent_role: str) -> list[tuple[str, list[str]]]:
     """(pattern, oauth scopes) of the active grants of an agent role in a tenant (one query)."""
-    return [(pattern, scopes or []) for pattern, scopes in
-            Grant.objects.active().filter(tenant_id=tenant_id, agent_role=agent_role)
-            .values_list("skill_pattern", "oauth_scopes")]
+    return [
+        (pattern, scopes or [])
+        for pattern, scopes in Grant.objects.active()
+        .filter(tenant_id=tenant_id, agent_role=agent_role)
+        .values_list("skill_pattern", "oauth_scopes")
+    ]
 
 
 def grants_covering(skill_name: str) -> list[GrantReach]:
     """Every tenant's active grant that covers `skill_name`: who a new version of it would reach."""
-    return [GrantReach(tenant_slug=grant.tenant.slug, tenant_name=grant.tenant.name, agent_role=grant.agent_role,
-                       skill_pattern=grant.skill_pattern)
-            for grant in Grant.objects.active().select_related("tenant") if grant.covers(skill_name)]
+    return [
+        GrantReach(
+            tenant_slug=grant.tenant.slug,
+            tenant_name=grant.tenant.name,
+            agent_role=grant.agent_role,
+            skill_pattern=grant.skill_pattern,
+        )
+        for grant in Grant.objects.active().select_related("tenant")
+        if grant.covers(skill_name)
+    ]

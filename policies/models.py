@@ -27,11 +27,13 @@ class Grant(models.Model):
     agent_role = models.CharField(max_length=64)
     oauth_scopes = models.JSONField(default=list, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
-    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     granted_at = models.DateTimeField(default=timezone.now)
-    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     objects = GrantQuerySet.as_manager()
@@ -86,8 +88,9 @@ class Policy(models.Model):
     scope = models.CharField(max_length=16, choices=Scope.choices)
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="policies")
     skill_name = models.CharField(max_length=200, blank=True, help_text="For skill scope: the skill it governs.")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = PolicyQuerySet.as_manager()
@@ -133,11 +136,13 @@ class PolicyVersion(models.Model):
     rules = models.JSONField(default=list)
     note = models.CharField(max_length=300, blank=True)
     rolled_back_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
-    published_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="+")
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     published_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -162,10 +167,12 @@ class PolicyTest(models.Model):
     policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="tests")
     name = models.CharField(max_length=200)
     call = models.JSONField(default=dict)
-    expected_verdict = models.CharField(max_length=10, choices=[("allow", "allow"), ("confirm", "confirm"),
-                                                                ("deny", "deny")])
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    expected_verdict = models.CharField(
+        max_length=10, choices=[("allow", "allow"), ("confirm", "confirm"), ("deny", "deny")]
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -27,8 +27,10 @@ class PolicyError(Exception):
 class RulesInvalid(PolicyError):
     def __init__(self, problems: dict[int, list[str]]) -> None:
         self.problems = problems
-        super().__init__("Some rules have errors: " + "; ".join(
-            f"rule {index + 1}: {' '.join(errors)}" for index, errors in problems.items()))
+        super().__init__(
+            "Some rules have errors: "
+            + "; ".join(f"rule {index + 1}: {' '.join(errors)}" for index, errors in problems.items())
+        )
 
 
 def _publish_snapshot(reason: str) -> None:
@@ -37,12 +39,25 @@ def _publish_snapshot(reason: str) -> None:
 
 # Grants -------------------------------------------------------------------------------------------
 
-def create_grant(*, tenant: Tenant, skill_pattern: str, agent_role: str, granted_by,
-                 oauth_scopes: list[str] | None = None, expires_at: datetime | None = None) -> Grant:
+
+def create_grant(
+    *,
+    tenant: Tenant,
+    skill_pattern: str,
+    agent_role: str,
+    granted_by,
+    oauth_scopes: list[str] | None = None,
+    expires_at: datetime | None = None,
+) -> Grant:
     with transaction.atomic():
-        grant = Grant.objects.create(tenant=tenant, skill_pattern=skill_pattern.strip(), agent_role=agent_role.strip(),
-                                     oauth_scopes=sorted(set(oauth_scopes or [])), expires_at=expires_at,
-                                     granted_by=granted_by)
+        grant = Grant.objects.create(
+            tenant=tenant,
+            skill_pattern=skill_pattern.strip(),
+            agent_role=agent_role.strip(),
+            oauth_scopes=sorted(set(oauth_scopes or [])),
+            expires_at=expires_at,
+            granted_by=granted_by,
+        )
         _publish_snapshot(f"grant {grant.skill_pattern} to {tenant.slug}/{grant.agent_role}")
     return grant
 
@@ -50,7 +65,8 @@ def create_grant(*, tenant: Tenant, skill_pattern: str, agent_role: str, granted
 def revoke_grant(*, grant: Grant, revoked_by) -> Grant:
     with transaction.atomic():
         updated = Grant.objects.filter(pk=grant.pk, revoked_at__isnull=True).update(
-            revoked_at=timezone.now(), revoked_by=revoked_by)
+            revoked_at=timezone.now(), revoked_by=revoked_by
+        )
         grant.refresh_from_db()
         if updated:
             _publish_snapshot(f"revoke grant {grant.skill_pattern} from {grant.tenant.slug}/{grant.agent_role}")
@@ -59,12 +75,20 @@ def revoke_grant(*, grant: Grant, revoked_by) -> Grant:
 
 # Policies -----------------------------------------------------------------------------------------
 
+
 def can_edit_policy(user, policy: Policy) -> bool:
     return Policy.objects.editable_by(user).filter(pk=policy.pk).exists()
 
 
-def create_policy(*, name: str, scope: str, created_by, tenant: Tenant | None = None, skill_name: str = "",
-                  rules: list[dict] | None = None) -> Policy:
+def create_policy(
+    *,
+    name: str,
+    scope: str,
+    created_by,
+    tenant: Tenant | None = None,
+    skill_name: str = "",
+    rules: list[dict] | None = None,
+) -> Policy:
     if scope == Scope.TENANT and tenant is None:
         raise PolicyError("A tenant policy needs a tenant.")
     if scope == Scope.SKILL and not skill_name:
@@ -73,8 +97,13 @@ def create_policy(*, name: str, scope: str, created_by, tenant: Tenant | None = 
     if problems:
         raise RulesInvalid(problems)
     with transaction.atomic():
-        policy = Policy.objects.create(name=name, scope=scope, tenant=tenant if scope == Scope.TENANT else None,
-                                       skill_name=skill_name if scope == Scope.SKILL else "", created_by=created_by)
+        policy = Policy.objects.create(
+            name=name,
+            scope=scope,
+            tenant=tenant if scope == Scope.TENANT else None,
+            skill_name=skill_name if scope == Scope.SKILL else "",
+            created_by=created_by,
+        )
         PolicyVersion.objects.create(policy=policy, number=1, rules=rules or [], created_by=created_by)
     return policy
 
@@ -92,14 +121,22 @@ def save_draft(*, policy: Policy, rules: list[dict], user) -> PolicyVersion:
     problems = engine.check_rules(rules, scope=policy.scope)
     if problems:
         raise RulesInvalid(problems)
-    clean = [{"id": str(r["id"]).strip(), "verdict": r["verdict"], "condition": r["condition"].strip(),
-              "reason": r["reason"].strip(), **({"override_taint": True} if r.get("override_taint") else {})}
-             for r in rules]
+    clean = [
+        {
+            "id": str(r["id"]).strip(),
+            "verdict": r["verdict"],
+            "condition": r["condition"].strip(),
+            "reason": r["reason"].strip(),
+            **({"override_taint": True} if r.get("override_taint") else {}),
+        }
+        for r in rules
+    ]
     with transaction.atomic():
         draft = draft_of(policy)
         if draft is None:
-            draft = PolicyVersion.objects.create(policy=policy, number=_next_number(policy), rules=clean,
-                                                 created_by=user)
+            draft = PolicyVersion.objects.create(
+                policy=policy, number=_next_number(policy), rules=clean, created_by=user
+            )
         else:
             draft.rules = clean
             draft.save(update_fields=["rules"])
@@ -121,16 +158,24 @@ def run_policy_tests(*, version: PolicyVersion) -> list[TestOutcome]:
     for test in version.policy.tests.all():
         call = dict(test.call)
         approval_required = bool(call.pop("approval_required", False))
-        decision = engine.evaluate(context=engine.sample_context(**call), policies=[compiled],
-                                   approval_required=approval_required)
-        outcomes.append(TestOutcome(test=test, verdict=decision.verdict, rule_id=decision.rule_id,
-                                    passed=decision.verdict == test.expected_verdict))
+        decision = engine.evaluate(
+            context=engine.sample_context(**call), policies=[compiled], approval_required=approval_required
+        )
+        outcomes.append(
+            TestOutcome(
+                test=test,
+                verdict=decision.verdict,
+                rule_id=decision.rule_id,
+                passed=decision.verdict == test.expected_verdict,
+            )
+        )
     return outcomes
 
 
 def add_policy_test(*, policy: Policy, name: str, call: dict, expected_verdict: str, user) -> PolicyTest:
-    return PolicyTest.objects.create(policy=policy, name=name, call=call, expected_verdict=expected_verdict,
-                                     created_by=user)
+    return PolicyTest.objects.create(
+        policy=policy, name=name, call=call, expected_verdict=expected_verdict, created_by=user
+    )
 
 
 def publish_policy_version(*, version: PolicyVersion, user, shadow: bool = False, reason: str = "") -> PolicyVersion:
@@ -143,8 +188,10 @@ def publish_policy_version(*, version: PolicyVersion, user, shadow: bool = False
         raise RulesInvalid(problems)
     failing = [o for o in run_policy_tests(version=version) if not o.passed]
     if failing:
-        raise PolicyError("Publishing refused: failing tests: " + ", ".join(
-            f"{o.test.name} (expected {o.test.expected_verdict}, got {o.verdict})" for o in failing))
+        raise PolicyError(
+            "Publishing refused: failing tests: "
+            + ", ".join(f"{o.test.name} (expected {o.test.expected_verdict}, got {o.verdict})" for o in failing)
+        )
     status = VersionStatus.SHADOW if shadow else VersionStatus.PUBLISHED
     with transaction.atomic():
         version.policy.versions.filter(status=status).update(status=VersionStatus.SUPERSEDED)
@@ -165,19 +212,30 @@ def rollback_policy(*, version: PolicyVersion, user) -> PolicyVersion:
         raise PolicyError("A draft cannot be rolled back to; publish it instead.")
     with transaction.atomic():
         version.policy.versions.filter(status=VersionStatus.DRAFT).delete()
-        copy = PolicyVersion.objects.create(policy=version.policy, number=_next_number(version.policy),
-                                            rules=version.rules, created_by=user, rolled_back_from=version,
-                                            note=f"rollback to v{version.number}")
+        copy = PolicyVersion.objects.create(
+            policy=version.policy,
+            number=_next_number(version.policy),
+            rules=version.rules,
+            created_by=user,
+            rolled_back_from=version,
+            note=f"rollback to v{version.number}",
+        )
         return publish_policy_version(version=copy, user=user, reason=f"rollback to v{version.number}")
 
 
 # Evaluation sets ----------------------------------------------------------------------------------
 
+
 def compiled_policy(version: PolicyVersion, *, cache: bool = True) -> engine.CompiledPolicy:
     policy = version.policy
     return engine.CompiledPolicy(
-        policy_id=policy.pk, name=policy.name, scope=policy.scope, tenant_id=policy.tenant_id,
-        skill_name=policy.skill_name, version_id=version.pk, version_number=version.number,
+        policy_id=policy.pk,
+        name=policy.name,
+        scope=policy.scope,
+        tenant_id=policy.tenant_id,
+        skill_name=policy.skill_name,
+        version_id=version.pk,
+        version_number=version.number,
         rules=engine.compile_rules(version.rules, version_id=version.pk if cache else None),
     )
 
@@ -200,8 +258,9 @@ SCOPE_ORDER = {Scope.PLATFORM: 0, Scope.TENANT: 1, Scope.SKILL: 2}
 def load_active_policies() -> ActivePolicies:
     """Published and shadow versions, compiled (cached per version). One query."""
     active = ActivePolicies()
-    versions = (PolicyVersion.objects.filter(status__in=[VersionStatus.PUBLISHED, VersionStatus.SHADOW])
-                .select_related("policy"))
+    versions = PolicyVersion.objects.filter(status__in=[VersionStatus.PUBLISHED, VersionStatus.SHADOW]).select_related(
+        "policy"
+    )
     for version in sorted(versions, key=lambda v: (SCOPE_ORDER[v.policy.scope], v.policy_id)):
         compiled = compiled_policy(version)
         if version.status == VersionStatus.PUBLISHED:
@@ -211,8 +270,9 @@ def load_active_policies() -> ActivePolicies:
     return active
 
 
-def evaluate_with_shadow(*, active: ActivePolicies, context: dict, tenant_id: int,
-                         approval_required: bool) -> engine.Decision:
+def evaluate_with_shadow(
+    *, active: ActivePolicies, context: dict, tenant_id: int, approval_required: bool
+) -> engine.Decision:
     """The enforced decision, with each applicable shadow version's would-be verdict beside it."""
     skill_name = context["skill"]["name"]
     enforced_set = active.for_call(tenant_id=tenant_id, skill_name=skill_name)
@@ -220,13 +280,20 @@ def evaluate_with_shadow(*, active: ActivePolicies, context: dict, tenant_id: in
     for shadow in active.shadow_for_call(tenant_id=tenant_id, skill_name=skill_name):
         trial_set = [p for p in enforced_set if p.policy_id != shadow.policy_id] + [shadow]
         trial = engine.evaluate(context=context, policies=trial_set, approval_required=approval_required)
-        decision.shadow.append({"policy_version": shadow.version_label, "verdict": trial.verdict,
-                                "rule_id": trial.rule_id, "reason": trial.reason,
-                                "differs": trial.verdict != decision.verdict})
+        decision.shadow.append(
+            {
+                "policy_version": shadow.version_label,
+                "verdict": trial.verdict,
+                "rule_id": trial.rule_id,
+                "reason": trial.reason,
+                "differs": trial.verdict != decision.verdict,
+            }
+        )
     return decision
 
 
 # Simulation ---------------------------------------------------------------------------------------
+
 
 @dataclass
 class SimulatedCall:
@@ -295,8 +362,14 @@ def simulate_policy(*, version: PolicyVersion, user, limit: int = 200) -> Simula
         if draft.applies_to(tenant_id=tenant_id, skill_name=call.name):
             trial_set.append(draft)
         after = engine.evaluate(context=context, policies=trial_set, approval_required=inputs.get("approval_required"))
-        row = SimulatedCall(call=call, recorded=call.verdict, before=before.verdict, after=after.verdict,
-                            rule_id=after.rule_id, reason=after.reason)
+        row = SimulatedCall(
+            call=call,
+            recorded=call.verdict,
+            before=before.verdict,
+            after=after.verdict,
+            rule_id=after.rule_id,
+            reason=after.reason,
+        )
         rows.append(row)
         counts[f"{row.before} → {row.after}" if row.changed else "unchanged"] += 1
     return Simulation(rows=rows, counts=counts, not_replayed=in_scope.hidden_from(user).count())

@@ -21,10 +21,10 @@ SIMULATION_SIZES = (50, 200, 1000)
 
 # Grants -------------------------------------------------------------------------------------------
 
+
 def _grants_page(request: HttpRequest, tenant, form: GrantForm, status: int = 200) -> HttpResponse:
     grants = Grant.objects.filter(tenant=tenant).select_related("granted_by", "revoked_by")
-    return render(request, "policies/grants.html", {"tenant": tenant, "grants": grants, "form": form},
-                  status=status)
+    return render(request, "policies/grants.html", {"tenant": tenant, "grants": grants, "form": form}, status=status)
 
 
 @login_required
@@ -58,6 +58,7 @@ def grant_revoke(request: HttpRequest, tenant_slug: str, grant_id: int) -> HttpR
 
 # Policies -----------------------------------------------------------------------------------------
 
+
 def _get_policy_for_user(user, policy_id: int) -> Policy:
     """Editable: returned. A tenant policy of a tenant the user cannot see: 404. Otherwise 403."""
     policy = get_object_or_404(Policy.objects.select_related("tenant"), pk=policy_id)
@@ -72,12 +73,19 @@ def _get_policy_for_user(user, policy_id: int) -> Policy:
 @require_GET
 def policy_list(request: HttpRequest) -> HttpResponse:
     policies = Policy.objects.editable_by(request.user).select_related("tenant").prefetch_related("versions")
-    rows = [{"policy": p, "published": next((v for v in p.versions.all() if v.status == VersionStatus.PUBLISHED),
-                                            None),
-             "shadow": next((v for v in p.versions.all() if v.status == VersionStatus.SHADOW), None)}
-            for p in policies]
-    return render(request, "policies/list.html", {"rows": rows, "form": PolicyCreateForm(),
-                                                  "admin_tenants": tenants_for(request.user, Role.ADMIN)})
+    rows = [
+        {
+            "policy": p,
+            "published": next((v for v in p.versions.all() if v.status == VersionStatus.PUBLISHED), None),
+            "shadow": next((v for v in p.versions.all() if v.status == VersionStatus.SHADOW), None),
+        }
+        for p in policies
+    ]
+    return render(
+        request,
+        "policies/list.html",
+        {"rows": rows, "form": PolicyCreateForm(), "admin_tenants": tenants_for(request.user, Role.ADMIN)},
+    )
 
 
 @login_required
@@ -97,13 +105,20 @@ def policy_create(request: HttpRequest) -> HttpResponse:
         skill = Skill.objects.filter(name=data["skill_name"]).first()
         if skill is None or not skill.is_owned_by(request.user):
             raise PermissionDenied("Only the skill's owning team writes its policy.")
-    policy = services.create_policy(name=data["name"], scope=data["scope"], tenant=tenant,
-                                    skill_name=data["skill_name"], created_by=request.user)
+    policy = services.create_policy(
+        name=data["name"], scope=data["scope"], tenant=tenant, skill_name=data["skill_name"], created_by=request.user
+    )
     return redirect("policies:policy_detail", policy_id=policy.pk)
 
 
-def _detail_context(policy: Policy, *, user, draft: PolicyVersion | None = None, rules: list[dict] | None = None,
-                    problems: dict | None = None) -> dict:
+def _detail_context(
+    policy: Policy,
+    *,
+    user,
+    draft: PolicyVersion | None = None,
+    rules: list[dict] | None = None,
+    problems: dict | None = None,
+) -> dict:
     draft = draft or services.draft_of(policy)
     published = policy.versions.filter(status=VersionStatus.PUBLISHED).first()
     rules = rules if rules is not None else (draft.rules if draft else (published.rules if published else []))
@@ -111,11 +126,17 @@ def _detail_context(policy: Policy, *, user, draft: PolicyVersion | None = None,
     rows += [{"id": "", "verdict": "allow", "condition": "", "reason": "", "override_taint": False, "errors": []}] * 2
     tests = services.run_policy_tests(version=draft) if draft else []
     return {
-        "policy": policy, "draft": draft, "rows": rows, "published": published,
+        "policy": policy,
+        "draft": draft,
+        "rows": rows,
+        "published": published,
         "versions": policy.versions.select_related("published_by", "created_by"),
-        "test_outcomes": tests, "test_form": PolicyTestForm(), "verdicts": engine.VERDICTS,
+        "test_outcomes": tests,
+        "test_form": PolicyTestForm(),
+        "verdicts": engine.VERDICTS,
         "shadow_rows": services.shadow_differences(policy=policy, user=user, limit=50),
-        "simulation_sizes": SIMULATION_SIZES, "context_variables": engine.CONTEXT_VARIABLES,
+        "simulation_sizes": SIMULATION_SIZES,
+        "context_variables": engine.CONTEXT_VARIABLES,
         # Only platform rules may lower the taint floor; elsewhere the box shows only on a rule that has one,
         # so that its author can untick what saving refused.
         "override_column": policy.scope == engine.OVERRIDE_TAINT_SCOPE or any(r.get("override_taint") for r in rows),
@@ -172,8 +193,9 @@ def simulate(request: HttpRequest, policy_id: int) -> HttpResponse:
     except ValueError:
         limit = 200
     simulation = services.simulate_policy(version=draft, user=request.user, limit=limit)
-    return render(request, "policies/detail.html#simulation", {"simulation": simulation, "draft": draft,
-                                                                "limit": limit})
+    return render(
+        request, "policies/detail.html#simulation", {"simulation": simulation, "draft": draft, "limit": limit}
+    )
 
 
 @login_required
@@ -203,8 +225,11 @@ def test_add(request: HttpRequest, policy_id: int) -> HttpResponse:
         services.add_policy_test(policy=policy, user=request.user, **form.cleaned_data)
         messages.success(request, f"Test '{form.cleaned_data['name']}' added.")
     else:
-        messages.error(request, "The test is not valid: " + "; ".join(
-            f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()))
+        messages.error(
+            request,
+            "The test is not valid: "
+            + "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()),
+        )
     return redirect("policies:policy_detail", policy_id=policy.pk)
 
 

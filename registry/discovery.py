@@ -45,14 +45,25 @@ def discoverable_entries(agent: Agent, index: SnapshotIndex) -> list[dict]:
     Cached per (snapshot, agent, filters): a snapshot never changes, and grant changes publish a
     new snapshot. Revoked agents never get here (authentication refuses them).
     """
-    key = (index.number, index.sha256, agent.pk, agent.key_lookup, agent.name, agent.role, agent.tenant_id,
-           tuple(map(id, DISCOVERY_FILTERS)))
+    key = (
+        index.number,
+        index.sha256,
+        agent.pk,
+        agent.key_lookup,
+        agent.name,
+        agent.role,
+        agent.tenant_id,
+        tuple(map(id, DISCOVERY_FILTERS)),
+    )
     with _permitted_lock:
         if key in _permitted_cache:
             _permitted_cache.move_to_end(key)
             return _permitted_cache[key]
-    entries = [entry for entry in index.current_entries()
-               if offered_to(entry["manifest"], tenant_slug=agent.tenant.slug, agent_role=agent.role)]
+    entries = [
+        entry
+        for entry in index.current_entries()
+        if offered_to(entry["manifest"], tenant_slug=agent.tenant.slug, agent_role=agent.role)
+    ]
     for source in DISCOVERY_FILTERS:
         entries = list(source(agent, entries))
     entries.sort(key=lambda entry: entry["name"])
@@ -199,8 +210,16 @@ _view_cache: OrderedDict[tuple, AgentSnapshot] = OrderedDict()
 
 
 def agent_snapshot(agent: Agent, index: SnapshotIndex) -> AgentSnapshot:
-    key = (index.number, index.sha256, agent.pk, agent.key_lookup, agent.name, agent.role, agent.tenant_id,
-           tuple(map(id, DISCOVERY_FILTERS)))
+    key = (
+        index.number,
+        index.sha256,
+        agent.pk,
+        agent.key_lookup,
+        agent.name,
+        agent.role,
+        agent.tenant_id,
+        tuple(map(id, DISCOVERY_FILTERS)),
+    )
     with _permitted_lock:
         if key in _view_cache:
             return _view_cache[key]
@@ -211,8 +230,13 @@ def agent_snapshot(agent: Agent, index: SnapshotIndex) -> AgentSnapshot:
         "source_sha256": index.sha256,
         # Signed, so a runtime refuses a snapshot fetched by another agent or tenant (the SDK
         # compares key_lookup with its own key's and the tenant with the one it knows).
-        "audience": {"tenant": agent.tenant.slug, "agent_id": agent.pk, "agent_name": agent.name,
-                     "key_lookup": agent.key_lookup, "agent_role": agent.role},
+        "audience": {
+            "tenant": agent.tenant.slug,
+            "agent_id": agent.pk,
+            "agent_name": agent.name,
+            "key_lookup": agent.key_lookup,
+            "agent_role": agent.role,
+        },
         "skills": discoverable_entries(agent, index),
     }
     view = AgentSnapshot(

@@ -33,8 +33,9 @@ def notify_owners(*, skill_name: str, subject: str, body: str, dedupe_key: str =
     return True
 
 
-@shared_task(name="registry.tasks.email_owners", ignore_result=True, autoretry_for=(OSError,), retry_backoff=True,
-             max_retries=3)
+@shared_task(
+    name="registry.tasks.email_owners", ignore_result=True, autoretry_for=(OSError,), retry_backoff=True, max_retries=3
+)
 def email_owners(*, skill_name: str, subject: str, body: str) -> bool:
     return email_owning_team(skill_name=skill_name, subject=subject, body=body)
 

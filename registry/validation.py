@@ -74,9 +74,11 @@ def _nested_schema_errors(manifest: dict, key: str) -> list[dict]:
 
 def _pattern_errors(manifest: dict) -> list[dict]:
     """Owner patterns run on agent input with RE2 (lib.schema_patterns); one RE2 cannot run is refused here."""
-    return [problem(path, "unsupported_pattern", reason)
-            for key in ("input_schema", "output_schema")
-            for path, reason in unsupported_patterns(manifest.get(key), f"$.{key}")]
+    return [
+        problem(path, "unsupported_pattern", reason)
+        for key in ("input_schema", "output_schema")
+        for path, reason in unsupported_patterns(manifest.get(key), f"$.{key}")
+    ]
 
 
 def _object_schemas(schema: Any, path: str) -> Iterator[tuple[str, dict]]:
@@ -256,11 +258,16 @@ def validate_manifest(manifest: Any, *, skill: Skill | None = None, previous: Sk
     if not isinstance(manifest, dict):
         return [problem("$", "schema", "The manifest must be a JSON object.")]
     errors = _schema_errors(manifest)
-    rules = (lambda: _nested_schema_errors(manifest, "input_schema"),
-             lambda: _nested_schema_errors(manifest, "output_schema"), lambda: _pattern_errors(manifest),
-             lambda: _closed_objects(manifest),
-             lambda: _risk_rules(manifest), lambda: _bounds(manifest), lambda: _references(manifest, skill),
-             lambda: _versioning(manifest, previous))
+    rules = (
+        lambda: _nested_schema_errors(manifest, "input_schema"),
+        lambda: _nested_schema_errors(manifest, "output_schema"),
+        lambda: _pattern_errors(manifest),
+        lambda: _closed_objects(manifest),
+        lambda: _risk_rules(manifest),
+        lambda: _bounds(manifest),
+        lambda: _references(manifest, skill),
+        lambda: _versioning(manifest, previous),
+    )
     for rule in rules:
         try:
             errors += rule()

@@ -69,10 +69,15 @@ def discovery_misses(user, namespace: str | None = None, limit: int = 10) -> dic
     visible = misses.visible_to(user)
     tenant_ids = {pk for pk in visible.values_list("agent__tenant", flat=True).distinct() if pk is not None}
     groups = [
-        {"tenant": tenant, "rows": list(
-            visible.filter(agent__tenant=tenant).values("query", "namespace")
-            .annotate(times=Count("id"), results=Max("result_count"), last_seen=Max("created_at"))
-            .order_by("-times", "-last_seen")[:limit])}
+        {
+            "tenant": tenant,
+            "rows": list(
+                visible.filter(agent__tenant=tenant)
+                .values("query", "namespace")
+                .annotate(times=Count("id"), results=Max("result_count"), last_seen=Max("created_at"))
+                .order_by("-times", "-last_seen")[:limit]
+            ),
+        }
         for tenant in Tenant.objects.filter(pk__in=tenant_ids).order_by("name")
     ]
     elsewhere = misses.hidden_from(user).count() if teams_for(user).exists() else 0

@@ -32,12 +32,14 @@ def _run_for_agent(request: Request, run_id) -> Run:
     return run
 
 
-@extend_schema(request=PipelineSubmitSerializer, tags=["pipelines"],
-               responses={202: PipelineStateSerializer, 200: PipelineStateSerializer,
-                          **error_responses(400, 404, 409)},
-               description="Submit an ordered pipeline: steps {step_id, name, arguments, when?, compensation?}. "
-                           "Runs in the background as a saga; follow it with GET or the run's events. "
-                           "202 when stored, 200 with the stored pipeline for a repeated pipeline_id.")
+@extend_schema(
+    request=PipelineSubmitSerializer,
+    tags=["pipelines"],
+    responses={202: PipelineStateSerializer, 200: PipelineStateSerializer, **error_responses(400, 404, 409)},
+    description="Submit an ordered pipeline: steps {step_id, name, arguments, when?, compensation?}. "
+    "Runs in the background as a saga; follow it with GET or the run's events. "
+    "202 when stored, 200 with the stored pipeline for a repeated pipeline_id.",
+)
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def pipeline_submit(request: Request, run_id) -> Response:
@@ -48,8 +50,9 @@ def pipeline_submit(request: Request, run_id) -> Response:
     if not body.is_valid():
         return invalid_body(body, "invalid_pipeline", "The pipeline is not valid; see fields.")
     try:
-        pipeline, created = submit_pipeline(run=run, pipeline_id=body.validated_data["pipeline_id"],
-                                            steps=body.validated_data["steps"])
+        pipeline, created = submit_pipeline(
+            run=run, pipeline_id=body.validated_data["pipeline_id"], steps=body.validated_data["steps"]
+        )
     except PipelineInvalid as exc:
         return Response(error_body("validation", "invalid_pipeline", str(exc)), status=400)
     return Response(pipeline_state(pipeline), status=202 if created else 200)
@@ -66,10 +69,13 @@ def pipeline_detail(request: Request, run_id, pipeline_id: str) -> Response:
     return Response(pipeline_state(pipeline))
 
 
-@extend_schema(request=JobCompleteSerializer, responses={200: JobCompletedSerializer, **error_responses(400, 404)},
-               tags=["pipelines"],
-               description="Called by a long-running tool when its job ends: {status: succeeded|failed, result?, "
-                           "error?}. The token in the URL (sent to the tool as X-Airlock-Callback) authorizes it.")
+@extend_schema(
+    request=JobCompleteSerializer,
+    responses={200: JobCompletedSerializer, **error_responses(400, 404)},
+    tags=["pipelines"],
+    description="Called by a long-running tool when its job ends: {status: succeeded|failed, result?, "
+    "error?}. The token in the URL (sent to the tool as X-Airlock-Callback) authorizes it.",
+)
 @api_view(["POST"])
 @authentication_classes([])
 @permission_classes([AllowAny])
@@ -81,6 +87,7 @@ def job_complete(request: Request, token: str) -> Response:
     if not body.is_valid():
         return invalid_body(body, "invalid_status", "Send {status: succeeded|failed, result?, error?}.")
     data = body.validated_data
-    job = complete_job(job=job, succeeded=data["status"] == "succeeded", content=data.get("result"),
-                       message=data.get("error") or "")
+    job = complete_job(
+        job=job, succeeded=data["status"] == "succeeded", content=data.get("result"), message=data.get("error") or ""
+    )
     return Response({"job_id": job.job_id, "status": job.status})

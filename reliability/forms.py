@@ -5,27 +5,35 @@ from reliability.models import McpTransport, Resolution
 
 
 class ResolveForm(forms.Form):
-    resolution = forms.ChoiceField(choices=Resolution.choices, widget=forms.RadioSelect,
-                                   help_text="What really happened downstream.")
-    note = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=2000,
-                           help_text="How you know (a ticket, a log line, the downstream console).")
+    resolution = forms.ChoiceField(
+        choices=Resolution.choices, widget=forms.RadioSelect, help_text="What really happened downstream."
+    )
+    note = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=2000,
+        help_text="How you know (a ticket, a log line, the downstream console).",
+    )
 
 
 class CredentialForm(forms.Form):
     name = forms.SlugField(max_length=100, help_text="The name manifests use in execution.credential.")
-    value = forms.CharField(widget=forms.PasswordInput(render_value=False), max_length=4000,
-                            help_text="Stored sealed; never shown again.")
+    value = forms.CharField(
+        widget=forms.PasswordInput(render_value=False), max_length=4000, help_text="Stored sealed; never shown again."
+    )
     end_user = forms.CharField(max_length=200, required=False, help_text="Only for this end user (blank: all).")
     header = forms.CharField(max_length=100, initial="Authorization")
     scheme = forms.CharField(max_length=30, initial="Bearer", required=False)
 
 
 class CredentialBindingForm(forms.Form):
-    skill_pattern = forms.CharField(max_length=200, label="Skills",
-                                    help_text="One skill (customer.read_profile) or a namespace (customer.*).")
-    endpoint = forms.CharField(max_length=300, label="Endpoint",
-                               help_text="https://host[:port] (a URL is cut to its origin), mcp://<server> "
-                                         "or python:<module.function>.")
+    skill_pattern = forms.CharField(
+        max_length=200, label="Skills", help_text="One skill (customer.read_profile) or a namespace (customer.*)."
+    )
+    endpoint = forms.CharField(
+        max_length=300,
+        label="Endpoint",
+        help_text="https://host[:port] (a URL is cut to its origin), mcp://<server> or python:<module.function>.",
+    )
 
 
 class McpServerForm(forms.Form):
@@ -33,8 +41,11 @@ class McpServerForm(forms.Form):
     transport = forms.ChoiceField(choices=McpTransport.choices)
     url = forms.URLField(label="URL", required=False, max_length=500, assume_scheme="https")
     command = forms.CharField(required=False, max_length=500)
-    headers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                              help_text="One 'Header: value' a line; stored sealed, never shown again.")
+    headers = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One 'Header: value' a line; stored sealed, never shown again.",
+    )
 
     def clean(self):
         data = super().clean()

@@ -36,14 +36,18 @@ LEASE = timedelta(seconds=60)
 
 
 def job_config() -> dict:
-    return {"first_check_s": settings.AIRLOCK_JOB_FIRST_CHECK_SECONDS,
-            "base_s": settings.AIRLOCK_JOB_CHECK_BASE_SECONDS, "cap_s": settings.AIRLOCK_JOB_CHECK_CAP_SECONDS,
-            "max_checks": settings.AIRLOCK_JOB_MAX_CHECKS}
+    return {
+        "first_check_s": settings.AIRLOCK_JOB_FIRST_CHECK_SECONDS,
+        "base_s": settings.AIRLOCK_JOB_CHECK_BASE_SECONDS,
+        "cap_s": settings.AIRLOCK_JOB_CHECK_CAP_SECONDS,
+        "max_checks": settings.AIRLOCK_JOB_MAX_CHECKS,
+    }
 
 
 def callback_token_for(run_id: str, call_id: str) -> str:
-    return hmac.new(settings.SECRET_KEY.encode(), f"airlock-job:{run_id}:{call_id}".encode(),
-                    hashlib.sha256).hexdigest()[:48]
+    return hmac.new(
+        settings.SECRET_KEY.encode(), f"airlock-job:{run_id}:{call_id}".encode(), hashlib.sha256
+    ).hexdigest()[:48]
 
 
 def callback_url_for(run_id: str, call_id: str) -> str:
@@ -53,17 +57,26 @@ def callback_url_for(run_id: str, call_id: str) -> str:
 
 
 def accepted_content(job: LongJob) -> dict:
-    return {"job": {"id": job.job_id, "status": job.status},
-            "message": "The skill started a long-running job; its result arrives as a call.completed event on "
-                       "this run. Do not call the skill again for the same work."}
+    return {
+        "job": {"id": job.job_id, "status": job.status},
+        "message": "The skill started a long-running job; its result arrives as a call.completed event on "
+        "this run. Do not call the skill again for the same work.",
+    }
 
 
 def register_job(*, run: Run, call_id: str, skill: str, job_id: str) -> dict:
     """Record the job once and schedule its first status check; what the agent gets meanwhile."""
-    job, created = LongJob.objects.get_or_create(run=run, call_id=call_id, defaults={
-        "tenant_id": run.tenant_id, "skill_name": skill, "job_id": job_id,
-        "callback_token": callback_token_for(str(run.pk), call_id),
-        "next_check_at": timezone.now() + timedelta(seconds=job_config()["first_check_s"])})
+    job, created = LongJob.objects.get_or_create(
+        run=run,
+        call_id=call_id,
+        defaults={
+            "tenant_id": run.tenant_id,
+            "skill_name": skill,
+            "job_id": job_id,
+            "callback_token": callback_token_for(str(run.pk), call_id),
+            "next_check_at": timezone.now() + timedelta(seconds=job_config()["first_check_s"]),
+        },
+    )
     if created:
         from reliability.tasks import follow_job
 
@@ -73,13 +86,19 @@ def register_job(*, run: Run, call_id: str, skill: str, job_id: str) -> dict:
 
 def _claim(job: LongJob) -> bool:
     now = timezone.now()
-    return bool(LongJob.objects.filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now), pk=job.pk,
-                                       status=JobStatus.RUNNING).update(claimed_until=now + LEASE))
+    return bool(
+        LongJob.objects.filter(
+            Q(claimed_until__isnull=True) | Q(claimed_until__lt=now), pk=job.pk, status=JobStatus.RUNNING
+        ).update(claimed_until=now + LEASE)
+    )
 
 
 def _call_of(job: LongJob) -> ToolCall | None:
-    return (ToolCall.objects.select_related("run__tenant", "run__agent", "run__snapshot", "skill_version")
-            .filter(run_id=job.run_id, call_id=job.call_id).first())
+    return (
+        ToolCall.objects.select_related("run__tenant", "run__agent", "run__snapshot", "skill_version")
+        .filter(run_id=job.run_id, call_id=job.call_id)
+        .first()
+    )
 
 
 def check_job(*, job_id: int) -> LongJob:
@@ -97,13 +116,23 @@ def check_job(*, job_id: int) -> LongJob:
     if not target:
         return _release(job, checked=True, why="the skill declares no job_status; waiting for its callback")
     try:
-        answer = ask(manifest=manifest, target=target, field="job_id", value=job.job_id,
-                     tenant_slug=call.run.tenant.slug, end_user=call.run.end_user)
+        answer = ask(
+            manifest=manifest,
+            target=target,
+            field="job_id",
+            value=job.job_id,
+            tenant_slug=call.run.tenant.slug,
+            end_user=call.run.end_user,
+        )
     except CallError as exc:
         return _release(job, checked=True, why=exc.message)
     if answer["status"] in ("succeeded", "failed"):
-        return complete_job(job=job, succeeded=answer["status"] == "succeeded", content=answer.get("result"),
-                            message=str(answer.get("error") or ""))
+        return complete_job(
+            job=job,
+            succeeded=answer["status"] == "succeeded",
+            content=answer.get("result"),
+            message=str(answer.get("error") or ""),
+        )
     return _release(job, checked=True, why=f"the job is {answer['status']}")
 
 
@@ -111,19 +140,27 @@ def _release(job: LongJob, *, checked: bool, why: str) -> LongJob:
     config = job_config()
     checks = job.checks + (1 if checked else 0)
     if checks >= config["max_checks"]:
-        LongJob.objects.filter(pk=job.pk).update(status=JobStatus.GAVE_UP, checks=checks, claimed_until=None,
-                                                 last_error=f"gave up after {checks} checks: {why}"[:300],
-                                                 finished_at=timezone.now(), next_check_at=None)
+        LongJob.objects.filter(pk=job.pk).update(
+            status=JobStatus.GAVE_UP,
+            checks=checks,
+            claimed_until=None,
+            last_error=f"gave up after {checks} checks: {why}"[:300],
+            finished_at=timezone.now(),
+            next_check_at=None,
+        )
         call = _call_of(job)
         if call is not None:
             from reliability.reconcile import open_reconciliation
 
             open_reconciliation(call=call, reason="timeout", note="The long-running job never reported an end.")
     else:
-        delay = min(config["cap_s"], config["base_s"] * 2 ** checks)
-        LongJob.objects.filter(pk=job.pk).update(checks=F("checks") + (1 if checked else 0), claimed_until=None,
-                                                 last_error=why[:300],
-                                                 next_check_at=timezone.now() + timedelta(seconds=delay))
+        delay = min(config["cap_s"], config["base_s"] * 2**checks)
+        LongJob.objects.filter(pk=job.pk).update(
+            checks=F("checks") + (1 if checked else 0),
+            claimed_until=None,
+            last_error=why[:300],
+            next_check_at=timezone.now() + timedelta(seconds=delay),
+        )
     job.refresh_from_db()
     return job
 
@@ -133,7 +170,8 @@ def complete_job(*, job: LongJob, succeeded: bool, content=None, message: str = 
     status = JobStatus.SUCCEEDED if succeeded else JobStatus.FAILED
     with transaction.atomic():
         if not LongJob.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(
-                status=status, finished_at=timezone.now(), claimed_until=None, next_check_at=None):
+            status=status, finished_at=timezone.now(), claimed_until=None, next_check_at=None
+        ):
             job.refresh_from_db()
             return job
         call = _call_of(job)
@@ -147,10 +185,14 @@ def complete_job(*, job: LongJob, succeeded: bool, content=None, message: str = 
             result = _final_result(call, succeeded=succeeded, content=content, message=message)
             call_status = CallStatus.SUCCEEDED if result["status"] == "ok" else CallStatus.FAILED
         LongJob.objects.filter(pk=job.pk).update(result=result)
-        deliver_final_result(call=call, result=result, status=call_status,
-                             error_class=(result.get("error") or {}).get("class", ""),
-                             span_name=f"{call.name} job {job.job_id} {status}",
-                             attributes={"airlock.job.id": job.job_id, "airlock.job.status": status})
+        deliver_final_result(
+            call=call,
+            result=result,
+            status=call_status,
+            error_class=(result.get("error") or {}).get("class", ""),
+            span_name=f"{call.name} job {job.job_id} {status}",
+            attributes={"airlock.job.id": job.job_id, "airlock.job.status": status},
+        )
     job.refresh_from_db()
     return job
 
@@ -168,27 +210,58 @@ def _final_result(call: ToolCall, *, succeeded: bool, content, message: str) -> 
     manifest = call.skill_version.manifest if call.skill_version else {}
     skill = {"name": call.name, "version": call.skill_version.version if call.skill_version else ""}
     if not succeeded:
-        return {"call_id": call.call_id, "status": "error", "is_error": True, "error": {
-            "class": "unavailable", "code": "job_failed",
-            "message": "The long-running job failed"
-            + (f": {redact_text(hygiene.clean_text(message[:300])[0])}" if message else ".")}}
+        return {
+            "call_id": call.call_id,
+            "status": "error",
+            "is_error": True,
+            "error": {
+                "class": "unavailable",
+                "code": "job_failed",
+                "message": "The long-running job failed"
+                + (f": {redact_text(hygiene.clean_text(message[:300])[0])}" if message else "."),
+            },
+        }
     problem = contracts.violation(content, manifest.get("output_schema"))
     if problem:
-        notify_owners(skill_name=call.name, dedupe_key=f"contract:{call.name}:{skill['version']}",
-                      subject=f"{call.name} {skill['version']} job result breaks its output_schema",
-                      body=f"Where: {problem}\nRun: {call.run_id}, call {call.call_id}.")
-        return {"call_id": call.call_id, "status": "error", "is_error": True,
-                "error": {"class": "internal", "code": "contract_violation", "message": contracts.UNEXPECTED_SHAPE}}
+        notify_owners(
+            skill_name=call.name,
+            dedupe_key=f"contract:{call.name}:{skill['version']}",
+            subject=f"{call.name} {skill['version']} job result breaks its output_schema",
+            body=f"Where: {problem}\nRun: {call.run_id}, call {call.call_id}.",
+        )
+        return {
+            "call_id": call.call_id,
+            "status": "error",
+            "is_error": True,
+            "error": {"class": "internal", "code": "contract_violation", "message": contracts.UNEXPECTED_SHAPE},
+        }
     cleaned = hygiene.clean(content)
-    shaped = shape(cleaned.content, manifest.get("execution", {}).get("result_limit_bytes"),
-                   output_schema=manifest.get("output_schema"))
-    return {"call_id": call.call_id, "status": "ok", "is_error": False, "content": shaped.content, "skill": skill,
-            "truncated": shaped.truncated, "warnings": [],
-            "provenance": hygiene.provenance(skill=call.name, version=skill["version"],
-                                             adapter=manifest.get("execution", {}).get("adapter", ""),
-                                             untrusted=True, removed=cleaned.removed)}
+    shaped = shape(
+        cleaned.content,
+        manifest.get("execution", {}).get("result_limit_bytes"),
+        output_schema=manifest.get("output_schema"),
+    )
+    return {
+        "call_id": call.call_id,
+        "status": "ok",
+        "is_error": False,
+        "content": shaped.content,
+        "skill": skill,
+        "truncated": shaped.truncated,
+        "warnings": [],
+        "provenance": hygiene.provenance(
+            skill=call.name,
+            version=skill["version"],
+            adapter=manifest.get("execution", {}).get("adapter", ""),
+            untrusted=True,
+            removed=cleaned.removed,
+        ),
+    }
 
 
 def due_jobs(limit: int = 100) -> list[int]:
-    return list(LongJob.objects.filter(status=JobStatus.RUNNING, next_check_at__lte=timezone.now())
-                .values_list("pk", flat=True)[:limit])
+    return list(
+        LongJob.objects.filter(status=JobStatus.RUNNING, next_check_at__lte=timezone.now()).values_list(
+            "pk", flat=True
+        )[:limit]
+    )

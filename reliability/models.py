@@ -59,8 +59,9 @@ class ReconciliationItem(models.Model):
     reason = models.CharField(max_length=24, choices=ReconciliationReason.choices)
     status = models.CharField(max_length=10, choices=ReconciliationStatus.choices, default=ReconciliationStatus.OPEN)
     resolution = models.CharField(max_length=10, choices=Resolution.choices, blank=True)
-    resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                    related_name="+")
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     resolved_source = models.CharField(max_length=10, blank=True, help_text="tool or owner.")
     note = models.TextField(blank=True)
     checks = models.PositiveSmallIntegerField(default=0, help_text="How often the tool was asked.")

@@ -49,8 +49,11 @@ def _check_steps(steps: Any) -> None:
             if not isinstance(condition, dict) or condition.get("step") not in seen:
                 raise PipelineInvalid(f"{where}.when may only test earlier steps.")
         compensation = step.get("compensation")
-        if compensation is not None and (not isinstance(compensation, dict) or not isinstance(
-                compensation.get("name"), str) or not isinstance(compensation.get("arguments", {}), dict)):
+        if compensation is not None and (
+            not isinstance(compensation, dict)
+            or not isinstance(compensation.get("name"), str)
+            or not isinstance(compensation.get("arguments", {}), dict)
+        ):
             raise PipelineInvalid(f"{where}.compensation must be {{name, arguments}} or null.")
         seen.add(step["step_id"])
 
@@ -61,16 +64,31 @@ def submit_pipeline(*, run: Run, pipeline_id: str, steps: list[dict]) -> tuple[P
         raise PipelineInvalid("pipeline_id must be 1-100 letters, digits, _ or -.")
     _check_steps(steps)
     with transaction.atomic():
-        pipeline, created = Pipeline.objects.get_or_create(run=run, pipeline_id=pipeline_id,
-                                                           defaults={"tenant_id": run.tenant_id})
+        pipeline, created = Pipeline.objects.get_or_create(
+            run=run, pipeline_id=pipeline_id, defaults={"tenant_id": run.tenant_id}
+        )
         if created:
-            PipelineStep.objects.bulk_create([PipelineStep(
-                pipeline=pipeline, step_id=step["step_id"], position=index, name=step["name"],
-                sealed_arguments=seal(step.get("arguments", {})), preconditions=step.get("when") or [],
-                compensation=({"name": step["compensation"]["name"],
-                               "sealed_arguments": seal(step["compensation"].get("arguments", {}))}
-                              if step.get("compensation") else None))
-                for index, step in enumerate(steps)])
+            PipelineStep.objects.bulk_create(
+                [
+                    PipelineStep(
+                        pipeline=pipeline,
+                        step_id=step["step_id"],
+                        position=index,
+                        name=step["name"],
+                        sealed_arguments=seal(step.get("arguments", {})),
+                        preconditions=step.get("when") or [],
+                        compensation=(
+                            {
+                                "name": step["compensation"]["name"],
+                                "sealed_arguments": seal(step["compensation"].get("arguments", {})),
+                            }
+                            if step.get("compensation")
+                            else None
+                        ),
+                    )
+                    for index, step in enumerate(steps)
+                ]
+            )
             from reliability.tasks import run_pipeline
 
             transaction.on_commit(lambda: run_pipeline.delay(pipeline.pk))
@@ -117,16 +135,20 @@ def holds(condition: dict, receipts: dict[str, dict]) -> bool:
 
 def _claim(pipeline: Pipeline) -> bool:
     now = timezone.now()
-    return bool(Pipeline.objects.filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now), pk=pipeline.pk,
-                                        status__in=[PipelineStatus.PENDING, PipelineStatus.RUNNING,
-                                                    PipelineStatus.WAITING])
-                .update(claimed_until=now + LEASE, status=PipelineStatus.RUNNING))
+    return bool(
+        Pipeline.objects.filter(
+            Q(claimed_until__isnull=True) | Q(claimed_until__lt=now),
+            pk=pipeline.pk,
+            status__in=[PipelineStatus.PENDING, PipelineStatus.RUNNING, PipelineStatus.WAITING],
+        ).update(claimed_until=now + LEASE, status=PipelineStatus.RUNNING)
+    )
 
 
 def _call(run: Run, *, call_id: str, name: str, arguments: dict, key: str) -> dict:
     run = Run.objects.select_related("tenant", "agent", "snapshot").get(pk=run.pk)  # live: revoked, closed
-    return process_batch(run=run, calls=[{"call_id": call_id, "name": name, "arguments": arguments,
-                                          "idempotency_key": key}])[0]
+    return process_batch(
+        run=run, calls=[{"call_id": call_id, "name": name, "arguments": arguments, "idempotency_key": key}]
+    )[0]
 
 
 def advance_pipeline(*, pipeline_pk: int) -> Pipeline:
@@ -143,8 +165,7 @@ def advance_pipeline(*, pipeline_pk: int) -> Pipeline:
             _save(step, status=StepStatus.SKIPPED)
             continue
         arguments = fill(unseal(step.sealed_arguments), receipts)
-        result = _call(run, call_id=step.call_id, name=step.name, arguments=arguments,
-                       key=f"{run.pk}:{step.step_id}")
+        result = _call(run, call_id=step.call_id, name=step.name, arguments=arguments, key=f"{run.pk}:{step.step_id}")
         receipts[step.step_id] = result
         if result["status"] == "ok":
             _save(step, status=StepStatus.SUCCEEDED, receipt=result)
@@ -157,8 +178,9 @@ def advance_pipeline(*, pipeline_pk: int) -> Pipeline:
     return _finish(pipeline, PipelineStatus.SUCCEEDED, "")
 
 
-def _compensate(pipeline: Pipeline, steps: list[PipelineStep], failed: PipelineStep,
-                receipts: dict[str, dict]) -> Pipeline:
+def _compensate(
+    pipeline: Pipeline, steps: list[PipelineStep], failed: PipelineStep, receipts: dict[str, dict]
+) -> Pipeline:
     from reliability.reconcile import open_reconciliation
 
     run, clean = pipeline.run, True
@@ -170,25 +192,39 @@ def _compensate(pipeline: Pipeline, steps: list[PipelineStep], failed: PipelineS
         if step.compensation is None:
             if call is not None and call.effect in ("write", "external", "destructive"):
                 _save(step, status=StepStatus.NO_INVERSE)
-                open_reconciliation(call=call, reason="no_inverse",
-                                    note=f"Pipeline {pipeline.pipeline_id} failed at {failed.step_id}; this step "
-                                         "has no declared compensation. Undo it by hand if needed.")
+                open_reconciliation(
+                    call=call,
+                    reason="no_inverse",
+                    note=f"Pipeline {pipeline.pipeline_id} failed at {failed.step_id}; this step "
+                    "has no declared compensation. Undo it by hand if needed.",
+                )
                 clean = False
             continue
         arguments = fill(unseal(step.compensation["sealed_arguments"]), receipts)
-        result = _call(run, call_id=f"{step.call_id}:compensate", name=step.compensation["name"],
-                       arguments=arguments, key=f"{run.pk}:{step.step_id}:compensate")
+        result = _call(
+            run,
+            call_id=f"{step.call_id}:compensate",
+            name=step.compensation["name"],
+            arguments=arguments,
+            key=f"{run.pk}:{step.step_id}:compensate",
+        )
         if result["status"] == "ok":
             _save(step, status=StepStatus.COMPENSATED, compensation_receipt=result)
         else:
             _save(step, status=StepStatus.COMPENSATION_FAILED, compensation_receipt=result)
             clean = False
             if call is not None:
-                open_reconciliation(call=call, reason="compensation_failed",
-                                    note=f"The compensation {step.compensation['name']} did not succeed.")
+                open_reconciliation(
+                    call=call,
+                    reason="compensation_failed",
+                    note=f"The compensation {step.compensation['name']} did not succeed.",
+                )
     error = (failed.receipt or {}).get("error", {}).get("message", "")
-    return _finish(pipeline, PipelineStatus.COMPENSATED if clean else PipelineStatus.FAILED,
-                   f"step {failed.step_id} failed: {error}"[:500])
+    return _finish(
+        pipeline,
+        PipelineStatus.COMPENSATED if clean else PipelineStatus.FAILED,
+        f"step {failed.step_id} failed: {error}"[:500],
+    )
 
 
 def _save(step: PipelineStep, **fields: Any) -> None:
@@ -199,8 +235,9 @@ def _save(step: PipelineStep, **fields: Any) -> None:
 
 def _finish(pipeline: Pipeline, status: str, error: str) -> Pipeline:
     final = status in (PipelineStatus.SUCCEEDED, PipelineStatus.COMPENSATED, PipelineStatus.FAILED)
-    Pipeline.objects.filter(pk=pipeline.pk).update(status=status, error=error, claimed_until=None,
-                                                   finished_at=timezone.now() if final else None)
+    Pipeline.objects.filter(pk=pipeline.pk).update(
+        status=status, error=error, claimed_until=None, finished_at=timezone.now() if final else None
+    )
     if final:
         PipelineStep.objects.filter(pipeline=pipeline).update(sealed_arguments="")
     pipeline.refresh_from_db()
@@ -210,8 +247,9 @@ def _finish(pipeline: Pipeline, status: str, error: str) -> Pipeline:
 def waiting_pipelines_ready(limit: int = 50) -> list[int]:
     """Waiting pipelines whose paused call reached an outcome (approved and run, or declined)."""
     ready = []
-    for step in PipelineStep.objects.filter(status=StepStatus.WAITING,
-                                            pipeline__status=PipelineStatus.WAITING).select_related("pipeline")[:limit]:
+    for step in PipelineStep.objects.filter(
+        status=StepStatus.WAITING, pipeline__status=PipelineStatus.WAITING
+    ).select_related("pipeline")[:limit]:
         call = ToolCall.objects.filter(run_id=step.pipeline.run_id, call_id=step.call_id).only("status").first()
         if call is not None and call.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.EXECUTING):
             ready.append(step.pipeline_id)
@@ -219,7 +257,19 @@ def waiting_pipelines_ready(limit: int = 50) -> list[int]:
 
 
 def pipeline_state(pipeline: Pipeline) -> dict:
-    return {"pipeline_id": pipeline.pipeline_id, "status": pipeline.status, "error": pipeline.error,
-            "steps": [{"step_id": s.step_id, "name": s.name, "status": s.status, "receipt": s.receipt,
-                       "compensation": s.compensation["name"] if s.compensation else None,
-                       "compensation_receipt": s.compensation_receipt} for s in pipeline.steps.all()]}
+    return {
+        "pipeline_id": pipeline.pipeline_id,
+        "status": pipeline.status,
+        "error": pipeline.error,
+        "steps": [
+            {
+                "step_id": s.step_id,
+                "name": s.name,
+                "status": s.status,
+                "receipt": s.receipt,
+                "compensation": s.compensation["name"] if s.compensation else None,
+                "compensation_receipt": s.compensation_receipt,
+            }
+            for s in pipeline.steps.all()
+        ],
+    }

@@ -27,8 +27,15 @@ from reliability.models import (
 )
 from reliability.reconcile import AlreadyResolved, resolve_reconciliation
 
-__all__ = ["AlreadyResolved", "bind_credential", "delete_credential", "register_mcp_server", "resolve_item",
-           "save_credential", "unbind_credential"]
+__all__ = [
+    "AlreadyResolved",
+    "bind_credential",
+    "delete_credential",
+    "register_mcp_server",
+    "resolve_item",
+    "save_credential",
+    "unbind_credential",
+]
 
 # A skill name (`customer.read_profile`) or a namespace (`customer.*`, `mcp.ticket_desk.*`); never a bare `*`.
 SKILL_PATTERN = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*(\.\*)?$")
@@ -43,24 +50,47 @@ def _require_admin(tenant, user) -> None:
 
 def _audit(*, tenant, name: str, action: str, user, **detail) -> CredentialAudit:
     label = user.get_username() if user is not None else "operator"
-    return CredentialAudit.objects.create(tenant=tenant, credential_name=name, action=action, actor=user,
-                                          actor_label=label, detail={k: v for k, v in detail.items() if v})
+    return CredentialAudit.objects.create(
+        tenant=tenant,
+        credential_name=name,
+        action=action,
+        actor=user,
+        actor_label=label,
+        detail={k: v for k, v in detail.items() if v},
+    )
 
 
-def save_credential(*, tenant, name: str, value: str, end_user: str = "", header: str = "Authorization",
-                    scheme: str = "Bearer", user=None) -> Credential:
+def save_credential(
+    *,
+    tenant,
+    name: str,
+    value: str,
+    end_user: str = "",
+    header: str = "Authorization",
+    scheme: str = "Bearer",
+    user=None,
+) -> Credential:
     """Create or rotate a tenant credential; the value is sealed before it reaches the database."""
     _require_admin(tenant, user)
     with transaction.atomic():
         credential, created = Credential.objects.get_or_create(
-            tenant=tenant, name=name, end_user=end_user,
-            defaults={"header": header, "scheme": scheme, "sealed_value": seal(value), "created_by": user})
+            tenant=tenant,
+            name=name,
+            end_user=end_user,
+            defaults={"header": header, "scheme": scheme, "sealed_value": seal(value), "created_by": user},
+        )
         if not created:
             credential.header, credential.scheme, credential.sealed_value = header, scheme, seal(value)
             credential.rotated_at = timezone.now()
             credential.save(update_fields=["header", "scheme", "sealed_value", "rotated_at"])
-        _audit(tenant=tenant, name=name, user=user, end_user=end_user, header=header,
-               action=CredentialAction.SAVED if created else CredentialAction.ROTATED)
+        _audit(
+            tenant=tenant,
+            name=name,
+            user=user,
+            end_user=end_user,
+            header=header,
+            action=CredentialAction.SAVED if created else CredentialAction.ROTATED,
+        )
     return credential
 
 
@@ -80,8 +110,10 @@ def normal_endpoint(endpoint: str) -> str:
     """The endpoint a binding names, in the form execution compares (`lib.endpoints`); refuses anything else."""
     normal = endpoint_of(endpoint)
     if not ENDPOINT.match(normal) or normal.endswith("://"):
-        raise ValidationError("Give the service's address: https://host[:port] (a full URL is cut to its "
-                              "scheme, host and port), mcp://<server>, or python:<module.function>.")
+        raise ValidationError(
+            "Give the service's address: https://host[:port] (a full URL is cut to its "
+            "scheme, host and port), mcp://<server>, or python:<module.function>."
+        )
     return normal
 
 
@@ -96,11 +128,21 @@ def bind_credential(*, tenant, credential_name: str, skill_pattern: str, endpoin
         raise ValidationError(f"{tenant.slug} has no credential named {credential_name}.")
     with transaction.atomic():
         binding, created = CredentialBinding.objects.get_or_create(
-            tenant=tenant, credential_name=credential_name, skill_pattern=skill_pattern, endpoint=endpoint,
-            defaults={"created_by": user})
+            tenant=tenant,
+            credential_name=credential_name,
+            skill_pattern=skill_pattern,
+            endpoint=endpoint,
+            defaults={"created_by": user},
+        )
         if created:
-            _audit(tenant=tenant, name=credential_name, action=CredentialAction.BOUND, user=user,
-                   skill_pattern=skill_pattern, endpoint=endpoint)
+            _audit(
+                tenant=tenant,
+                name=credential_name,
+                action=CredentialAction.BOUND,
+                user=user,
+                skill_pattern=skill_pattern,
+                endpoint=endpoint,
+            )
     return binding
 
 
@@ -112,13 +154,21 @@ def unbind_credential(*, binding: CredentialBinding, user) -> None:
 
 
 def _unbind(binding: CredentialBinding, *, user, note: str = "") -> None:
-    _audit(tenant=binding.tenant, name=binding.credential_name, action=CredentialAction.UNBOUND, user=user,
-           skill_pattern=binding.skill_pattern, endpoint=binding.endpoint, note=note)
+    _audit(
+        tenant=binding.tenant,
+        name=binding.credential_name,
+        action=CredentialAction.UNBOUND,
+        user=user,
+        skill_pattern=binding.skill_pattern,
+        endpoint=binding.endpoint,
+        note=note,
+    )
     binding.delete()
 
 
-def register_mcp_server(*, name: str, transport: str, url: str = "", command: str = "",
-                        headers: dict[str, str] | None = None) -> McpServer:
+def register_mcp_server(
+    *, name: str, transport: str, url: str = "", command: str = "", headers: dict[str, str] | None = None
+) -> McpServer:
     server, _ = McpServer.objects.get_or_create(name=name, defaults={"transport": transport})
     server.transport, server.url, server.command = transport, url, command
     server.set_headers(headers or {})

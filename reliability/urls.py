@@ -9,11 +9,16 @@ urlpatterns = [
     path("reconciliation/<int:item_id>/", views.reconciliation_detail, name="reconciliation_detail"),
     path("reconciliation/<int:item_id>/resolve/", views.reconciliation_resolve, name="reconciliation_resolve"),
     path("t/<slug:tenant_slug>/credentials/", views.credential_list, name="credential_list"),
-    path("t/<slug:tenant_slug>/credentials/<int:credential_id>/delete/", views.credential_delete,
-         name="credential_delete"),
-    path("t/<slug:tenant_slug>/credentials/<int:credential_id>/bind/", views.credential_bind,
-         name="credential_bind"),
-    path("t/<slug:tenant_slug>/credential-bindings/<int:binding_id>/delete/", views.credential_unbind,
-         name="credential_unbind"),
+    path(
+        "t/<slug:tenant_slug>/credentials/<int:credential_id>/delete/",
+        views.credential_delete,
+        name="credential_delete",
+    ),
+    path("t/<slug:tenant_slug>/credentials/<int:credential_id>/bind/", views.credential_bind, name="credential_bind"),
+    path(
+        "t/<slug:tenant_slug>/credential-bindings/<int:binding_id>/delete/",
+        views.credential_unbind,
+        name="credential_unbind",
+    ),
     path("mcp-servers/", views.mcp_server_list, name="mcp_server_list"),
 ]

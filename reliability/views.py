@@ -38,8 +38,9 @@ def can_resolve(user, item: ReconciliationItem) -> bool:
 
 
 def _item_for_user(request: HttpRequest, item_id: int) -> ReconciliationItem:
-    return get_visible_or_404(ReconciliationItem.objects.select_related("tenant", "run", "call", "resolved_by"),
-                              request.user, pk=item_id)
+    return get_visible_or_404(
+        ReconciliationItem.objects.select_related("tenant", "run", "call", "resolved_by"), request.user, pk=item_id
+    )
 
 
 @login_required
@@ -51,16 +52,22 @@ def reconciliation_list(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", ReconciliationStatus.OPEN)
     if status in ReconciliationStatus.values:
         items = items.filter(status=status)
-    return render(request, "reliability/reconciliation_list.html",
-                  {"items": items[:PAGE_SIZE], "status": status, "statuses": ReconciliationStatus.values})
+    return render(
+        request,
+        "reliability/reconciliation_list.html",
+        {"items": items[:PAGE_SIZE], "status": status, "statuses": ReconciliationStatus.values},
+    )
 
 
 @login_required
 @require_GET
 def reconciliation_detail(request: HttpRequest, item_id: int) -> HttpResponse:
     item = _item_for_user(request, item_id)
-    return render(request, "reliability/reconciliation_detail.html",
-                  {"item": item, "form": ResolveForm(), "can_resolve": can_resolve(request.user, item)})
+    return render(
+        request,
+        "reliability/reconciliation_detail.html",
+        {"item": item, "form": ResolveForm(), "can_resolve": can_resolve(request.user, item)},
+    )
 
 
 @login_required
@@ -71,8 +78,12 @@ def reconciliation_resolve(request: HttpRequest, item_id: int) -> HttpResponse:
         raise PermissionDenied("Only the skill's owners and tenant admins resolve unknown outcomes.")
     form = ResolveForm(request.POST)
     if not form.is_valid():
-        return render(request, "reliability/reconciliation_detail.html",
-                      {"item": item, "form": form, "can_resolve": True}, status=400)
+        return render(
+            request,
+            "reliability/reconciliation_detail.html",
+            {"item": item, "form": form, "can_resolve": True},
+            status=400,
+        )
     try:
         services.resolve_item(item=item, user=request.user, **form.cleaned_data)
         messages.success(request, "Resolved; the run and its trace now show the outcome.")
@@ -84,37 +95,57 @@ def reconciliation_resolve(request: HttpRequest, item_id: int) -> HttpResponse:
 def credential_requests(tenant, name: str, bindings: list[CredentialBinding]) -> list[dict]:
     """The skill versions (active, deprecated or in review) that ask for this tenant's credential `name`,
     each with the endpoint it would go to and whether a binding lets it."""
-    versions = (SkillVersion.objects.filter(manifest__execution__credential=name,
-                                            status__in=[VersionStatus.ACTIVE, VersionStatus.DEPRECATED,
-                                                        VersionStatus.IN_REVIEW])
-                .select_related("skill").order_by("skill__name", "-major", "-minor", "-patch"))
+    versions = (
+        SkillVersion.objects.filter(
+            manifest__execution__credential=name,
+            status__in=[VersionStatus.ACTIVE, VersionStatus.DEPRECATED, VersionStatus.IN_REVIEW],
+        )
+        .select_related("skill")
+        .order_by("skill__name", "-major", "-minor", "-patch")
+    )
     rows = []
     for version in versions:
         if not offers_tenant(version.manifest, tenant.slug):
             continue
         endpoint = endpoint_of(str(version.manifest.get("execution", {}).get("adapter", "")))
-        rows.append({"version": version, "endpoint": endpoint,
-                     "bound": any(b.covers(skill_name=version.skill.name, endpoint=endpoint) for b in bindings)})
+        rows.append(
+            {
+                "version": version,
+                "endpoint": endpoint,
+                "bound": any(b.covers(skill_name=version.skill.name, endpoint=endpoint) for b in bindings),
+            }
+        )
     return rows
 
 
-def _credentials_page(request: HttpRequest, tenant, *, form: CredentialForm | None = None,
-                      bind_forms: dict | None = None, status: int = 200) -> HttpResponse:
+def _credentials_page(
+    request: HttpRequest,
+    tenant,
+    *,
+    form: CredentialForm | None = None,
+    bind_forms: dict | None = None,
+    status: int = 200,
+) -> HttpResponse:
     credentials = list(Credential.objects.filter(tenant=tenant).defer("sealed_value"))
     bindings = list(CredentialBinding.objects.filter(tenant=tenant).select_related("created_by"))
     bind_forms = bind_forms or {}
     groups = [
-        {"name": name,
-         "credentials": [c for c in credentials if c.name == name],
-         "bindings": [b for b in bindings if b.credential_name == name],
-         "requests": credential_requests(tenant, name, [b for b in bindings if b.credential_name == name]),
-         "bind_form": bind_forms.get(name) or CredentialBindingForm(auto_id=f"id_bind_{name}_%s")}
+        {
+            "name": name,
+            "credentials": [c for c in credentials if c.name == name],
+            "bindings": [b for b in bindings if b.credential_name == name],
+            "requests": credential_requests(tenant, name, [b for b in bindings if b.credential_name == name]),
+            "bind_form": bind_forms.get(name) or CredentialBindingForm(auto_id=f"id_bind_{name}_%s"),
+        }
         for name in sorted({c.name for c in credentials})
     ]
     audit = CredentialAudit.objects.filter(tenant=tenant).select_related("actor")[:AUDIT_ROWS]
-    return render(request, "reliability/credentials.html",
-                  {"tenant": tenant, "groups": groups, "form": form or CredentialForm(), "audit": audit},
-                  status=status)
+    return render(
+        request,
+        "reliability/credentials.html",
+        {"tenant": tenant, "groups": groups, "form": form or CredentialForm(), "audit": audit},
+        status=status,
+    )
 
 
 @login_required
@@ -124,8 +155,11 @@ def credential_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     form = CredentialForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         services.save_credential(tenant=tenant, user=request.user, **form.cleaned_data)
-        messages.success(request, f"Saved {form.cleaned_data['name']}; the value is sealed and will not be shown. "
-                                  "Bind it to the skills and hosts that may use it.")
+        messages.success(
+            request,
+            f"Saved {form.cleaned_data['name']}; the value is sealed and will not be shown. "
+            "Bind it to the skills and hosts that may use it.",
+        )
         return redirect("reliability:credential_list", tenant_slug=tenant.slug)
     return _credentials_page(request, tenant, form=form, status=400 if form.errors else 200)
 
@@ -149,13 +183,15 @@ def credential_bind(request: HttpRequest, tenant_slug: str, credential_id: int) 
     form = CredentialBindingForm(request.POST, auto_id=f"id_bind_{credential.name}_%s")
     if form.is_valid():
         try:
-            binding = services.bind_credential(tenant=tenant, credential_name=credential.name, user=request.user,
-                                               **form.cleaned_data)
+            binding = services.bind_credential(
+                tenant=tenant, credential_name=credential.name, user=request.user, **form.cleaned_data
+            )
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
-            messages.success(request, f"{credential.name} may now go with {binding.skill_pattern} to "
-                                      f"{binding.endpoint}.")
+            messages.success(
+                request, f"{credential.name} may now go with {binding.skill_pattern} to {binding.endpoint}."
+            )
             return redirect("reliability:credential_list", tenant_slug=tenant.slug)
     return _credentials_page(request, tenant, bind_forms={credential.name: form}, status=400)
 
@@ -166,8 +202,9 @@ def credential_unbind(request: HttpRequest, tenant_slug: str, binding_id: int) -
     tenant = tenant_for_user_or_404(request.user, tenant_slug, role=Role.ADMIN)
     binding = get_object_or_404(CredentialBinding, tenant=tenant, pk=binding_id)
     services.unbind_credential(binding=binding, user=request.user)
-    messages.success(request, f"{binding.credential_name} no longer goes with {binding.skill_pattern} to "
-                              f"{binding.endpoint}.")
+    messages.success(
+        request, f"{binding.credential_name} no longer goes with {binding.skill_pattern} to {binding.endpoint}."
+    )
     return redirect("reliability:credential_list", tenant_slug=tenant.slug)
 
 
@@ -181,5 +218,9 @@ def mcp_server_list(request: HttpRequest) -> HttpResponse:
         services.register_mcp_server(**form.cleaned_data)
         messages.success(request, f"Registered {form.cleaned_data['name']}.")
         return redirect("reliability:mcp_server_list")
-    return render(request, "reliability/mcp_servers.html", {"servers": McpServer.objects.all(), "form": form},
-                  status=400 if form.errors else 200)
+    return render(
+        request,
+        "reliability/mcp_servers.html",
+        {"servers": McpServer.objects.all(), "form": form},
+        status=400 if form.errors else 200,
+    )

@@ -77,12 +77,14 @@ def expired_runs(*, now: datetime | None = None) -> QuerySet[Run]:
         return Run.objects.none()
     cutoff = (now or timezone.now()) - timedelta(days=settings.AIRLOCK_RUN_RETENTION_DAYS)
     ended_before = Q(finished_at__lt=cutoff) | Q(finished_at__isnull=True, updated_at__lt=cutoff)
-    return (Run.objects.filter(ended_before, status__in=CLOSED_RUN_STATUSES)
-            .exclude(calls__status__in=LIVE_CALL_STATUSES)
-            .exclude(calls__approval__status__in=LIVE_APPROVAL_STATUSES)
-            .exclude(reconciliation_items__status=ReconciliationStatus.OPEN)
-            .exclude(long_jobs__status=JobStatus.RUNNING)
-            .exclude(pipelines__status__in=LIVE_PIPELINE_STATUSES))
+    return (
+        Run.objects.filter(ended_before, status__in=CLOSED_RUN_STATUSES)
+        .exclude(calls__status__in=LIVE_CALL_STATUSES)
+        .exclude(calls__approval__status__in=LIVE_APPROVAL_STATUSES)
+        .exclude(reconciliation_items__status=ReconciliationStatus.OPEN)
+        .exclude(long_jobs__status=JobStatus.RUNNING)
+        .exclude(pipelines__status__in=LIVE_PIPELINE_STATUSES)
+    )
 
 
 def count_expired(*, now: datetime | None = None) -> RetentionReport:
@@ -96,8 +98,10 @@ def count_expired(*, now: datetime | None = None) -> RetentionReport:
         approvals=ApprovalRequest.objects.filter(call__run__in=run_ids).count(),
         idempotency_records=IdempotencyRecord.objects.filter(call__run__in=run_ids).count(),
         deliveries=WebhookDelivery.objects.filter(run__in=run_ids).count(),
-        audit_redacted=(ApprovalEvent.objects.filter(request__call__run__in=run_ids, redacted_at__isnull=True).count()
-                        + audit.detached_unredacted().count()),
+        audit_redacted=(
+            ApprovalEvent.objects.filter(request__call__run__in=run_ids, redacted_at__isnull=True).count()
+            + audit.detached_unredacted().count()
+        ),
         audit_deleted=audit.expired_audit(now=now).count(),
     )
 
@@ -130,27 +134,31 @@ def _delete_approvals(run_ids: list, *, batch_size: int, budget: _Budget, report
 
 def _purge_group(run_ids: list, *, now: datetime, batch_size: int, budget: _Budget, report: RetentionReport) -> bool:
     """Delete one group of expired runs, children first; False when the budget ran out midway."""
+
     def step(queryset: QuerySet, field: str | None) -> bool:
         deleted, done = _delete_in_batches(queryset, batch_size=batch_size, budget=budget)
         if field:
             setattr(report, field, getattr(report, field) + deleted)
         return done
 
-    return (step(WebhookDelivery.objects.filter(run_id__in=run_ids), "deliveries")
-            and step(RunEvent.objects.filter(run_id__in=run_ids), "events")
-            and _delete_approvals(run_ids, batch_size=batch_size, budget=budget, report=report)
-            and step(IdempotencyRecord.objects.filter(call__run_id__in=run_ids), "idempotency_records")
-            and step(ReconciliationItem.objects.filter(run_id__in=run_ids), None)
-            and step(PipelineStep.objects.filter(pipeline__run_id__in=run_ids), None)
-            and step(Pipeline.objects.filter(run_id__in=run_ids), None)
-            and step(LongJob.objects.filter(run_id__in=run_ids), None)
-            and step(ToolCall.objects.filter(run_id__in=run_ids), "calls")
-            # Checked again: a run that came back to life meanwhile keeps what is left of it.
-            and step(expired_runs(now=now).filter(pk__in=run_ids), "runs"))
+    return (
+        step(WebhookDelivery.objects.filter(run_id__in=run_ids), "deliveries")
+        and step(RunEvent.objects.filter(run_id__in=run_ids), "events")
+        and _delete_approvals(run_ids, batch_size=batch_size, budget=budget, report=report)
+        and step(IdempotencyRecord.objects.filter(call__run_id__in=run_ids), "idempotency_records")
+        and step(ReconciliationItem.objects.filter(run_id__in=run_ids), None)
+        and step(PipelineStep.objects.filter(pipeline__run_id__in=run_ids), None)
+        and step(Pipeline.objects.filter(run_id__in=run_ids), None)
+        and step(LongJob.objects.filter(run_id__in=run_ids), None)
+        and step(ToolCall.objects.filter(run_id__in=run_ids), "calls")
+        # Checked again: a run that came back to life meanwhile keeps what is left of it.
+        and step(expired_runs(now=now).filter(pk__in=run_ids), "runs")
+    )
 
 
-def purge_expired_records(*, now: datetime | None = None, batch_size: int | None = None,
-                          max_batches: int = DEFAULT_MAX_BATCHES) -> RetentionReport:
+def purge_expired_records(
+    *, now: datetime | None = None, batch_size: int | None = None, max_batches: int = DEFAULT_MAX_BATCHES
+) -> RetentionReport:
     """Delete expired runs and all they own, then redact and expire detached audit rows, in at most
     `max_batches` deletes of `batch_size` rows each. Safe to run twice or concurrently with itself
     (a second purge finds nothing left or deletes nothing twice); call again while not `finished`."""
@@ -159,8 +167,9 @@ def purge_expired_records(*, now: datetime | None = None, batch_size: int | None
     budget = _Budget(max_batches)
     report = RetentionReport()
     while budget.left > 0:
-        run_ids = list(expired_runs(now=now).order_by("finished_at", "pk").values_list("pk", flat=True)
-                       [:RUNS_PER_GROUP])
+        run_ids = list(
+            expired_runs(now=now).order_by("finished_at", "pk").values_list("pk", flat=True)[:RUNS_PER_GROUP]
+        )
         if not run_ids:
             break
         if not _purge_group(run_ids, now=now, batch_size=batch_size, budget=budget, report=report):

@@ -43,38 +43,59 @@ class RunFacts:
 
     @classmethod
     def of(cls, run: Run, *, tainted: bool | None = None, taint_source: str | None = None) -> RunFacts:
-        return cls(tenant_id=run.tenant_id, tenant_slug=run.tenant.slug, agent_id=run.agent_id,
-                   agent_name=run.agent.name, agent_role=run.agent.role, end_user=run.end_user,
-                   end_user_roles=tuple(run.end_user_roles or ()),
-                   tainted=run.tainted if tainted is None else tainted,
-                   taint_source=run.taint_source if taint_source is None else taint_source)
+        return cls(
+            tenant_id=run.tenant_id,
+            tenant_slug=run.tenant.slug,
+            agent_id=run.agent_id,
+            agent_name=run.agent.name,
+            agent_role=run.agent.role,
+            end_user=run.end_user,
+            end_user_roles=tuple(run.end_user_roles or ()),
+            tainted=run.tainted if tainted is None else tainted,
+            taint_source=run.taint_source if taint_source is None else taint_source,
+        )
 
 
-def permitted(skill: ResolvedSkill, facts: RunFacts, grants: list[tuple[str, list[str]]], *,
-              no_grant_code: str = "no_grant", available: list[str] | None = None) -> None:
+def permitted(
+    skill: ResolvedSkill,
+    facts: RunFacts,
+    grants: list[tuple[str, list[str]]],
+    *,
+    no_grant_code: str = "no_grant",
+    available: list[str] | None = None,
+) -> None:
     """Raise NotPermitted unless the skill is offered to the tenant and role and a grant covers it."""
     permissions = skill.manifest.get("permissions") or {}
     if not offers_tenant(skill.manifest, facts.tenant_slug):
         raise NotPermitted(f"{skill.name} is not offered to this tenant.", code="tenant_not_allowed")
     if not offers_role(skill.manifest, facts.agent_role):
-        raise NotPermitted(f"{skill.name} is not for agents with the role {facts.agent_role}.",
-                           code="role_not_allowed")
+        raise NotPermitted(f"{skill.name} is not for agents with the role {facts.agent_role}.", code="role_not_allowed")
     required = set(permissions.get("oauth_scopes") or [])
     covering = [scopes for pattern, scopes in grants if grant_lookup.is_granted([pattern], skill.name)]
     if not covering:
-        raise NotPermitted(f"No grant lets {facts.agent_role} agents of {facts.tenant_slug} call {skill.name}.",
-                           code=no_grant_code, available=available)
+        raise NotPermitted(
+            f"No grant lets {facts.agent_role} agents of {facts.tenant_slug} call {skill.name}.",
+            code=no_grant_code,
+            available=available,
+        )
     # A grant without scopes does not restrict them; one with scopes must hold all the skill needs.
     if required and not any(not scopes or required <= set(scopes) for scopes in covering):
-        raise NotPermitted(f"{skill.name} needs the scopes {', '.join(sorted(required))}, which no grant gives.",
-                           code="missing_scopes" if no_grant_code == "no_grant" else no_grant_code)
+        raise NotPermitted(
+            f"{skill.name} needs the scopes {', '.join(sorted(required))}, which no grant gives.",
+            code="missing_scopes" if no_grant_code == "no_grant" else no_grant_code,
+        )
 
 
 def policy_context(skill: ResolvedSkill, facts: RunFacts, arguments: dict) -> dict:
     """The documented context policies see (docs/policies.md)."""
     return {
-        "skill": {"name": skill.name, "version": skill.version, "effect": skill.effect,
-                  "data_class": skill.data_classification, "namespace": skill.namespace},
+        "skill": {
+            "name": skill.name,
+            "version": skill.version,
+            "effect": skill.effect,
+            "data_class": skill.data_classification,
+            "namespace": skill.namespace,
+        },
         "args": arguments,
         "agent": {"id": facts.agent_id, "name": facts.agent_name, "role": facts.agent_role},
         "end_user": {"id": facts.end_user, "roles": list(facts.end_user_roles)},
@@ -89,27 +110,40 @@ def approval_required(skill: ResolvedSkill) -> bool:
 
 def decide(skill: ResolvedSkill, facts: RunFacts, arguments: dict, *, policies: ActivePolicies) -> Decision:
     """The policy verdict for these exact arguments."""
-    return evaluate_with_shadow(active=policies, context=policy_context(skill, facts, arguments),
-                                tenant_id=facts.tenant_id, approval_required=approval_required(skill))
+    return evaluate_with_shadow(
+        active=policies,
+        context=policy_context(skill, facts, arguments),
+        tenant_id=facts.tenant_id,
+        approval_required=approval_required(skill),
+    )
 
 
 def policy_refusal(decision: Decision, *, approved_verdict: str) -> Declined | None:
     """`policy_changed` when the verdict on the final arguments is worse than the one approved."""
     if VERDICT_RANK[decision.verdict] <= VERDICT_RANK[approved_verdict]:
         return None
-    return Declined(f"The policy now answers {decision.verdict} for this call: {decision.reason}",
-                    code="policy_changed", rule_id=decision.rule_id, policy_version=decision.policy_version or None)
+    return Declined(
+        f"The policy now answers {decision.verdict} for this call: {decision.reason}",
+        code="policy_changed",
+        rule_id=decision.rule_id,
+        policy_version=decision.policy_version or None,
+    )
 
 
-def live_refusal(*, run: Run, skill: ResolvedSkill, arguments: dict | None, approved_verdict: str,
-                 policies: ActivePolicies | None = None) -> CallError | None:
+def live_refusal(
+    *,
+    run: Run,
+    skill: ResolvedSkill,
+    arguments: dict | None,
+    approved_verdict: str,
+    policies: ActivePolicies | None = None,
+) -> CallError | None:
     """The reason this call must not execute now, or None. Reads live rows (four small queries).
 
     `arguments=None` skips the policy: a long-running job's end delivers what already ran, and its
     raw arguments are gone by then.
     """
-    row = (Run.objects.filter(pk=run.pk)
-           .values_list("status", "tainted", "taint_source", "agent__revoked_at").first())
+    row = Run.objects.filter(pk=run.pk).values_list("status", "tainted", "taint_source", "agent__revoked_at").first()
     if row is None:
         return NotPermitted("The run no longer exists.", code="run_closed")
     status, tainted, taint_source, agent_revoked_at = row
@@ -119,8 +153,12 @@ def live_refusal(*, run: Run, skill: ResolvedSkill, arguments: dict | None, appr
         return NotPermitted(f"The run is {status}; nothing more runs in it.", code="run_closed")
     facts = RunFacts.of(run, tainted=tainted, taint_source=taint_source)
     try:
-        permitted(skill, facts, grant_lookup.active_grants(tenant_id=run.tenant_id, agent_role=facts.agent_role),
-                  no_grant_code="grant_revoked")
+        permitted(
+            skill,
+            facts,
+            grant_lookup.active_grants(tenant_id=run.tenant_id, agent_role=facts.agent_role),
+            no_grant_code="grant_revoked",
+        )
     except NotPermitted as exc:
         return NotPermitted(f"The grant for {skill.name} was revoked: {exc.message}", code="grant_revoked")
     refusal = skill_refusal(skill)
@@ -135,13 +173,22 @@ def skill_refusal(skill: ResolvedSkill) -> NotPermitted | None:
     if version is None or version[0] not in CALLABLE_STATUSES:
         return NotPermitted(f"{skill.name} {skill.version} was retired; it no longer runs.", code="skill_retired")
     if version[0] == VersionStatus.DEPRECATED and version[1] is not None and version[1] <= timezone.now():
-        return NotPermitted(f"{skill.name} {skill.version} passed its sunset; it no longer runs.",
-                            code="skill_retired")
+        return NotPermitted(f"{skill.name} {skill.version} passed its sunset; it no longer runs.", code="skill_retired")
     return None
 
 
-__all__ = ["CALLABLE_STATUSES", "RunFacts", "approval_required", "decide", "decision_on", "live_refusal",
-           "permitted", "policy_context", "policy_refusal", "skill_refusal"]
+__all__ = [
+    "CALLABLE_STATUSES",
+    "RunFacts",
+    "approval_required",
+    "decide",
+    "decision_on",
+    "live_refusal",
+    "permitted",
+    "policy_context",
+    "policy_refusal",
+    "skill_refusal",
+]
 
 
 def decision_on(call, arguments: dict) -> Decision | None:
@@ -151,5 +198,6 @@ def decision_on(call, arguments: dict) -> Decision | None:
     if skill is None or skill.skill_version_id != call.skill_version_id:
         return None
     live = Run.objects.filter(pk=run.pk).values_list("tainted", "taint_source").first() or (False, "")
-    return decide(skill, RunFacts.of(run, tainted=live[0], taint_source=live[1]), arguments,
-                  policies=load_active_policies())
+    return decide(
+        skill, RunFacts.of(run, tainted=live[0], taint_source=live[1]), arguments, policies=load_active_policies()
+    )

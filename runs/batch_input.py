@@ -39,8 +39,10 @@ def _scalar_problem(value: object) -> str | None:
     if isinstance(value, int):
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             return None
-        return (f"is an integer beyond ±{MAX_SAFE_INTEGER} (2**53 - 1), which JSON numbers do not hold exactly; "
-                "send it as a string")
+        return (
+            f"is an integer beyond ±{MAX_SAFE_INTEGER} (2**53 - 1), which JSON numbers do not hold exactly; "
+            "send it as a string"
+        )
     if isinstance(value, float):
         return None if math.isfinite(value) else "is not a finite number (NaN and infinity are not JSON)"
     return f"is not a JSON value ({type(value).__name__})"
@@ -57,7 +59,7 @@ def _path(link: tuple | None) -> str:
         if isinstance(segment, int):
             text += f"[{segment}]"
         else:
-            shown = segment if len(segment) <= _SHOWN_KEY else segment[:_SHOWN_KEY - 1] + "…"
+            shown = segment if len(segment) <= _SHOWN_KEY else segment[: _SHOWN_KEY - 1] + "…"
             text += f".{shown}" if text else shown
     return text
 
@@ -66,7 +68,7 @@ def _malformed(link: tuple | None, problem: str) -> ValidationFailed:
     path = _path(link)
     if not path:
         return ValidationFailed(f"The call {problem}.", code="malformed_call")
-    where = path if len(path) <= _SHOWN_PATH else "…" + path[-(_SHOWN_PATH - 1):]
+    where = path if len(path) <= _SHOWN_PATH else "…" + path[-(_SHOWN_PATH - 1) :]
     return ValidationFailed(f"{where} {problem}.", code="malformed_call", fields=[{"field": path, "message": problem}])
 
 

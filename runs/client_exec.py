@@ -64,8 +64,9 @@ def _b64(data: bytes) -> str:
 
 
 def make_token(*, run_id: str, call_id: str, arguments_sha256: str, expires_at: int) -> str:
-    claims = _b64(json.dumps({"r": run_id, "c": call_id, "h": arguments_sha256, "e": expires_at},
-                             separators=(",", ":")).encode())
+    claims = _b64(
+        json.dumps({"r": run_id, "c": call_id, "h": arguments_sha256, "e": expires_at}, separators=(",", ":")).encode()
+    )
     return f"{claims}.{hmac.new(_key(), claims.encode(), hashlib.sha256).hexdigest()}"
 
 
@@ -103,11 +104,16 @@ def issue_client_token(*, call: ToolCall, arguments: Any = None) -> dict:
     """
     arguments_sha256 = sha256_of(arguments) if arguments is not None else call.arguments_sha256
     expires_at = int(time.time()) + TOKEN_TTL_SECONDS
-    token = make_token(run_id=str(call.run_id), call_id=call.call_id, arguments_sha256=arguments_sha256,
-                       expires_at=expires_at)
+    token = make_token(
+        run_id=str(call.run_id), call_id=call.call_id, arguments_sha256=arguments_sha256, expires_at=expires_at
+    )
     result: dict[str, Any] = {
-        "call_id": call.call_id, "status": "execute_locally", "is_error": False, "token": token,
-        "expires_at": datetime.fromtimestamp(expires_at, UTC).isoformat(), "skill": _skill_of(call),
+        "call_id": call.call_id,
+        "status": "execute_locally",
+        "is_error": False,
+        "token": token,
+        "expires_at": datetime.fromtimestamp(expires_at, UTC).isoformat(),
+        "skill": _skill_of(call),
         "arguments_sha256": arguments_sha256,
     }
     if arguments is not None and arguments_sha256 != call.arguments_sha256:
@@ -121,17 +127,30 @@ def _manifest(call: ToolCall) -> dict:
     return (call.skill_version.manifest if call.skill_version_id else None) or {}
 
 
-def _record_span(*, call: ToolCall, result: dict, started_at: datetime, finished_at: datetime,
-                 refused: CallError | None = None) -> None:
-    attributes: dict[str, Any] = {"airlock.execution": "client", "airlock.result.bytes": call.result_bytes,
-                                  "airlock.result.truncated": call.truncated}
+def _record_span(
+    *, call: ToolCall, result: dict, started_at: datetime, finished_at: datetime, refused: CallError | None = None
+) -> None:
+    attributes: dict[str, Any] = {
+        "airlock.execution": "client",
+        "airlock.result.bytes": call.result_bytes,
+        "airlock.result.truncated": call.truncated,
+    }
     if refused is not None:
         attributes.update({"airlock.refused.code": refused.code, "airlock.refused.reason": refused.message})
-    record_span_safely(what="the client-executed call's span", run=call.run, kind="tool_call",
-                       name=f"{call.name} (run by the agent)", started_at=started_at, ended_at=finished_at, call=call,
-                       skill_name=call.name, skill_version=_skill_of(call)["version"],
-                       outcome="error" if result["is_error"] else "ok",
-                       error_class=(result.get("error") or {}).get("class", ""), attributes=attributes)
+    record_span_safely(
+        what="the client-executed call's span",
+        run=call.run,
+        kind="tool_call",
+        name=f"{call.name} (run by the agent)",
+        started_at=started_at,
+        ended_at=finished_at,
+        call=call,
+        skill_name=call.name,
+        skill_version=_skill_of(call)["version"],
+        outcome="error" if result["is_error"] else "ok",
+        error_class=(result.get("error") or {}).get("class", ""),
+        attributes=attributes,
+    )
 
 
 def accept_client_result(*, call: ToolCall, token: str, content: Any = None, error: dict | None = None) -> dict:
@@ -145,8 +164,11 @@ def accept_client_result(*, call: ToolCall, token: str, content: Any = None, err
         raise ValidationFailed("`error` must be an object with a `message`.", code="invalid_error")
     reported_hash = sha256_of({"content": content, "error": error})
     with transaction.atomic():
-        locked = ToolCall.objects.select_for_update(of=("self",)).select_related(
-            "run__tenant", "run__agent", "run__snapshot", "skill_version").get(pk=call.pk)
+        locked = (
+            ToolCall.objects.select_for_update(of=("self",))
+            .select_related("run__tenant", "run__agent", "run__snapshot", "skill_version")
+            .get(pk=call.pk)
+        )
         if locked.status != CallStatus.EXECUTING:
             if locked.result is not None and (locked.decision or {}).get(RESULT_HASH_KEY) == reported_hash:
                 return locked.result
@@ -155,10 +177,17 @@ def accept_client_result(*, call: ToolCall, token: str, content: Any = None, err
         if refusal is not None:
             result = {"call_id": locked.call_id, "status": "error", "is_error": True, "error": refusal.as_error()}
             lifecycle.finish_execution(
-                locked, status=CallStatus.DECLINED if refusal.error_class == "declined" else CallStatus.DENIED,
-                result=result, error_class=refusal.error_class, finished_at=timezone.now(),
-                decision={**(locked.decision or {}), RESULT_HASH_KEY: reported_hash,
-                          "refused_at_execution": {"code": refusal.code, "reason": refusal.message}})
+                locked,
+                status=CallStatus.DECLINED if refusal.error_class == "declined" else CallStatus.DENIED,
+                result=result,
+                error_class=refusal.error_class,
+                finished_at=timezone.now(),
+                decision={
+                    **(locked.decision or {}),
+                    RESULT_HASH_KEY: reported_hash,
+                    "refused_at_execution": {"code": refusal.code, "reason": refusal.message},
+                },
+            )
         else:
             result = _record_reported(locked, content=content, error=error, reported_hash=reported_hash)
         payload: dict[str, Any] = {"call_id": locked.call_id, "result": result}
@@ -166,8 +195,13 @@ def accept_client_result(*, call: ToolCall, token: str, content: Any = None, err
         if approval_id is not None:
             payload["approval_id"] = approval_id
         append_event(run=locked.run, kind="call.completed", payload=payload)
-        _record_span(call=locked, result=result, started_at=locked.started_at or locked.finished_at,
-                     finished_at=locked.finished_at, refused=refusal)
+        _record_span(
+            call=locked,
+            result=result,
+            started_at=locked.started_at or locked.finished_at,
+            finished_at=locked.finished_at,
+            refused=refusal,
+        )
     return result
 
 
@@ -187,23 +221,44 @@ def _record_reported(call: ToolCall, *, content: Any, error: dict | None, report
     fields: dict[str, Any] = {}
     if error is not None:
         message = redact_text(error.get("message") or "The client-executed skill failed.", limit=2000)
-        result = {"call_id": call.call_id, "status": "error", "is_error": True,
-                  "error": {"class": "unavailable", "code": "client_skill_failed", "message": message}}
+        result = {
+            "call_id": call.call_id,
+            "status": "error",
+            "is_error": True,
+            "error": {"class": "unavailable", "code": "client_skill_failed", "message": message},
+        }
         status, fields["error_class"] = CallStatus.FAILED, "unavailable"
     else:
         limit = (manifest.get("execution") or {}).get("result_limit_bytes")
         shaped = shape(content, limit, output_schema=manifest.get("output_schema"))
-        result = {"call_id": call.call_id, "status": "ok", "is_error": False, "content": shaped.content,
-                  "skill": _skill_of(call), "truncated": shaped.truncated, "warnings": []}
+        result = {
+            "call_id": call.call_id,
+            "status": "ok",
+            "is_error": False,
+            "content": shaped.content,
+            "skill": _skill_of(call),
+            "truncated": shaped.truncated,
+            "warnings": [],
+        }
         if shaped.truncated:
             result["truncation"] = shaped.truncation
         status = CallStatus.SUCCEEDED
-        fields.update(error_class="", truncated=shaped.truncated, result_bytes=shaped.size,
-                      result_sha256=sha256_of(shaped.content))
+        fields.update(
+            error_class="",
+            truncated=shaped.truncated,
+            result_bytes=shaped.size,
+            result_sha256=sha256_of(shaped.content),
+        )
         if (manifest.get("risk") or {}).get("untrusted_output"):
             _taint(call.run, f"{call.name} ({call.call_id}) returned untrusted content")
-    lifecycle.finish_execution(call, status=status, result=result, finished_at=finished_at,
-                               decision={**(call.decision or {}), RESULT_HASH_KEY: reported_hash}, **fields)
+    lifecycle.finish_execution(
+        call,
+        status=status,
+        result=result,
+        finished_at=finished_at,
+        decision={**(call.decision or {}), RESULT_HASH_KEY: reported_hash},
+        **fields,
+    )
     return result
 
 

@@ -15,9 +15,18 @@ ERROR_STATUSES = [CallStatus.FAILED, CallStatus.TIMEOUT_UNKNOWN, CallStatus.INVA
 
 def call_cards(user) -> list[dict]:
     since = timezone.now() - timedelta(hours=24)
-    totals = ToolCall.objects.visible_to(user).filter(created_at__gte=since).aggregate(
-        calls=Count("id"), errors=Count("id", filter=Q(status__in=ERROR_STATUSES)))
+    totals = (
+        ToolCall.objects.visible_to(user)
+        .filter(created_at__gte=since)
+        .aggregate(calls=Count("id"), errors=Count("id", filter=Q(status__in=ERROR_STATUSES)))
+    )
     calls, errors = totals["calls"], totals["errors"]
     rate = f"{100 * errors / calls:.1f}%" if calls else "—"
-    return [{"label": "Tool calls, 24 h", "value": calls, "hint": f"error rate {rate} (failed, invalid, denied)",
-             "url": reverse("runs:run_list")}]
+    return [
+        {
+            "label": "Tool calls, 24 h",
+            "value": calls,
+            "hint": f"error rate {rate} (failed, invalid, denied)",
+            "url": reverse("runs:run_list"),
+        }
+    ]

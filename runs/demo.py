@@ -22,8 +22,14 @@ def seed(context) -> None:
     skills = list(Skill.objects.order_by("name").values_list("name", flat=True)[:3]) or ["orders.lookup"]
     read, write, external = (skills * 3)[:3]
     start = timezone.now() - timedelta(minutes=12)
-    run = Run.objects.create(tenant=agent.tenant, agent=agent, end_user="carol@acme.example", task=DEMO_TASK,
-                             snapshot=snapshot, created_at=start)
+    run = Run.objects.create(
+        tenant=agent.tenant,
+        agent=agent,
+        end_user="carol@acme.example",
+        task=DEMO_TASK,
+        snapshot=snapshot,
+        created_at=start,
+    )
     lifecycle.close_run(run, status=RunStatus.COMPLETED)
     ensure_trace(run)
 
@@ -43,10 +49,22 @@ def seed(context) -> None:
         ("model_turn", "chat gpt-5 (answer)", 9000, 9390, "", "", "", {"gen_ai.usage.input_tokens": 3120}),
     ]
     for kind, name, begin, end, skill, verdict, outcome, attrs in steps:
-        record_span(run=run, kind=kind, name=name, started_at=at(begin), ended_at=at(end),
-                    parent_span_id=root.span_id, skill_name=skill, verdict=verdict, outcome=outcome,
-                    error_class="timeout_unknown" if outcome == "failed" else
-                    ("authorization" if verdict == "deny" else ""), attributes=attrs)
-    AlertRule.objects.get_or_create(skill_name=read, kind=AlertKind.ERROR_RATE,
-                                    defaults={"threshold": 0.2, "window": timedelta(hours=1), "min_calls": 5})
+        record_span(
+            run=run,
+            kind=kind,
+            name=name,
+            started_at=at(begin),
+            ended_at=at(end),
+            parent_span_id=root.span_id,
+            skill_name=skill,
+            verdict=verdict,
+            outcome=outcome,
+            error_class="timeout_unknown" if outcome == "failed" else ("authorization" if verdict == "deny" else ""),
+            attributes=attrs,
+        )
+    AlertRule.objects.get_or_create(
+        skill_name=read,
+        kind=AlertKind.ERROR_RATE,
+        defaults={"threshold": 0.2, "window": timedelta(hours=1), "min_calls": 5},
+    )
     context.lines.append(f"traces: demo trace for acme/support-bot ({DEMO_TASK})")

@@ -6,8 +6,19 @@ from typing import Any
 
 from traces.redaction import redact
 
-ERROR_CLASSES = ("validation", "authorization", "approval_required", "not_found", "rate_limited", "transient",
-                 "timeout_unknown", "unavailable", "declined", "expired", "internal")
+ERROR_CLASSES = (
+    "validation",
+    "authorization",
+    "approval_required",
+    "not_found",
+    "rate_limited",
+    "transient",
+    "timeout_unknown",
+    "unavailable",
+    "declined",
+    "expired",
+    "internal",
+)
 
 
 class CallError(Exception):

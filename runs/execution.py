@@ -36,8 +36,7 @@ def pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=settings.AIRLOCK_GATE_WORKERS,
-                                       thread_name_prefix="airlock-gate")
+            _pool = ThreadPoolExecutor(max_workers=settings.AIRLOCK_GATE_WORKERS, thread_name_prefix="airlock-gate")
         return _pool
 
 
@@ -65,8 +64,9 @@ def _invoke(manifest: dict, arguments: dict, context: InvocationContext, outcome
     outcome.started_at = timezone.now()
     try:
         adapter = get_adapter(manifest["execution"]["adapter"])
-        outcome.content = plane.invoke(adapter, manifest=manifest, arguments=arguments, context=context,
-                                             outcome=outcome)
+        outcome.content = plane.invoke(
+            adapter, manifest=manifest, arguments=arguments, context=context, outcome=outcome
+        )
     except CallError as exc:
         outcome.error = exc
     except Exception:
@@ -83,29 +83,32 @@ def submit(*, manifest: dict, arguments: dict, context: InvocationContext) -> tu
     return pool().submit(_invoke, manifest, arguments, context, outcome), outcome
 
 
-def wait(future: Future, outcome: Outcome, *, manifest: dict, effect: str, timeout_s: float,
-         remaining_s: float | None = None) -> Outcome:
+def wait(
+    future: Future, outcome: Outcome, *, manifest: dict, effect: str, timeout_s: float, remaining_s: float | None = None
+) -> Outcome:
     """The outcome within the call's timeout; `remaining_s` when part of it was already spent waiting on others."""
     try:
-        return plane.finish(future.result(timeout=timeout_s if remaining_s is None else remaining_s),
-                                  manifest=manifest, effect=effect)
+        return plane.finish(
+            future.result(timeout=timeout_s if remaining_s is None else remaining_s), manifest=manifest, effect=effect
+        )
     except FutureTimeout:
         outcome.finished_at = timezone.now()
         if effect in READ_EFFECTS:
-            outcome.error = Transient(f"The call did not finish within {timeout_s:g}s; it is safe to retry.",
-                                      code="timeout", retry_after=1)
+            outcome.error = Transient(
+                f"The call did not finish within {timeout_s:g}s; it is safe to retry.", code="timeout", retry_after=1
+            )
         else:
             outcome.error = TimeoutUnknown(
                 f"The call did not finish within {timeout_s:g}s and its outcome is unknown; do not repeat it with a "
-                "new idempotency key. Repeat with the same key to get the recorded outcome.")
+                "new idempotency key. Repeat with the same key to get the recorded outcome."
+            )
         return plane.finish(outcome, manifest=manifest, effect=effect)
 
 
 def execute(*, manifest: dict, effect: str, arguments: dict, context: InvocationContext) -> Outcome:
     """Run one call through its adapter with its timeout (blocking)."""
     timeout_s = timeout_of(manifest)
-    future, outcome = submit(manifest=manifest, arguments=arguments,
-                             context=_with_timeout(context, timeout_s))
+    future, outcome = submit(manifest=manifest, arguments=arguments, context=_with_timeout(context, timeout_s))
     return wait(future, outcome, manifest=manifest, effect=effect, timeout_s=timeout_s)
 
 
@@ -123,5 +126,7 @@ def execute_concurrently(items: list[tuple[dict, str, dict, InvocationContext]])
         future, outcome = submit(manifest=manifest, arguments=arguments, context=_with_timeout(context, timeout_s))
         started.append((future, outcome, manifest, effect, timeout_s, time.monotonic() + timeout_s))
     # Each call's timeout runs from its start, not from when we got round to waiting on it.
-    return [wait(f, o, manifest=m, effect=e, timeout_s=t, remaining_s=max(0.0, deadline - time.monotonic()))
-            for f, o, m, e, t, deadline in started]
+    return [
+        wait(f, o, manifest=m, effect=e, timeout_s=t, remaining_s=max(0.0, deadline - time.monotonic()))
+        for f, o, m, e, t, deadline in started
+    ]

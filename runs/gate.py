@@ -78,6 +78,7 @@ def error_result(call_id: str, error: CallError) -> dict:
 
 # Decision phase ------------------------------------------------------------------------------------
 
+
 def _load_state(run: Run, calls: list[dict]) -> BatchState:
     calls = [raw for raw in calls if batch_input.is_well_formed(raw)]  # the others fail alone, in _check_shape
     index = index_for(run.snapshot)
@@ -89,17 +90,28 @@ def _load_state(run: Run, calls: list[dict]) -> BatchState:
             if skill is not None:
                 resolved_ids.add(skill.skill_version_id)
     live_status = dict(SkillVersion.objects.filter(pk__in=resolved_ids).values_list("pk", "status"))
-    call_ids = [redact_text(raw["call_id"]) for raw in calls
-                if isinstance(raw, dict) and isinstance(raw.get("call_id"), str)]
+    call_ids = [
+        redact_text(raw["call_id"]) for raw in calls if isinstance(raw, dict) and isinstance(raw.get("call_id"), str)
+    ]
     existing = {call.call_id: call for call in ToolCall.objects.filter(run=run, call_id__in=call_ids)}
     keys = {_explicit_key(raw) for raw in calls if isinstance(raw, dict)} | {f"{run.pk}:{c}" for c in call_ids}
-    records = {record.key: record for record in
-               IdempotencyRecord.objects.filter(tenant_id=run.tenant_id, key__in=keys - {""})
-               .select_related("call")}
-    return BatchState(run=run, index=index, live_status=live_status,
-                      grants=grant_lookup.active_grants(tenant_id=run.tenant_id, agent_role=run.agent.role),
-                      policies=load_active_policies(), existing=existing, records=records,
-                      tainted=run.tainted, taint_source=run.taint_source)
+    records = {
+        record.key: record
+        for record in IdempotencyRecord.objects.filter(tenant_id=run.tenant_id, key__in=keys - {""}).select_related(
+            "call"
+        )
+    }
+    return BatchState(
+        run=run,
+        index=index,
+        live_status=live_status,
+        grants=grant_lookup.active_grants(tenant_id=run.tenant_id, agent_role=run.agent.role),
+        policies=load_active_policies(),
+        existing=existing,
+        records=records,
+        tainted=run.tainted,
+        taint_source=run.taint_source,
+    )
 
 
 def _explicit_key(raw: dict) -> str:
@@ -112,8 +124,11 @@ def _check_shape(plan: Planned, state: BatchState) -> None:
     batch_input.check_call(raw)
     call_id = raw.get("call_id")
     if not isinstance(call_id, str) or not call_id.strip() or len(call_id) > 200:
-        raise ValidationFailed("call_id must be a non-empty string (at most 200 characters).", code="malformed_call",
-                               fields=[{"field": "call_id", "message": "required string"}])
+        raise ValidationFailed(
+            "call_id must be a non-empty string (at most 200 characters).",
+            code="malformed_call",
+            fields=[{"field": "call_id", "message": "required string"}],
+        )
     # A call id that looks like a secret is kept (and answered) masked; the mask is deterministic, so a
     # retry of the same call still finds it.
     call_id = plan.call_id = redact_text(call_id)
@@ -122,23 +137,33 @@ def _check_shape(plan: Planned, state: BatchState) -> None:
         raise ValidationFailed(f"call_id {call_id} appears twice in this batch.", code="duplicate_call_id")
     state.seen.add(call_id)
     if not isinstance(raw.get("name"), str) or not raw["name"]:
-        raise ValidationFailed("name must be the skill's name.", code="malformed_call",
-                               fields=[{"field": "name", "message": "required string"}])
+        raise ValidationFailed(
+            "name must be the skill's name.",
+            code="malformed_call",
+            fields=[{"field": "name", "message": "required string"}],
+        )
     if "version" in raw and raw["version"] is not None and not isinstance(raw["version"], str):
-        raise ValidationFailed("version must be a string such as 1.2.0.", code="malformed_call",
-                               fields=[{"field": "version", "message": "string"}])
+        raise ValidationFailed(
+            "version must be a string such as 1.2.0.",
+            code="malformed_call",
+            fields=[{"field": "version", "message": "string"}],
+        )
     arguments = raw.get("arguments", {})
     if not isinstance(arguments, dict):
-        raise ValidationFailed("arguments must be an object.", code="malformed_call",
-                               fields=[{"field": "arguments", "message": "object"}])
+        raise ValidationFailed(
+            "arguments must be an object.", code="malformed_call", fields=[{"field": "arguments", "message": "object"}]
+        )
     plan.arguments = arguments
 
 
 def _available(state: BatchState) -> list[str]:
     """What this agent may call: current skills its tenant and role are offered and a grant covers."""
     run = state.run
-    names = [entry["name"] for entry in state.index.current_entries()
-             if offered_to(entry["manifest"], tenant_slug=run.tenant.slug, agent_role=run.agent.role)]
+    names = [
+        entry["name"]
+        for entry in state.index.current_entries()
+        if offered_to(entry["manifest"], tenant_slug=run.tenant.slug, agent_role=run.agent.role)
+    ]
     return grant_lookup.granted_names([pattern for pattern, _ in state.grants], names)
 
 
@@ -147,12 +172,15 @@ def _resolve(plan: Planned, state: BatchState) -> None:
     skill = state.index.resolve(name, version)
     if skill is None:
         what = f"{name} {version}" if version else name
-        raise NotFound(f"There is no callable skill {what}. Call one of the skills listed in 'available'.",
-                       available=_available(state))
+        raise NotFound(
+            f"There is no callable skill {what}. Call one of the skills listed in 'available'.",
+            available=_available(state),
+        )
     live = state.live_status.get(skill.skill_version_id)
     if live not in CALLABLE_STATUSES:
-        raise NotFound(f"{name} {skill.version} was retired after this run started.", code="retired",
-                       available=_available(state))
+        raise NotFound(
+            f"{name} {skill.version} was retired after this run started.", code="retired", available=_available(state)
+        )
     if skill.deprecated or live == VersionStatus.DEPRECATED:
         replacement = f"; use {skill.replacement_name} instead" if skill.replacement_name else ""
         plan.warnings.append(f"{name} {skill.version} is deprecated{replacement}.")
@@ -174,8 +202,9 @@ def _authorize(plan: Planned, state: BatchState) -> None:
 
 def _replay(plan: Planned, previous: ToolCall) -> dict:
     if previous.result is None:
-        raise Transient("An earlier call with this idempotency key is still running.", code="in_progress",
-                        retry_after=1)
+        raise Transient(
+            "An earlier call with this idempotency key is still running.", code="in_progress", retry_after=1
+        )
     plan.warnings.append(f"Replayed the recorded outcome of call {previous.call_id}; nothing ran again.")
     result = {**previous.result, "call_id": plan.call_id}
     if result.get("status") == "ok":
@@ -188,8 +217,9 @@ def _check_idempotency(plan: Planned, state: BatchState, sha: str) -> dict | Non
     previous = state.existing.get(plan.call_id)
     if previous is not None:
         if previous.arguments_sha256 != sha or previous.name != plan.skill.name:
-            raise ValidationFailed(f"call_id {plan.call_id} was already used in this run with other arguments.",
-                                   code="duplicate_call_id")
+            raise ValidationFailed(
+                f"call_id {plan.call_id} was already used in this run with other arguments.", code="duplicate_call_id"
+            )
         return _replay(plan, previous)
     key = _explicit_key(plan.raw)
     if not key and plan.effect in MUTATING_EFFECTS:
@@ -199,8 +229,10 @@ def _check_idempotency(plan: Planned, state: BatchState, sha: str) -> dict | Non
     if record is None:
         return None
     if record.arguments_sha256 != sha or record.skill_name != plan.skill.name:
-        raise ValidationFailed("This idempotency key was used before with other arguments; use a new key for a "
-                               "new action.", code="idempotency_key_reused")
+        raise ValidationFailed(
+            "This idempotency key was used before with other arguments; use a new key for a new action.",
+            code="idempotency_key_reused",
+        )
     if record.outcome is not None:
         plan.warnings.append("Replayed the recorded outcome for this idempotency key; nothing ran again.")
         return {**record.outcome, "call_id": plan.call_id}
@@ -212,13 +244,21 @@ def _check_idempotency(plan: Planned, state: BatchState, sha: str) -> dict | Non
 def _new_tool_call(plan: Planned, state: BatchState, sha: str) -> ToolCall:
     skill = plan.skill
     return ToolCall(
-        run=state.run, call_id=plan.call_id or f"#{plan.position}", position=plan.position,
+        run=state.run,
+        call_id=plan.call_id or f"#{plan.position}",
+        position=plan.position,
         name=str(plan.raw.get("name", ""))[:200] if isinstance(plan.raw, dict) else "",
         requested_version=str(plan.raw.get("version") or "")[:64] if isinstance(plan.raw, dict) else "",
-        skill_version_id=skill.skill_version_id if skill else None, effect=plan.effect,
-        arguments=redact(plan.arguments, schema=skill.manifest.get("input_schema") if skill else None,
-                         data_classification=skill.data_classification if skill else "internal"),
-        arguments_sha256=sha, idempotency_key=plan.idempotency_key, warnings=plan.warnings,
+        skill_version_id=skill.skill_version_id if skill else None,
+        effect=plan.effect,
+        arguments=redact(
+            plan.arguments,
+            schema=skill.manifest.get("input_schema") if skill else None,
+            data_classification=skill.data_classification if skill else "internal",
+        ),
+        arguments_sha256=sha,
+        idempotency_key=plan.idempotency_key,
+        warnings=plan.warnings,
     )
 
 
@@ -228,11 +268,17 @@ def _decide(plan: Planned, state: BatchState) -> None:
     taint = plan.raw.get("taint")
     if taint and not state.tainted:
         state.tainted = True
-        state.taint_source = redact_text(taint if isinstance(taint, str) else f"agent marked call {plan.call_id}",
-                                         limit=300)
+        state.taint_source = redact_text(
+            taint if isinstance(taint, str) else f"agent marked call {plan.call_id}", limit=300
+        )
     _resolve(plan, state)
-    validate_arguments(skill_version_id=plan.skill.skill_version_id, schema=plan.skill.manifest.get("input_schema"),
-                       version=plan.skill.version, name=plan.skill.name, arguments=plan.arguments)
+    validate_arguments(
+        skill_version_id=plan.skill.skill_version_id,
+        schema=plan.skill.manifest.get("input_schema"),
+        version=plan.skill.version,
+        name=plan.skill.name,
+        arguments=plan.arguments,
+    )
     _authorize(plan, state)
     ratelimit.check_skill(plan.skill.name, plan.skill.manifest)
     sha = sha256_of(plan.arguments)
@@ -243,17 +289,22 @@ def _decide(plan: Planned, state: BatchState) -> None:
         if plan.call_id in state.existing:  # the same call posted again: nothing new to record
             plan.tool_call = None
             return
-        lifecycle.first_status(plan.tool_call, CallStatus.SUCCEEDED if replay.get("status") == "ok"
-                               else CallStatus.FAILED)
+        lifecycle.first_status(
+            plan.tool_call, CallStatus.SUCCEEDED if replay.get("status") == "ok" else CallStatus.FAILED
+        )
         plan.tool_call.decision = {"replay": True}
         return
     facts = _facts(state)
     plan.decision = authorization.decide(plan.skill, facts, plan.arguments, policies=state.policies)
     plan.tool_call.verdict = plan.decision.verdict
     context = authorization.policy_context(plan.skill, facts, {})
-    plan.tool_call.decision = {**plan.decision.as_dict(), "inputs": {
-        "context": {k: v for k, v in context.items() if k != "args"},
-        "approval_required": authorization.approval_required(plan.skill)}}
+    plan.tool_call.decision = {
+        **plan.decision.as_dict(),
+        "inputs": {
+            "context": {k: v for k, v in context.items() if k != "args"},
+            "approval_required": authorization.approval_required(plan.skill),
+        },
+    }
     if plan.decision.verdict == "allow" and _untrusted_output(plan.skill) and not state.tainted:
         # Decided as if it already returned: later calls of the batch see the taint (stricter, never looser).
         state.tainted, state.taint_source = True, f"{plan.skill.name} returned untrusted content ({plan.call_id})"
@@ -265,8 +316,12 @@ def _untrusted_output(skill: ResolvedSkill) -> bool:
 
 def _deny(plan: Planned) -> None:
     decision = plan.decision
-    error = NotPermitted(decision.reason, code="denied_by_policy", rule_id=decision.rule_id,
-                         policy_version=decision.policy_version or None)
+    error = NotPermitted(
+        decision.reason,
+        code="denied_by_policy",
+        rule_id=decision.rule_id,
+        policy_version=decision.policy_version or None,
+    )
     lifecycle.first_status(plan.tool_call, CallStatus.DENIED)
     plan.tool_call.error_class = error.error_class
     plan.result = error_result(plan.call_id, error)
@@ -287,14 +342,28 @@ def _open_approval(plan: Planned, call: ToolCall, state: BatchState) -> None:
     with transaction.atomic():
         call.save()
         if plan.idempotency_key:
-            IdempotencyRecord.objects.create(tenant_id=state.run.tenant_id, key=plan.idempotency_key,
-                                             arguments_sha256=call.arguments_sha256, skill_name=call.name, call=call)
+            IdempotencyRecord.objects.create(
+                tenant_id=state.run.tenant_id,
+                key=plan.idempotency_key,
+                arguments_sha256=call.arguments_sha256,
+                skill_name=call.name,
+                call=call,
+            )
         approval = hooks.open_approval(call=call, decision=call.decision)
         stored = {
-            "call_id": plan.call_id, "status": "approval_required", "is_error": False, "approval_id": approval.pk,
-            "proposed_action": {"skill": plan.skill.name, "version": plan.skill.version, "effect": plan.effect,
-                                "data_classification": plan.skill.data_classification, "arguments": call.arguments},
-            "reason": plan.decision.floor or plan.decision.reason, "expires_at": approval.expires_at.isoformat(),
+            "call_id": plan.call_id,
+            "status": "approval_required",
+            "is_error": False,
+            "approval_id": approval.pk,
+            "proposed_action": {
+                "skill": plan.skill.name,
+                "version": plan.skill.version,
+                "effect": plan.effect,
+                "data_classification": plan.skill.data_classification,
+                "arguments": call.arguments,
+            },
+            "reason": plan.decision.floor or plan.decision.reason,
+            "expires_at": approval.expires_at.isoformat(),
         }
         call.result = stored  # kept with the redacted arguments; the agent gets back exactly what it proposed
         call.save(update_fields=["result"])
@@ -312,20 +381,31 @@ def _claim_key(plan: Planned, state: BatchState) -> None:
             call.save()
             if plan.idempotency_key:
                 plan.idempotency_record = IdempotencyRecord.objects.create(
-                    tenant_id=state.run.tenant_id, key=plan.idempotency_key,
-                    arguments_sha256=call.arguments_sha256, skill_name=call.name, call=call)
+                    tenant_id=state.run.tenant_id,
+                    key=plan.idempotency_key,
+                    arguments_sha256=call.arguments_sha256,
+                    skill_name=call.name,
+                    call=call,
+                )
     except IntegrityError:
         call.pk, call._state.adding = None, True  # both rows were rolled back
-        raise Transient("An earlier call with this idempotency key is still running.", code="in_progress",
-                        retry_after=1) from None
+        raise Transient(
+            "An earlier call with this idempotency key is still running.", code="in_progress", retry_after=1
+        ) from None
 
 
 # Execution phase -----------------------------------------------------------------------------------
 
+
 def invocation_context(run: Run, call: ToolCall) -> InvocationContext:
-    return InvocationContext(run_id=str(run.pk), call_id=call.call_id, tenant=run.tenant.slug,
-                             agent_role=run.agent.role, end_user=run.end_user,
-                             idempotency_key=call.idempotency_key)
+    return InvocationContext(
+        run_id=str(run.pk),
+        call_id=call.call_id,
+        tenant=run.tenant.slug,
+        agent_role=run.agent.role,
+        end_user=run.end_user,
+        idempotency_key=call.idempotency_key,
+    )
 
 
 def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
@@ -336,13 +416,14 @@ def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
     reads = [plan for plan in allowed if plan.effect in execution.READ_EFFECTS]
     others = [plan for plan in allowed if plan.effect not in execution.READ_EFFECTS]
     # Reads were authorized a moment ago, in this request, from live rows; they change nothing.
-    outcomes = execution.execute_concurrently([
-        (plan.skill.manifest, plan.effect, plan.arguments, invocation_context(run, plan.tool_call)) for plan in reads
-    ])
+    outcomes = execution.execute_concurrently(
+        [(plan.skill.manifest, plan.effect, plan.arguments, invocation_context(run, plan.tool_call)) for plan in reads]
+    )
     for plan, outcome in zip(reads, outcomes, strict=True):
         plan.outcome = outcome
-        plan.result = recording.apply_outcome(call=plan.tool_call, skill=plan.skill, outcome=outcome,
-                                              warnings=plan.warnings)
+        plan.result = recording.apply_outcome(
+            call=plan.tool_call, skill=plan.skill, outcome=outcome, warnings=plan.warnings
+        )
         lifecycle.first_status(plan.tool_call, recording.outcome_status(outcome))
         _note_untrusted(plan, run)
     for plan in others:  # side effects: one at a time, in the order given, each recorded before the next
@@ -359,17 +440,20 @@ def _guarded(plan: Planned, state: BatchState, act) -> None:
         plan.result = error_result(plan.call_id, exc)
         return
     try:
-        refusal = authorization.live_refusal(run=state.run, skill=plan.skill, arguments=plan.arguments,
-                                             approved_verdict=plan.decision.verdict)
+        refusal = authorization.live_refusal(
+            run=state.run, skill=plan.skill, arguments=plan.arguments, approved_verdict=plan.decision.verdict
+        )
         if refusal is not None:
-            plan.result = recording.refuse_claimed(call=plan.tool_call, error=refusal,
-                                                   key_record=plan.idempotency_record)
+            plan.result = recording.refuse_claimed(
+                call=plan.tool_call, error=refusal, key_record=plan.idempotency_record
+            )
             return
         act()
     except Exception:
         logger.exception("Gate failed executing run %s call %s", state.run.pk, plan.call_id)
-        plan.result = recording.settle_after_failure(call=plan.tool_call, key_record=plan.idempotency_record,
-                                                     executed=plan.outcome is not None)
+        plan.result = recording.settle_after_failure(
+            call=plan.tool_call, key_record=plan.idempotency_record, executed=plan.outcome is not None
+        )
 
 
 def _issue_client_token(plan: Planned) -> None:
@@ -377,10 +461,19 @@ def _issue_client_token(plan: Planned) -> None:
 
 
 def _execute_write(plan: Planned, state: BatchState) -> None:
-    plan.outcome = execution.execute(manifest=plan.skill.manifest, effect=plan.effect, arguments=plan.arguments,
-                                     context=invocation_context(state.run, plan.tool_call))
-    plan.result = recording.record_execution(call=plan.tool_call, skill=plan.skill, outcome=plan.outcome,
-                                             warnings=plan.warnings, key_record=plan.idempotency_record)
+    plan.outcome = execution.execute(
+        manifest=plan.skill.manifest,
+        effect=plan.effect,
+        arguments=plan.arguments,
+        context=invocation_context(state.run, plan.tool_call),
+    )
+    plan.result = recording.record_execution(
+        call=plan.tool_call,
+        skill=plan.skill,
+        outcome=plan.outcome,
+        warnings=plan.warnings,
+        key_record=plan.idempotency_record,
+    )
     _note_untrusted(plan, state.run)
 
 
@@ -396,8 +489,10 @@ def process_batch(*, run: Run, calls: list[dict]) -> list[dict]:
         state = _load_state(run, calls)
     except Exception:
         logger.exception("Gate could not load its state for run %s", run.pk)
-        return [error_result(p.raw.get("call_id", "") if isinstance(p.raw, dict) else "", Internal(GENERIC_INTERNAL))
-                for p in plans]
+        return [
+            error_result(p.raw.get("call_id", "") if isinstance(p.raw, dict) else "", Internal(GENERIC_INTERNAL))
+            for p in plans
+        ]
     closed = _run_refusal(run)
     allowed: list[Planned] = []
     for plan in plans:
@@ -444,8 +539,14 @@ def _mark_failed(plan: Planned, state: BatchState, error: CallError) -> None:
         plan.tool_call = None  # nothing to record under a malformed or reused call_id
         return
     plan.tool_call = plan.tool_call or _new_tool_call(plan, state, sha256_of(plan.arguments))
-    lifecycle.first_status(plan.tool_call, CallStatus.INVALID if error.error_class in ("validation", "not_found")
-                           else CallStatus.DENIED if error.error_class == "authorization" else CallStatus.FAILED)
+    lifecycle.first_status(
+        plan.tool_call,
+        CallStatus.INVALID
+        if error.error_class in ("validation", "not_found")
+        else CallStatus.DENIED
+        if error.error_class == "authorization"
+        else CallStatus.FAILED,
+    )
     plan.tool_call.error_class = error.error_class
 
 

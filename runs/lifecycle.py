@@ -24,19 +24,47 @@ from runs.models import CallStatus, Run, RunStatus, ToolCall
 
 # Where a call may go from each state. `None` is "not recorded yet": the states a call is first stored in.
 CALL_MACHINE: dict[str | None, frozenset[str]] = {
-    None: frozenset({CallStatus.DENIED, CallStatus.INVALID, CallStatus.AWAITING_APPROVAL, CallStatus.EXECUTING,
-                     CallStatus.SUCCEEDED, CallStatus.FAILED}),
-    CallStatus.AWAITING_APPROVAL: frozenset({CallStatus.EXECUTING, CallStatus.DECLINED, CallStatus.EXPIRED,
-                                             CallStatus.DENIED, CallStatus.FAILED}),
-    CallStatus.EXECUTING: frozenset({CallStatus.EXECUTING, CallStatus.SUCCEEDED, CallStatus.FAILED,
-                                     CallStatus.TIMEOUT_UNKNOWN, CallStatus.DENIED, CallStatus.DECLINED}),
+    None: frozenset(
+        {
+            CallStatus.DENIED,
+            CallStatus.INVALID,
+            CallStatus.AWAITING_APPROVAL,
+            CallStatus.EXECUTING,
+            CallStatus.SUCCEEDED,
+            CallStatus.FAILED,
+        }
+    ),
+    CallStatus.AWAITING_APPROVAL: frozenset(
+        {CallStatus.EXECUTING, CallStatus.DECLINED, CallStatus.EXPIRED, CallStatus.DENIED, CallStatus.FAILED}
+    ),
+    CallStatus.EXECUTING: frozenset(
+        {
+            CallStatus.EXECUTING,
+            CallStatus.SUCCEEDED,
+            CallStatus.FAILED,
+            CallStatus.TIMEOUT_UNKNOWN,
+            CallStatus.DENIED,
+            CallStatus.DECLINED,
+        }
+    ),
     # A long-running job's call is `succeeded` with "job accepted" until the job's end replaces that result.
-    CallStatus.SUCCEEDED: frozenset({CallStatus.SUCCEEDED, CallStatus.FAILED, CallStatus.DENIED,
-                                     CallStatus.DECLINED, CallStatus.RECONCILED}),
+    CallStatus.SUCCEEDED: frozenset(
+        {CallStatus.SUCCEEDED, CallStatus.FAILED, CallStatus.DENIED, CallStatus.DECLINED, CallStatus.RECONCILED}
+    ),
     CallStatus.TIMEOUT_UNKNOWN: frozenset({CallStatus.RECONCILED}),
 }
-CALL_FINAL = frozenset({CallStatus.SUCCEEDED, CallStatus.FAILED, CallStatus.DENIED, CallStatus.INVALID,
-                        CallStatus.DECLINED, CallStatus.EXPIRED, CallStatus.TIMEOUT_UNKNOWN, CallStatus.RECONCILED})
+CALL_FINAL = frozenset(
+    {
+        CallStatus.SUCCEEDED,
+        CallStatus.FAILED,
+        CallStatus.DENIED,
+        CallStatus.INVALID,
+        CallStatus.DECLINED,
+        CallStatus.EXPIRED,
+        CallStatus.TIMEOUT_UNKNOWN,
+        CallStatus.RECONCILED,
+    }
+)
 
 RUN_MACHINE: dict[str | None, frozenset[str]] = {
     None: frozenset({RunStatus.RUNNING}),
@@ -63,6 +91,7 @@ def run_sources(to: str) -> frozenset[str]:
 
 # Tool calls ----------------------------------------------------------------------------------------
 
+
 def first_status(call: ToolCall, status: str) -> None:
     """Give a call that is not stored yet the state it will be inserted in."""
     if call.pk is not None:
@@ -76,8 +105,14 @@ def lease_for(timeout_s: float) -> timedelta:
     return timedelta(seconds=timeout_s) + LEASE_MARGIN
 
 
-def move_call(call: ToolCall, *, to: str, only_from: frozenset[str] | set[str] | None = None,
-              extra_filter: Q | None = None, **fields: Any) -> bool:
+def move_call(
+    call: ToolCall,
+    *,
+    to: str,
+    only_from: frozenset[str] | set[str] | None = None,
+    extra_filter: Q | None = None,
+    **fields: Any,
+) -> bool:
     """Move a stored call to `to` if it is in one of the allowed states; True if this caller won.
 
     `only_from` narrows the machine's sources (never widens them); `fields` are written in the same
@@ -111,16 +146,26 @@ def start_executing(call: ToolCall, *, timeout_s: float, now=None) -> None:
 def claim_approved(call: ToolCall, *, timeout_s: float) -> bool:
     """The resume's claim: an approved call leaves `awaiting_approval` for `executing`, once."""
     now = clock.now()
-    return move_call(call, to=CallStatus.EXECUTING, only_from={CallStatus.AWAITING_APPROVAL},
-                     started_at=now, lease_expires_at=now + lease_for(timeout_s))
+    return move_call(
+        call,
+        to=CallStatus.EXECUTING,
+        only_from={CallStatus.AWAITING_APPROVAL},
+        started_at=now,
+        lease_expires_at=now + lease_for(timeout_s),
+    )
 
 
 def reclaim_expired(call: ToolCall, *, timeout_s: float) -> bool:
     """Take over a call whose worker died (its lease ran out); only one taker wins."""
     now = clock.now()
-    return move_call(call, to=CallStatus.EXECUTING, only_from={CallStatus.EXECUTING},
-                     extra_filter=Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True),
-                     started_at=now, lease_expires_at=now + lease_for(timeout_s))
+    return move_call(
+        call,
+        to=CallStatus.EXECUTING,
+        only_from={CallStatus.EXECUTING},
+        extra_filter=Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True),
+        started_at=now,
+        lease_expires_at=now + lease_for(timeout_s),
+    )
 
 
 def lease_expired(call: ToolCall, now=None) -> bool:
@@ -130,41 +175,55 @@ def lease_expired(call: ToolCall, now=None) -> bool:
 
 def abandon_expired(call: ToolCall, *, result: dict) -> bool:
     """An expired lease on a call that must not run twice: its outcome is unknown (reconciliation follows)."""
-    return move_call(call, to=CallStatus.TIMEOUT_UNKNOWN, only_from={CallStatus.EXECUTING},
-                     extra_filter=Q(lease_expires_at__lt=clock.now()) | Q(lease_expires_at__isnull=True),
-                     result=result, error_class="timeout_unknown", sealed_arguments="", lease_expires_at=None,
-                     finished_at=clock.now())
+    return move_call(
+        call,
+        to=CallStatus.TIMEOUT_UNKNOWN,
+        only_from={CallStatus.EXECUTING},
+        extra_filter=Q(lease_expires_at__lt=clock.now()) | Q(lease_expires_at__isnull=True),
+        result=result,
+        error_class="timeout_unknown",
+        sealed_arguments="",
+        lease_expires_at=None,
+        finished_at=clock.now(),
+    )
 
 
 def finish_execution(call: ToolCall, *, status: str, **fields: Any) -> bool:
     """Record an execution's outcome on a call this worker holds (`executing` → final)."""
     if status not in CALL_FINAL:
         raise IllegalTransition(f"{status} is not an outcome")
-    return move_call(call, to=status, only_from={CallStatus.EXECUTING}, lease_expires_at=None, sealed_arguments="",
-                     **fields)
+    return move_call(
+        call, to=status, only_from={CallStatus.EXECUTING}, lease_expires_at=None, sealed_arguments="", **fields
+    )
 
 
 def refuse_waiting(call: ToolCall, *, status: str, **fields: Any) -> bool:
     """An approval ended without execution (declined, expired, cancelled) or the approved call failed its
     live checks before it was claimed."""
-    return move_call(call, to=status, only_from={CallStatus.AWAITING_APPROVAL}, sealed_arguments="",
-                     lease_expires_at=None, **fields)
+    return move_call(
+        call, to=status, only_from={CallStatus.AWAITING_APPROVAL}, sealed_arguments="", lease_expires_at=None, **fields
+    )
 
 
 def replace_outcome(call: ToolCall, *, status: str, **fields: Any) -> bool:
     """A provisional outcome (a job accepted, an unknown outcome) is replaced by the final one."""
-    return move_call(call, to=status, only_from={CallStatus.SUCCEEDED, CallStatus.TIMEOUT_UNKNOWN} & call_sources(
-        status), **fields)
+    return move_call(
+        call, to=status, only_from={CallStatus.SUCCEEDED, CallStatus.TIMEOUT_UNKNOWN} & call_sources(status), **fields
+    )
 
 
 def expired_leases(*, now=None, limit: int = 200) -> list[int]:
     """Calls left `executing` by a worker that died: their lease ran out."""
     now = now or clock.now()
-    return list(ToolCall.objects.filter(status=CallStatus.EXECUTING, lease_expires_at__lt=now)
-                .values_list("pk", flat=True)[:limit])
+    return list(
+        ToolCall.objects.filter(status=CallStatus.EXECUTING, lease_expires_at__lt=now).values_list("pk", flat=True)[
+            :limit
+        ]
+    )
 
 
 # Runs ----------------------------------------------------------------------------------------------
+
 
 def move_run(run: Run, *, to: str, only_from: frozenset[str] | set[str] | None = None, **fields: Any) -> bool:
     sources = run_sources(to) if only_from is None else frozenset(only_from)
@@ -211,10 +270,30 @@ def is_open(run_status: str) -> bool:
 
 
 __all__ = [
-    "CALL_FINAL", "CALL_MACHINE", "RUN_CLOSED", "RUN_MACHINE", "IllegalTransition", "abandon_expired",
-    "call_sources", "claim_approved", "close_run", "expired_leases", "finish_execution", "first_status",
-    "describe", "is_open", "lease_expired", "lease_for", "move_call", "move_run", "pause_if_waiting", "reclaim_expired",
-    "refuse_waiting", "replace_outcome", "resume_if_unblocked", "start_executing",
+    "CALL_FINAL",
+    "CALL_MACHINE",
+    "RUN_CLOSED",
+    "RUN_MACHINE",
+    "IllegalTransition",
+    "abandon_expired",
+    "call_sources",
+    "claim_approved",
+    "close_run",
+    "expired_leases",
+    "finish_execution",
+    "first_status",
+    "describe",
+    "is_open",
+    "lease_expired",
+    "lease_for",
+    "move_call",
+    "move_run",
+    "pause_if_waiting",
+    "reclaim_expired",
+    "refuse_waiting",
+    "replace_outcome",
+    "resume_if_unblocked",
+    "start_executing",
 ]
 
 

@@ -29,8 +29,9 @@ class Run(models.Model):
     end_user_roles = models.JSONField(default=list, blank=True)
     task = models.TextField(blank=True)
     callback_url = models.URLField(max_length=500, blank=True)
-    webhook_secret = models.CharField(max_length=64, blank=True, help_text="HMAC key for callback deliveries, "
-                                      "returned once when the run starts.")
+    webhook_secret = models.CharField(
+        max_length=64, blank=True, help_text="HMAC key for callback deliveries, returned once when the run starts."
+    )
     snapshot = models.ForeignKey("registry.Snapshot", on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
     status_reason = models.CharField(max_length=300, blank=True)
@@ -82,18 +83,22 @@ class ToolCall(models.Model):
     position = models.PositiveIntegerField(default=0, help_text="Order within its batch.")
     name = models.CharField(max_length=200)
     requested_version = models.CharField(max_length=64, blank=True)
-    skill_version = models.ForeignKey("registry.SkillVersion", null=True, blank=True, on_delete=models.SET_NULL,
-                                      related_name="calls")
+    skill_version = models.ForeignKey(
+        "registry.SkillVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="calls"
+    )
     effect = models.CharField(max_length=16, blank=True)
     arguments = models.JSONField(default=dict, help_text="As stored after redaction.")
-    sealed_arguments = models.TextField(blank=True, help_text="The raw arguments, encrypted (lib.sealing), kept "
-                                        "only until the call reaches a final outcome.")
+    sealed_arguments = models.TextField(
+        blank=True,
+        help_text="The raw arguments, encrypted (lib.sealing), kept only until the call reaches a final outcome.",
+    )
     arguments_sha256 = models.CharField(max_length=64, blank=True)
     idempotency_key = models.CharField(max_length=300, blank=True)
     status = models.CharField(max_length=20, choices=CallStatus.choices, default=CallStatus.PROPOSED)
     verdict = models.CharField(max_length=10, choices=Verdict.choices, blank=True)
-    decision = models.JSONField(default=dict, blank=True,
-                                help_text="rule id, scope, policy version, reason, shadow verdicts.")
+    decision = models.JSONField(
+        default=dict, blank=True, help_text="rule id, scope, policy version, reason, shadow verdicts."
+    )
     error_class = models.CharField(max_length=32, blank=True)
     result = models.JSONField(null=True, blank=True, help_text="The shaped result the agent received.")
     result_sha256 = models.CharField(max_length=64, blank=True)
@@ -104,16 +109,22 @@ class ToolCall(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True, help_text="While executing: when the worker "
-                                            "holding the call is presumed dead (runs.lifecycle).")
+    lease_expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="While executing: when the worker holding the call is presumed dead (runs.lifecycle).",
+    )
 
     objects = ToolCallQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "position"]
         constraints = [models.UniqueConstraint(fields=["run", "call_id"], name="unique_call_id_per_run")]
-        indexes = [models.Index(fields=["status", "lease_expires_at"], name="call_lease_idx",
-                                condition=models.Q(status="executing"))]
+        indexes = [
+            models.Index(
+                fields=["status", "lease_expires_at"], name="call_lease_idx", condition=models.Q(status="executing")
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.call_id})"

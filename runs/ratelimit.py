@@ -13,8 +13,10 @@ WINDOW_S = 60
 
 
 def _limits() -> dict:
-    return {"agent_per_minute": settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE,
-            "skill_per_minute": settings.AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE}
+    return {
+        "agent_per_minute": settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE,
+        "skill_per_minute": settings.AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE,
+    }
 
 
 def _hit(key: str, limit: int) -> int | None:
@@ -38,13 +40,17 @@ def _hit(key: str, limit: int) -> int | None:
 def check_agent(agent_id: int) -> None:
     wait = _hit(f"agent:{agent_id}", _limits()["agent_per_minute"])
     if wait is not None:
-        raise RateLimited(f"This agent made more than {_limits()['agent_per_minute']} calls this minute.",
-                          code="agent_rate_limited", retry_after=wait)
+        raise RateLimited(
+            f"This agent made more than {_limits()['agent_per_minute']} calls this minute.",
+            code="agent_rate_limited",
+            retry_after=wait,
+        )
 
 
 def check_skill(skill_name: str, manifest: dict) -> None:
     limit = manifest.get("execution", {}).get("rate_limit_per_minute") or _limits()["skill_per_minute"]
     wait = _hit(f"skill:{skill_name}", limit)
     if wait is not None:
-        raise RateLimited(f"{skill_name} is limited to {limit} calls a minute.", code="skill_rate_limited",
-                          retry_after=wait)
+        raise RateLimited(
+            f"{skill_name} is limited to {limit} calls a minute.", code="skill_rate_limited", retry_after=wait
+        )

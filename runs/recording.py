@@ -22,12 +22,24 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 RETRYABLE_CLASSES = {"transient", "unavailable", "rate_limited"}
-NOT_RECORDED = Transient("Airlock could not record this call, so it changed nothing; send the same batch again.",
-                         code="not_recorded", retry_after=1)
+NOT_RECORDED = Transient(
+    "Airlock could not record this call, so it changed nothing; send the same batch again.",
+    code="not_recorded",
+    retry_after=1,
+)
 
 
-OUTCOME_FIELDS = ("started_at", "finished_at", "attempts", "error_class", "truncated", "result_bytes",
-                  "result_sha256", "result", "warnings")
+OUTCOME_FIELDS = (
+    "started_at",
+    "finished_at",
+    "attempts",
+    "error_class",
+    "truncated",
+    "result_bytes",
+    "result_sha256",
+    "result",
+    "warnings",
+)
 
 
 def outcome_status(outcome: Outcome) -> str:
@@ -47,14 +59,23 @@ def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, war
         call.error_class = error.error_class
         result = {"call_id": call.call_id, "status": "error", "is_error": True, "error": error.as_error()}
     else:
-        shaped = shape(outcome.content, skill.manifest.get("execution", {}).get("result_limit_bytes"),
-                       output_schema=skill.manifest.get("output_schema"))
+        shaped = shape(
+            outcome.content,
+            skill.manifest.get("execution", {}).get("result_limit_bytes"),
+            output_schema=skill.manifest.get("output_schema"),
+        )
         call.error_class = ""
         call.truncated, call.result_bytes = shaped.truncated, shaped.size
         call.result_sha256 = sha256_of(shaped.content)
-        result = {"call_id": call.call_id, "status": "ok", "is_error": False, "content": shaped.content,
-                  "skill": {"name": skill.name, "version": skill.version}, "truncated": shaped.truncated,
-                  "warnings": list(warnings)}
+        result = {
+            "call_id": call.call_id,
+            "status": "ok",
+            "is_error": False,
+            "content": shaped.content,
+            "skill": {"name": skill.name, "version": skill.version},
+            "truncated": shaped.truncated,
+            "warnings": list(warnings),
+        }
         if getattr(outcome, "provenance", None):  # set by runs.plane.execution when it cleaned the content
             result["provenance"] = outcome.provenance
         if shaped.truncated:
@@ -65,13 +86,15 @@ def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, war
     return result
 
 
-def record_execution(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, warnings: list[str],
-                     key_record: IdempotencyRecord | None) -> dict:
+def record_execution(
+    *, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, warnings: list[str], key_record: IdempotencyRecord | None
+) -> dict:
     """A claimed call's outcome, committed with its idempotency record before anything else happens."""
     result = apply_outcome(call=call, skill=skill, outcome=outcome, warnings=warnings)
     with transaction.atomic():
-        if lifecycle.finish_execution(call, status=outcome_status(outcome),
-                                      **{name: getattr(call, name) for name in OUTCOME_FIELDS}):
+        if lifecycle.finish_execution(
+            call, status=outcome_status(outcome), **{name: getattr(call, name) for name in OUTCOME_FIELDS}
+        ):
             remember_outcome(key_record=key_record, call=call, result=result)
             return result
     # The lease sweep settled the call first (timeout_unknown, reconciling): what is recorded is the truth.
@@ -86,8 +109,14 @@ def refuse_claimed(*, call: ToolCall, error: CallError, key_record: IdempotencyR
     status = CallStatus.DECLINED if error.error_class == "declined" else CallStatus.DENIED
     decision = {**(call.decision or {}), "refused_at_execution": {"code": error.code, "reason": error.message}}
     with transaction.atomic():
-        if lifecycle.finish_execution(call, status=status, result=result, error_class=error.error_class,
-                                      decision=decision, finished_at=timezone.now()):
+        if lifecycle.finish_execution(
+            call,
+            status=status,
+            result=result,
+            error_class=error.error_class,
+            decision=decision,
+            finished_at=timezone.now(),
+        ):
             remember_outcome(key_record=key_record, call=call, result=result)
     return result
 
@@ -99,8 +128,11 @@ def settle_after_failure(*, call: ToolCall, key_record: IdempotencyRecord | None
     us: `timeout_unknown`, and reconciliation asks the tool (or an owner) what happened.
     """
     if executed:
-        error = TimeoutUnknown("The call ran, but Airlock could not record its outcome; do not repeat it with a new "
-                               "idempotency key. It is being reconciled.", code="outcome_unrecorded")
+        error = TimeoutUnknown(
+            "The call ran, but Airlock could not record its outcome; do not repeat it with a new "
+            "idempotency key. It is being reconciled.",
+            code="outcome_unrecorded",
+        )
         status = CallStatus.TIMEOUT_UNKNOWN
     else:
         error = Internal(GENERIC_INTERNAL)
@@ -108,8 +140,9 @@ def settle_after_failure(*, call: ToolCall, key_record: IdempotencyRecord | None
     result = {"call_id": call.call_id, "status": "error", "is_error": True, "error": error.as_error()}
     try:
         with transaction.atomic():
-            lifecycle.finish_execution(call, status=status, result=result, error_class=error.error_class,
-                                       finished_at=timezone.now())
+            lifecycle.finish_execution(
+                call, status=status, result=result, error_class=error.error_class, finished_at=timezone.now()
+            )
             if not executed:
                 remember_outcome(key_record=key_record, call=call, result=result)
         if executed:
@@ -160,16 +193,26 @@ def record_batch(*, run: Run, plans: list[Planned]) -> None:
         for plan in plans:
             if id(plan.tool_call) in unstored:
                 plan.tool_call.pk = None
-                plan.result = {"call_id": plan.call_id, "status": "error", "is_error": True,
-                               "error": NOT_RECORDED.as_error()}
+                plan.result = {
+                    "call_id": plan.call_id,
+                    "status": "error",
+                    "is_error": True,
+                    "error": NOT_RECORDED.as_error(),
+                }
 
 
 def _update_run(run: Run, plans: list[Planned]) -> None:
     if run.tainted:
-        Run.objects.filter(pk=run.pk, tainted=False).update(tainted=True, taint_source=run.taint_source,
-                                                            updated_at=timezone.now())
-    waiting = [p for p in plans if p.result and p.result.get("status") == "approval_required"
-               and not (p.tool_call and p.tool_call.decision.get("replay"))]
+        Run.objects.filter(pk=run.pk, tainted=False).update(
+            tainted=True, taint_source=run.taint_source, updated_at=timezone.now()
+        )
+    waiting = [
+        p
+        for p in plans
+        if p.result
+        and p.result.get("status") == "approval_required"
+        and not (p.tool_call and p.tool_call.decision.get("replay"))
+    ]
     if waiting and run.status == RunStatus.RUNNING:
         # Pause only while a call still awaits a person: a fast approver may have decided (and the resume
         # settled the run) before this batch commits; runs.lifecycle orders the two under the run's lock.
@@ -198,11 +241,29 @@ def _record_span_rows(run: Run, plans: list[Planned], now) -> None:
             attributes.update({"airlock.refused.code": refused["code"], "airlock.refused.reason": refused["reason"]})
         if plan.outcome is not None and plan.outcome.trail is not None:
             attributes.update(plan.outcome.trail.span_attributes())  # attempts, breaker, contract (reliability/)
-        record_span(run=run, kind="tool_call", name=call.name or "unknown", started_at=call.started_at
-                    or call.created_at, ended_at=call.finished_at or now, call=call, skill_name=call.name,
-                    skill_version=plan.skill.version if plan.skill else "", verdict=call.verdict,
-                    outcome=call.status, error_class=call.error_class, attributes=attributes)
+        record_span(
+            run=run,
+            kind="tool_call",
+            name=call.name or "unknown",
+            started_at=call.started_at or call.created_at,
+            ended_at=call.finished_at or now,
+            call=call,
+            skill_name=call.name,
+            skill_version=plan.skill.version if plan.skill else "",
+            verdict=call.verdict,
+            outcome=call.status,
+            error_class=call.error_class,
+            attributes=attributes,
+        )
 
 
-__all__ = ["GENERIC_INTERNAL", "apply_outcome", "outcome_status", "record_batch", "record_execution",
-           "refuse_claimed", "remember_outcome", "settle_after_failure"]
+__all__ = [
+    "GENERIC_INTERNAL",
+    "apply_outcome",
+    "outcome_status",
+    "record_batch",
+    "record_execution",
+    "refuse_claimed",
+    "remember_outcome",
+    "settle_after_failure",
+]

@@ -21,16 +21,24 @@ from traces.redaction import redact_text
 logger = logging.getLogger(__name__)
 
 
-def start_run(*, agent, end_user: str, end_user_roles: list[str] | None = None, task: str = "",
-              callback_url: str = "") -> Run:
+def start_run(
+    *, agent, end_user: str, end_user_roles: list[str] | None = None, task: str = "", callback_url: str = ""
+) -> Run:
     """A run pinned to the newest snapshot, bound to the end user the agent acts for. Secrets in the
     task (an API key pasted into a prompt) are masked before it is stored."""
     snapshot = latest_snapshot()
     task, end_user = redact_text(task), redact_text(end_user, limit=200)
     with transaction.atomic():
-        run = Run.objects.create(tenant_id=agent.tenant_id, agent=agent, end_user=end_user,
-                                 end_user_roles=list(end_user_roles or []), task=task, callback_url=callback_url,
-                                 webhook_secret=secrets.token_urlsafe(32) if callback_url else "", snapshot=snapshot)
+        run = Run.objects.create(
+            tenant_id=agent.tenant_id,
+            agent=agent,
+            end_user=end_user,
+            end_user_roles=list(end_user_roles or []),
+            task=task,
+            callback_url=callback_url,
+            webhook_secret=secrets.token_urlsafe(32) if callback_url else "",
+            snapshot=snapshot,
+        )
         ensure_trace(run)
     return run
 
@@ -59,8 +67,11 @@ def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:
     if not _claim(call, skill, timeout_s):
         return _after_lost_claim(call, skill)
     if skill is None:
-        return recording.refuse_claimed(call=call, error=NotPermitted(
-            f"{call.name} is no longer callable.", code="skill_retired"), key_record=_key_record(call))
+        return recording.refuse_claimed(
+            call=call,
+            error=NotPermitted(f"{call.name} is no longer callable.", code="skill_retired"),
+            key_record=_key_record(call),
+        )
     refusal = authorization.live_refusal(run=call.run, skill=skill, arguments=arguments, approved_verdict="confirm")
     if refusal is not None:
         result = recording.refuse_claimed(call=call, error=refusal, key_record=_key_record(call))
@@ -70,10 +81,15 @@ def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:
         return client_exec.issue_client_token(call=call, arguments=arguments)
     outcome = None
     try:
-        outcome = execution.execute(manifest=skill.manifest, effect=skill.effect, arguments=arguments,
-                                    context=invocation_context(call.run, call))
-        result = recording.record_execution(call=call, skill=skill, outcome=outcome,
-                                            warnings=list(call.warnings or []), key_record=_key_record(call))
+        outcome = execution.execute(
+            manifest=skill.manifest,
+            effect=skill.effect,
+            arguments=arguments,
+            context=invocation_context(call.run, call),
+        )
+        result = recording.record_execution(
+            call=call, skill=skill, outcome=outcome, warnings=list(call.warnings or []), key_record=_key_record(call)
+        )
     except Exception:
         logger.exception("Approved call %s failed around its execution", call.pk)
         return recording.settle_after_failure(call=call, key_record=_key_record(call), executed=outcome is not None)
@@ -89,8 +105,9 @@ def _skill_of(call: ToolCall) -> ResolvedSkill | None:
 
 
 def _may_run_twice(skill: ResolvedSkill | None) -> bool:
-    return skill is not None and (skill.effect in execution.READ_EFFECTS
-                                  or bool((skill.manifest.get("execution") or {}).get("idempotent")))
+    return skill is not None and (
+        skill.effect in execution.READ_EFFECTS or bool((skill.manifest.get("execution") or {}).get("idempotent"))
+    )
 
 
 def _claim(call: ToolCall, skill: ResolvedSkill | None, timeout_s: float) -> bool:
@@ -116,8 +133,11 @@ def _after_lost_claim(call: ToolCall, skill: ResolvedSkill | None) -> dict:
 def settle_abandoned(call: ToolCall) -> dict:
     """A worker died while executing a call that must not run twice: its outcome is unknown, so it is
     reconciled (the tool is asked by idempotency key, or an owner decides); it never runs again."""
-    error = TimeoutUnknown("The worker executing this call stopped before recording its outcome; it will not "
-                           "be repeated. Its outcome is being reconciled.", code="lease_expired")
+    error = TimeoutUnknown(
+        "The worker executing this call stopped before recording its outcome; it will not "
+        "be repeated. Its outcome is being reconciled.",
+        code="lease_expired",
+    )
     result = _error(call, error)
     with transaction.atomic():
         if lifecycle.abandon_expired(call, result=result):
@@ -143,8 +163,10 @@ def _key_record(call: ToolCall) -> IdempotencyRecord | None:
     if not call.idempotency_key:
         return None
     record, _ = IdempotencyRecord.objects.get_or_create(
-        tenant_id=call.run.tenant_id, key=call.idempotency_key,
-        defaults={"arguments_sha256": call.arguments_sha256, "skill_name": call.name, "call": call})
+        tenant_id=call.run.tenant_id,
+        key=call.idempotency_key,
+        defaults={"arguments_sha256": call.arguments_sha256, "skill_name": call.name, "call": call},
+    )
     return record
 
 
@@ -154,18 +176,42 @@ def _error(call: ToolCall, error) -> dict:
 
 def _record_execution_span(call: ToolCall, skill, refused=None) -> None:
     attributes = {"airlock.refused.code": refused.code, "airlock.refused.reason": refused.message} if refused else {}
-    record_span_safely(what=f"the execution span of call {call.pk}", run=call.run, kind="tool_call",
-                       name=f"{call.name} (approved)", started_at=call.started_at, ended_at=call.finished_at, call=call,
-                       skill_name=call.name, skill_version=skill.version, verdict=call.verdict, outcome=call.status,
-                       error_class=call.error_class, attributes=attributes)
+    record_span_safely(
+        what=f"the execution span of call {call.pk}",
+        run=call.run,
+        kind="tool_call",
+        name=f"{call.name} (approved)",
+        started_at=call.started_at,
+        ended_at=call.finished_at,
+        call=call,
+        skill_name=call.name,
+        skill_version=skill.version,
+        verdict=call.verdict,
+        outcome=call.status,
+        error_class=call.error_class,
+        attributes=attributes,
+    )
 
 
 def run_summary(run: Run, calls: list[ToolCall]) -> dict:
     return {
-        "run_id": str(run.pk), "status": run.status, "status_reason": run.status_reason, "tainted": run.tainted,
-        "taint_source": run.taint_source, "snapshot": run.snapshot.number, "created_at": run.created_at.isoformat(),
-        "calls": [{"call_id": c.call_id, "name": c.name, "status": c.status, "verdict": c.verdict,
-                   "error_class": c.error_class} for c in calls],
+        "run_id": str(run.pk),
+        "status": run.status,
+        "status_reason": run.status_reason,
+        "tainted": run.tainted,
+        "taint_source": run.taint_source,
+        "snapshot": run.snapshot.number,
+        "created_at": run.created_at.isoformat(),
+        "calls": [
+            {
+                "call_id": c.call_id,
+                "name": c.name,
+                "status": c.status,
+                "verdict": c.verdict,
+                "error_class": c.error_class,
+            }
+            for c in calls
+        ],
     }
 
 
@@ -191,6 +237,13 @@ def finish_run(*, run: Run, status: str, reason: str = "") -> Run:
                 return run
             raise RunAlreadyClosed(run)
         append_event(run=run, kind="run.status", payload={"status": status, "reason": run.status_reason})
-        record_span(run=run, kind="run", name=f"run {status}", started_at=run.created_at, ended_at=run.finished_at,
-                    outcome=status, attributes={"airlock.run.reason": run.status_reason})
+        record_span(
+            run=run,
+            kind="run",
+            name=f"run {status}",
+            started_at=run.created_at,
+            ended_at=run.finished_at,
+            outcome=status,
+            attributes={"airlock.run.reason": run.status_reason},
+        )
     return run

@@ -59,11 +59,16 @@ def shape(content: Any, limit: int | None, *, output_schema: dict | None = None)
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
         cut = text.encode()[:budget].decode(errors="ignore")
         note = {"cut": "text", "returned_chars": len(cut), "total_chars": len(text)}
-    note.update({
-        "limit_bytes": limit, "original_bytes": size,
-        "message": (f"Result cut to fit {limit} bytes ({note['cut']}: "
-                    f"{note.get('returned_items', note.get('returned_chars'))} of "
-                    f"{note.get('total_items', note.get('total_chars'))} returned). Ask for the rest with narrower "
-                    "arguments (a filter, a smaller limit, or an offset/page where the skill offers one)."),
-    })
+    note.update(
+        {
+            "limit_bytes": limit,
+            "original_bytes": size,
+            "message": (
+                f"Result cut to fit {limit} bytes ({note['cut']}: "
+                f"{note.get('returned_items', note.get('returned_chars'))} of "
+                f"{note.get('total_items', note.get('total_chars'))} returned). Ask for the rest with narrower "
+                "arguments (a filter, a smaller limit, or an offset/page where the skill offers one)."
+            ),
+        }
+    )
     return Shaped(content=cut, size=_size(cut), truncated=True, truncation=note)

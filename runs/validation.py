@@ -36,16 +36,23 @@ def validate_arguments(*, skill_version_id: int, schema: dict, version: str, nam
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     except UnsupportedPattern as exc:
         # Published before publication refused such patterns: refuse the call rather than backtrack.
-        raise Internal(f"{name} {version} has an input pattern Airlock cannot run safely ({exc}); its owners must "
-                       "publish a version without it.", code="unsupported_pattern") from None
+        raise Internal(
+            f"{name} {version} has an input pattern Airlock cannot run safely ({exc}); its owners must "
+            "publish a version without it.",
+            code="unsupported_pattern",
+        ) from None
     if not errors:
         return
-    fields = [{"field": "/".join(str(p) for p in error.absolute_path) or "(arguments)", "message": _message(error)}
-              for error in errors[:20]]
+    fields = [
+        {"field": "/".join(str(p) for p in error.absolute_path) or "(arguments)", "message": _message(error)}
+        for error in errors[:20]
+    ]
     raise ValidationFailed(
         f"The arguments do not match {name} {version}: "
         + "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5]),
-        fields=fields, schema_version=version)
+        fields=fields,
+        schema_version=version,
+    )
 
 
 def _message(error) -> str:

@@ -42,16 +42,29 @@ def run_list(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(status=status)
     if request.GET.get("tainted") == "1":
         runs = runs.filter(tainted=True)
-    return render(request, "runs/list.html", {"runs": runs[:PAGE_SIZE], "status": status, "filters": filters,
-                                              "statuses": RunStatus.values, "tainted": request.GET.get("tainted")})
+    return render(
+        request,
+        "runs/list.html",
+        {
+            "runs": runs[:PAGE_SIZE],
+            "status": status,
+            "filters": filters,
+            "statuses": RunStatus.values,
+            "tainted": request.GET.get("tainted"),
+        },
+    )
 
 
 @login_required
 @require_GET
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
-    run = get_visible_or_404(Run.objects.select_related("agent", "tenant", "snapshot", "trace"), request.user,
-                             pk=run_id)
-    calls = (ToolCall.objects.filter(run=run).select_related("skill_version", "approval")
-             .annotate(has_spans=Exists(Span.objects.filter(call=OuterRef("pk"))))
-             .order_by("created_at", "position"))
+    run = get_visible_or_404(
+        Run.objects.select_related("agent", "tenant", "snapshot", "trace"), request.user, pk=run_id
+    )
+    calls = (
+        ToolCall.objects.filter(run=run)
+        .select_related("skill_version", "approval")
+        .annotate(has_spans=Exists(Span.objects.filter(call=OuterRef("pk"))))
+        .order_by("created_at", "position")
+    )
     return render(request, "runs/detail.html", {"run": run, "calls": calls})

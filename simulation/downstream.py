@@ -48,8 +48,11 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         arguments = json.loads(self.rfile.read(length) or b"{}")
         route = self.path.rstrip("/").rsplit("/", 1)[-1]
-        handler = {"check_stock": self.check_stock, "quote_rates": self.quote_rates,
-                   "book_courier": self.book_courier}.get(route)
+        handler = {
+            "check_stock": self.check_stock,
+            "quote_rates": self.quote_rates,
+            "book_courier": self.book_courier,
+        }.get(route)
         if handler is None:
             self._send(404, {"error": f"no route {self.path}"})
             return
@@ -71,8 +74,13 @@ class Handler(BaseHTTPRequestHandler):
         if limited:
             self._send(429, {"error": "slow down"}, {"Retry-After": "1"})
             return
-        self._send(200, {"destination": arguments.get("destination"), "quotes": [
-            {"carrier": "PostNL", "price_cents": 695}, {"carrier": "DHL", "price_cents": 899}]})
+        self._send(
+            200,
+            {
+                "destination": arguments.get("destination"),
+                "quotes": [{"carrier": "PostNL", "price_cents": 695}, {"carrier": "DHL", "price_cents": 899}],
+            },
+        )
 
     def book_courier(self, arguments: dict) -> None:
         key = self.headers.get("Idempotency-Key") or json.dumps(arguments, sort_keys=True)
@@ -81,8 +89,11 @@ class Handler(BaseHTTPRequestHandler):
             first = booking is None
             if first:
                 booking = self.state.bookings[key] = {
-                    "booking_id": f"bk-{len(self.state.bookings) + 1:04d}", "order_id": arguments.get("order_id"),
-                    "pickup": arguments.get("pickup_date"), "status": "booked"}
+                    "booking_id": f"bk-{len(self.state.bookings) + 1:04d}",
+                    "order_id": arguments.get("order_id"),
+                    "pickup": arguments.get("pickup_date"),
+                    "status": "booked",
+                }
         if first:
             time.sleep(SLOW_SECONDS)
         self._send(200, booking)

@@ -18,8 +18,18 @@ from simulation.scenarios import SCENARIOS, Context, Stats, describe, register_c
 from simulation.setup import SimAgent
 
 # The gentle stream's order: the first four runs cover every path a newcomer should see.
-GENTLE_ORDER = ["support", "injection", "docs", "failures", "support", "docs", "support", "failures", "injection",
-                "docs"]
+GENTLE_ORDER = [
+    "support",
+    "injection",
+    "docs",
+    "failures",
+    "support",
+    "docs",
+    "support",
+    "failures",
+    "injection",
+    "docs",
+]
 
 
 def wait_for_server(base_url: str, timeout: float, log: Callable[[str], None]) -> bool:
@@ -67,8 +77,13 @@ class Simulator:
         self.skills: dict[str, dict[str, str]] = {}
         self.can_finish = [True]
         for scenario, agent in keys.items():
-            client = Airlock(options.base_url, agent.key, cache_dir=options.cache_dir, retries=3,
-                             public_key_pem=options.public_key_pem)
+            client = Airlock(
+                options.base_url,
+                agent.key,
+                cache_dir=options.cache_dir,
+                retries=3,
+                public_key_pem=options.public_key_pem,
+            )
             register_client_skills(client)
             self.clients[scenario] = client
 
@@ -107,8 +122,9 @@ class Simulator:
                 self.pending -= 1
         if result is None:
             return
-        self.log(f"  approval #{approval.approval_id} ({what}) decided: {describe(result)}; run {run.run_id[:8]} "
-                 "continues")
+        self.log(
+            f"  approval #{approval.approval_id} ({what}) decided: {describe(result)}; run {run.run_id[:8]} continues"
+        )
         if then is not None:
             try:
                 then(result)
@@ -117,9 +133,16 @@ class Simulator:
 
     def context(self, scenario: str) -> Context:
         agent_key, function = SCENARIOS[scenario]
-        return Context(airlock=self.clients[agent_key], agent=self.keys[agent_key].name, rng=self.rng,
-                       stats=self.stats, log=self.log, on_approval=self.on_approval,
-                       skills=self.skills.get(agent_key, {}), can_finish=self.can_finish)
+        return Context(
+            airlock=self.clients[agent_key],
+            agent=self.keys[agent_key].name,
+            rng=self.rng,
+            stats=self.stats,
+            log=self.log,
+            on_approval=self.on_approval,
+            skills=self.skills.get(agent_key, {}),
+            can_finish=self.can_finish,
+        )
 
     def episode(self, scenario: str) -> None:
         function = SCENARIOS[scenario][1]
@@ -162,12 +185,16 @@ class Simulator:
 
 
 def report(stats: Stats, elapsed: float) -> list[str]:
-    lines = [f"{stats.runs} runs, {sum(stats.outcomes.values())} calls in {elapsed:.1f} s "
-             f"({sum(stats.outcomes.values()) / max(elapsed, 1e-9):.1f} calls/s)"]
+    lines = [
+        f"{stats.runs} runs, {sum(stats.outcomes.values())} calls in {elapsed:.1f} s "
+        f"({sum(stats.outcomes.values()) / max(elapsed, 1e-9):.1f} calls/s)"
+    ]
     if stats.latencies:
         ordered = sorted(stats.latencies)
         p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-        lines.append(f"batch latency p50 {statistics.median(ordered) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, "
-                     f"max {ordered[-1] * 1000:.1f} ms")
+        lines.append(
+            f"batch latency p50 {statistics.median(ordered) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, "
+            f"max {ordered[-1] * 1000:.1f} ms"
+        )
     lines.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in stats.outcomes.most_common()))
     return lines

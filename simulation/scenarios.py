@@ -22,8 +22,10 @@ from airlock_sdk import Airlock, AirlockError, ApprovalRequired, Error, NotFound
 # The demo data set's customers (runs/demo_tools.py) and the external addresses the agent writes to.
 CUSTOMERS = {"cus_ada100": "ada@example.org", "cus_grace101": "grace@example.org", "cus_alan102": "alan@example.net"}
 DOC_QUERIES = ["refund policy", "shipping times", "api keys", "sdk retries", "delete account"]
-LOCAL_NOTES = {"cus_ada100": ["Prefers email over phone.", "Damaged delivery in March."],
-               "cus_grace101": ["VIP since 2021."]}
+LOCAL_NOTES = {
+    "cus_ada100": ["Prefers email over phone.", "Damaged delivery in March."],
+    "cus_grace101": ["VIP since 2021."],
+}
 INJECTED_TICKET = "tkt_0002"
 
 
@@ -93,12 +95,20 @@ def _summary(ctx: Context, run: Run, steps: list[tuple[str, Result]]) -> None:
 def support(ctx: Context) -> None:
     """Look up a customer's orders, refund one (needs approval), then email the customer (external: confirm)."""
     customer = ctx.rng.choice(list(CUSTOMERS))
-    run = ctx.airlock.start_run(end_user=f"customer:{customer}", task="Refund the damaged order and tell the customer",
-                                end_user_roles=["customer"])
+    run = ctx.airlock.start_run(
+        end_user=f"customer:{customer}",
+        task="Refund the damaged order and tell the customer",
+        end_user_roles=["customer"],
+    )
     profile_name = ctx.skill("read_profile", "customer.read_profile")
     orders_name = ctx.skill("list_orders", "customer.list_orders")
-    profile, orders = ctx.call(run, [{"name": profile_name, "arguments": {"customer_id": customer}},
-                                     {"name": orders_name, "arguments": {"customer_id": customer}}])
+    profile, orders = ctx.call(
+        run,
+        [
+            {"name": profile_name, "arguments": {"customer_id": customer}},
+            {"name": orders_name, "arguments": {"customer_id": customer}},
+        ],
+    )
     steps: list[tuple[str, Result]] = [(profile_name, profile), (orders_name, orders)]
     found = (orders.content or {}).get("orders") if isinstance(orders, Ok) else None
     if not found:
@@ -112,9 +122,20 @@ def support(ctx: Context) -> None:
             ctx.finish(run, "failed", f"refund {describe(refund_outcome)}")
             return
         email_name = ctx.skill("send_email", "support.send_email")
-        [sent] = ctx.call(run, [{"name": email_name, "arguments": {
-            "to": CUSTOMERS[customer], "subject": f"Your refund for {order['order_id']}",
-            "body_text": f"Dear {name}, we are sorry the order arrived damaged; your refund has been requested."}}])
+        [sent] = ctx.call(
+            run,
+            [
+                {
+                    "name": email_name,
+                    "arguments": {
+                        "to": CUSTOMERS[customer],
+                        "subject": f"Your refund for {order['order_id']}",
+                        "body_text": f"Dear {name}, we are sorry the order arrived damaged; "
+                        "your refund has been requested.",
+                    },
+                }
+            ],
+        )
         if isinstance(sent, ApprovalRequired):
             ctx.on_approval(run, sent, f"email to {CUSTOMERS[customer]}", then=lambda _result: ctx.finish(run))
         else:
@@ -123,14 +144,27 @@ def support(ctx: Context) -> None:
 
     refund_name = ctx.skill("create_refund_request", "billing.create_refund_request")
     amount = min(order.get("total_cents", 1000), ctx.rng.choice([1500, 2500, 4500]))
-    [refund] = ctx.call(run, [{"name": refund_name, "idempotency_key": f"refund:{run.run_id}:{order['order_id']}",
-                               "arguments": {"order_id": order["order_id"], "amount_cents": amount,
-                                             "currency": order.get("currency", "EUR"), "reason_code": "damaged"}}])
+    [refund] = ctx.call(
+        run,
+        [
+            {
+                "name": refund_name,
+                "idempotency_key": f"refund:{run.run_id}:{order['order_id']}",
+                "arguments": {
+                    "order_id": order["order_id"],
+                    "amount_cents": amount,
+                    "currency": order.get("currency", "EUR"),
+                    "reason_code": "damaged",
+                },
+            }
+        ],
+    )
     steps.append((refund_name, refund))
     _summary(ctx, run, steps)
     if isinstance(refund, ApprovalRequired):
-        ctx.on_approval(run, refund, f"refund of {amount / 100:.2f} {order.get('currency', '')} on {order['order_id']}",
-                        then=email)  # the run continues once a person decides
+        ctx.on_approval(
+            run, refund, f"refund of {amount / 100:.2f} {order.get('currency', '')} on {order['order_id']}", then=email
+        )  # the run continues once a person decides
     elif isinstance(refund, Ok):
         email()
 
@@ -144,25 +178,39 @@ def docs(ctx: Context) -> None:
     steps = [(search, r) for r in results]
     notes = ctx.skill("read_local_notes", "")
     if notes:
-        steps += [(notes, r) for r in ctx.call(run, [{"name": notes, "arguments": {
-            "customer_id": ctx.rng.choice(list(CUSTOMERS))}}])]
+        steps += [
+            (notes, r)
+            for r in ctx.call(run, [{"name": notes, "arguments": {"customer_id": ctx.rng.choice(list(CUSTOMERS))}}])
+        ]
     _summary(ctx, run, steps)
     ctx.finish(run)
 
 
 def injection(ctx: Context) -> None:
     """Reads an inbound email that tells it to delete a user; the scripted model obeys, the gate does not."""
-    run = ctx.airlock.start_run(end_user="customer:cus_ada100", task="Triage the support inbox",
-                                end_user_roles=["customer"])
+    run = ctx.airlock.start_run(
+        end_user="customer:cus_ada100", task="Triage the support inbox", end_user_roles=["customer"]
+    )
     inbox_name = ctx.skill("read_inbound_email", "support.read_inbound_email")
-    [inbox] = ctx.call(run, [{"name": inbox_name, "arguments": {"ticket_id": INJECTED_TICKET},
-                              "taint": "read inbound email"}])
+    [inbox] = ctx.call(
+        run, [{"name": inbox_name, "arguments": {"ticket_id": INJECTED_TICKET}, "taint": "read inbound email"}]
+    )
     steps: list[tuple[str, Result]] = [(inbox_name, inbox)]
     text = json.dumps(inbox.content) if isinstance(inbox, Ok) else ""
     target = re.search(r"usr_[A-Za-z0-9]+", text)
     admin = ctx.skill("delete_user_permanently", "admin.delete_user_permanently")
-    [delete] = ctx.call(run, [{"name": admin, "arguments": {
-        "user_id": target.group(0) if target else "usr_grace101", "erasure_request_id": "er_injected01"}}])
+    [delete] = ctx.call(
+        run,
+        [
+            {
+                "name": admin,
+                "arguments": {
+                    "user_id": target.group(0) if target else "usr_grace101",
+                    "erasure_request_id": "er_injected01",
+                },
+            }
+        ],
+    )
     steps.append((admin, delete))
     if isinstance(delete, ApprovalRequired):
         ctx.on_approval(run, delete, "injected admin call (decline it)")
@@ -181,7 +229,7 @@ def failures(ctx: Context) -> None:
         steps.append((stock, result))
         if not (isinstance(result, Error) and result.retryable):
             break
-        time.sleep(0.2 * 2 ** attempt)
+        time.sleep(0.2 * 2**attempt)
     quotes = ctx.skill("quote_rates", "shipping.quote_rates")
     batch = ctx.call(run, [{"name": quotes, "arguments": {"destination": d}} for d in ("NL", "DE")])
     steps += [(quotes, r) for r in batch]
@@ -202,8 +250,10 @@ def failures(ctx: Context) -> None:
         [again] = ctx.call(run, [{"name": book, "arguments": arguments, "idempotency_key": key}])
         steps.append((book, again))
         recorded = {c["call_id"]: c["status"] for c in run.status().get("calls", [])}
-        ctx.log(f"[{ctx.agent}] run {run.run_id[:8]}: booking outcome as recorded: "
-                f"{recorded.get(booking.call_id, 'unknown')}")
+        ctx.log(
+            f"[{ctx.agent}] run {run.run_id[:8]}: booking outcome as recorded: "
+            f"{recorded.get(booking.call_id, 'unknown')}"
+        )
     _summary(ctx, run, steps)
     ctx.finish(run)
 

@@ -98,7 +98,10 @@ def make_user(username: str, *, tenant: Tenant | None = None, roles=(), superuse
     from django.contrib.auth import get_user_model
 
     user = get_user_model().objects.create_user(
-        username=username, email=f"{username}@example.com", password="pw", is_superuser=superuser,
+        username=username,
+        email=f"{username}@example.com",
+        password="pw",
+        is_superuser=superuser,
         is_staff=superuser,
     )
     for role in roles:

@@ -15,8 +15,10 @@ from drf_spectacular.generators import SchemaGenerator
 
 SKILL_ARGUMENTS = "a call's arguments: shaped by the skill's own input_schema"
 SKILL_RESULT = "a tool's result: shaped by the skill's own output_schema (or free when it declares none)"
-MANIFEST = ("a skill manifest: a JSON Schema (Draft 2020-12) document of its own, served at "
-            "/api/v1/skills/manifest-schema; OpenAPI 3.0 cannot embed it")
+MANIFEST = (
+    "a skill manifest: a JSON Schema (Draft 2020-12) document of its own, served at "
+    "/api/v1/skills/manifest-schema; OpenAPI 3.0 cannot embed it"
+)
 SKILL_SCHEMA = "a JSON Schema written by the skill's owner (input or output schema)"
 
 FREE_FORM = {
@@ -48,7 +50,7 @@ FREE_FORM = {
     # others
     "SpanRequest.attributes": "an agent's own span attributes (OpenTelemetry style: any keys, redacted on ingest)",
     "ErrorDetail.fields": "DRF's per-field messages, keyed and nested as the refused request body is (or a list "
-                          "of {field, message}); its shape follows the body's",
+    "of {field, message}); its shape follows the body's",
 }
 
 
@@ -150,5 +152,11 @@ def test_the_schema_only_shapes_of_the_hot_paths_name_the_fields_their_parsers_t
     from traces.api.serializers import SpanSerializer
 
     assert set(SpanSerializer().fields) == ingest.BATCH_FIELDS
-    assert set(ProposedCallSerializer().fields) == {"call_id", "name", "version", "arguments", "idempotency_key",
-                                                     "taint"}
+    assert set(ProposedCallSerializer().fields) == {
+        "call_id",
+        "name",
+        "version",
+        "arguments",
+        "idempotency_key",
+        "taint",
+    }

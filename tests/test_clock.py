@@ -37,12 +37,20 @@ async def test_async_sleeps_advance_too(clock):
 def _long_sleeps(path: Path, root: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sleep"
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in ("time", "asyncio")):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "sleep"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in ("time", "asyncio")
+        ):
             continue
         seconds = node.args[0] if node.args else None
-        if isinstance(seconds, ast.Constant) and isinstance(seconds.value, int | float) \
-                and seconds.value > LONGEST_SLEEP_S:
+        if (
+            isinstance(seconds, ast.Constant)
+            and isinstance(seconds.value, int | float)
+            and seconds.value > LONGEST_SLEEP_S
+        ):
             found.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node)}")
     return found
 
@@ -55,6 +63,7 @@ def test_no_test_sleeps_longer_than_a_fifth_of_a_second():
 
 def test_the_scan_sees_long_sleeps(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text("import asyncio, time\ntime.sleep(0.1)\ntime.sleep(3)\nasync def f():\n"
-                      "    await asyncio.sleep(0.5)\n")
+    sample.write_text(
+        "import asyncio, time\ntime.sleep(0.1)\ntime.sleep(3)\nasync def f():\n    await asyncio.sleep(0.5)\n"
+    )
     assert _long_sleeps(sample, tmp_path) == ["sample.py:3: time.sleep(3)", "sample.py:5: asyncio.sleep(0.5)"]

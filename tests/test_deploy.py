@@ -69,24 +69,34 @@ def _interpolate(value: str, required: dict[str, str]) -> str:
 
 def _run_settings(env: dict[str, str], code: str) -> subprocess.CompletedProcess:
     environ = clean_environ(os.environ, DJANGO_SETTINGS_MODULE="console.settings", **env)
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_the_compose_environment_starts_airlock_in_redis_mode(tmp_path):
-    pem = Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    required = {"SECRET_KEY": secrets.token_urlsafe(50), "ALLOWED_HOSTS": "airlock.example.com",
-                "AIRLOCK_SIGNING_KEY": pem, "AIRLOCK_SEALING_KEY": secrets.token_urlsafe(32),
-                "AIRLOCK_PUBLIC_URL": "https://airlock.example.com"}
+    pem = (
+        Ed25519PrivateKey.generate()
+        .private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        .decode()
+    )
+    required = {
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "airlock.example.com",
+        "AIRLOCK_SIGNING_KEY": pem,
+        "AIRLOCK_SEALING_KEY": secrets.token_urlsafe(32),
+        "AIRLOCK_PUBLIC_URL": "https://airlock.example.com",
+    }
     env = {name: _interpolate(str(value), required) for name, value in SERVICES["web"]["environment"].items()}
     env.update(AIRLOCK_VAR_DIR=str(tmp_path), STATIC_ROOT=str(tmp_path / "static"))
-    result = _run_settings(env, (
-        "import django; django.setup(); from django.conf import settings; from lib.signing import key_id; "
-        "print(settings.DEBUG, settings.CHANNEL_LAYERS['default']['BACKEND'], settings.DATABASES['default']['HOST'], "
-        "key_id())"
-    ))
+    result = _run_settings(
+        env,
+        (
+            "import django; django.setup(); from django.conf import settings; from lib.signing import key_id; "
+            "print(settings.DEBUG, settings.CHANNEL_LAYERS['default']['BACKEND'], "
+            "settings.DATABASES['default']['HOST'], key_id())"
+        ),
+    )
     assert result.returncode == 0, result.stderr
     debug, layer, db_host, _ = result.stdout.split()
     assert (debug, layer, db_host) == ("False", "channels_redis.core.RedisChannelLayer", "postgres")
@@ -97,8 +107,11 @@ def test_the_dockerfile_build_time_settings_are_accepted():
     step = re.search(r"RUN ((?:\w+=\S+ )+)\\\s*python manage.py collectstatic", dockerfile)
     assert step, "the Dockerfile should run collectstatic with build-only settings"
     env = dict(pair.split("=", 1) for pair in step.group(1).split())
-    result = _run_settings(env, "import django; django.setup(); from django.conf import settings; "
-                                "print(settings.STORAGES['staticfiles']['BACKEND'])")
+    result = _run_settings(
+        env,
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.STORAGES['staticfiles']['BACKEND'])",
+    )
     assert result.returncode == 0, result.stderr
     assert "Manifest" in result.stdout
     assert '"uvicorn", "airlock.asgi:application"' in dockerfile

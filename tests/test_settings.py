@@ -159,8 +159,10 @@ def test_check_deploy_passes_with_production_settings(tmp_path):
         "execute_from_command_line(['manage.py', 'check', '--deploy', '--fail-level', 'WARNING'])",
         **production_env(tmp_path),
     )
-    hint = ("drf_spectacular warnings belong to the app in the path they name: give its API view an "
-            "operation_id or a serializer with @extend_schema.\n")
+    hint = (
+        "drf_spectacular warnings belong to the app in the path they name: give its API view an "
+        "operation_id or a serializer with @extend_schema.\n"
+    )
     assert result.returncode == 0, hint + result.stderr
     assert "no issues" in result.stdout
 
@@ -187,8 +189,15 @@ def test_signing_key_may_be_given_with_escaped_newlines(tmp_path):
 
 def test_the_scan_finds_the_variables_the_readme_documents():
     names = settings_env_names()
-    assert {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS",
-            "AIRLOCK_SIGNING_KEY"} <= names
+    assert {
+        "DATABASE_URL",
+        "REDIS_URL",
+        "SECRET_KEY",
+        "DEBUG",
+        "ALLOWED_HOSTS",
+        "CSRF_TRUSTED_ORIGINS",
+        "AIRLOCK_SIGNING_KEY",
+    } <= names
     readme = (ROOT / "README.md").read_text()
     undocumented = sorted(name for name in names if f"`{name}`" not in readme)
     assert not undocumented, f"document these in the README's configuration table: {undocumented}"

@@ -90,8 +90,11 @@ ROUTES: list[Route] = [
     # console
     Route("console:member_list", lambda w: {"tenant_slug": w.acme.slug}),
     Route("console:invitation_create", lambda w: {"tenant_slug": w.acme.slug}, "post"),
-    Route("console:invitation_revoke", lambda w: {"tenant_slug": w.acme.slug,
-                                                  "invitation_id": _acme_invitation(w)[0].pk}, "post"),
+    Route(
+        "console:invitation_revoke",
+        lambda w: {"tenant_slug": w.acme.slug, "invitation_id": _acme_invitation(w)[0].pk},
+        "post",
+    ),
     # the invitee's side: an invitation to acme addressed to acme_user; a globex user holding its id or token gets 404
     Route("console:invitation_accept", lambda w: {"invitation_id": _acme_invitation(w)[0].pk}, "post"),
     Route("console:invitation_decline", lambda w: {"invitation_id": _acme_invitation(w)[0].pk}, "post"),
@@ -101,8 +104,9 @@ ROUTES: list[Route] = [
     Route("console:agent_list", lambda w: {"tenant_slug": w.acme.slug}),
     Route("console:agent_create", lambda w: {"tenant_slug": w.acme.slug}, "post"),
     Route("console:agent_revoke", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}, "post"),
-    Route("console:token_revoke", lambda w: {"token_id": create_personal_token(user=w.acme_user, name="t")[0].pk},
-          "post"),
+    Route(
+        "console:token_revoke", lambda w: {"token_id": create_personal_token(user=w.acme_user, name="t")[0].pk}, "post"
+    ),
     # runs and policies (the gate)
     Route("runs:run_detail", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}),
     Route("runs_api:run_detail", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}, client="agent"),
@@ -110,14 +114,19 @@ ROUTES: list[Route] = [
     Route("runs_api:run_finish", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}, "post", "agent"),
     Route("policies:grant_list", lambda w: {"tenant_slug": w.acme.slug}),
     Route("policies:grant_create", lambda w: {"tenant_slug": w.acme.slug}, "post"),
-    Route("policies:grant_revoke", lambda w: {"tenant_slug": w.acme.slug,
-                                              "grant_id": _gate_factories().grant(w.acme, "docs.*").pk}, "post"),
+    Route(
+        "policies:grant_revoke",
+        lambda w: {"tenant_slug": w.acme.slug, "grant_id": _gate_factories().grant(w.acme, "docs.*").pk},
+        "post",
+    ),
     Route("policies_api:tenant_grants", lambda w: {"tenant_slug": w.acme.slug}),
     Route("policies_api:tenant_grants", lambda w: {"tenant_slug": w.acme.slug}, "post"),
     Route("policies_api:grant_revoke", lambda w: {"grant_id": _gate_factories().grant(w.acme, "docs.*").pk}, "post"),
     Route("policies:policy_detail", lambda w: {"policy_id": _gate_factories().tenant_policy(w.acme).pk}),
-    *[Route(f"policies:{name}", lambda w: {"policy_id": _gate_factories().tenant_policy(w.acme).pk}, "post")
-      for name in ("draft_save", "simulate", "publish", "test_add")],
+    *[
+        Route(f"policies:{name}", lambda w: {"policy_id": _gate_factories().tenant_policy(w.acme).pk}, "post")
+        for name in ("draft_save", "simulate", "publish", "test_add")
+    ],
     Route("policies:rollback", lambda w: _acme_policy_version(w), "post"),
     # traces
     Route("traces:detail", lambda w: _traces().trace_kwargs(w)),

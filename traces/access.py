@@ -88,8 +88,11 @@ def owner_view(attributes: dict[str, Any]) -> dict[str, Any]:
     for key, value in attributes.items():
         if key in HIDDEN_FROM_OWNERS:
             continue
-        if any(hint in key.lower() for hint in PAYLOAD_HINTS) and not isinstance(value, (bool, int, float)) \
-                and not key.endswith((".sha256", ".bytes", ".truncated", "_tokens")):
+        if (
+            any(hint in key.lower() for hint in PAYLOAD_HINTS)
+            and not isinstance(value, (bool, int, float))
+            and not key.endswith((".sha256", ".bytes", ".truncated", "_tokens"))
+        ):
             out[key] = value if isinstance(value, dict) and value.get("redacted") else redacted_marker(value)
         elif key in ("enduser.id", "user.id", "airlock.end_user"):
             out[key] = redacted_marker(value)

@@ -14,11 +14,18 @@ def trace_cards(user) -> list[dict]:
     recent = readable_traces(user).filter(started_at__gte=since)
     total = recent.count()
     failing = recent.filter(error_count__gt=0).count()
-    cards = [{"label": "Traces, last 24 h", "value": total, "hint": f"{failing} with errors",
-              "url": reverse("traces:list")}]
+    cards = [
+        {"label": "Traces, last 24 h", "value": total, "hint": f"{failing} with errors", "url": reverse("traces:list")}
+    ]
     skills = owned_skill_names(user)
     if skills:
         alerts = Alert.objects.filter(skill_name__in=skills, fired_at__gte=since).count()
-        cards.append({"label": "Skill alerts, last 24 h", "value": alerts, "hint": f"on {len(skills)} skills",
-                      "url": reverse("traces:alerts")})
+        cards.append(
+            {
+                "label": "Skill alerts, last 24 h",
+                "value": alerts,
+                "hint": f"on {len(skills)} skills",
+                "url": reverse("traces:alerts"),
+            }
+        )
     return cards

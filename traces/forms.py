@@ -6,8 +6,13 @@ from lib.egress import EgressRefused, check_url
 from traces.models import AlertKind
 
 WINDOW_CHOICES = [("15m", "15 minutes"), ("1h", "1 hour"), ("6h", "6 hours"), ("24h", "24 hours"), ("7d", "7 days")]
-WINDOW_VALUES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "6h": timedelta(hours=6),
-                 "24h": timedelta(hours=24), "7d": timedelta(days=7)}
+WINDOW_VALUES = {
+    "15m": timedelta(minutes=15),
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+}
 
 
 class TraceFilterForm(forms.Form):
@@ -15,8 +20,9 @@ class TraceFilterForm(forms.Form):
     agent = forms.CharField(required=False)
     end_user = forms.CharField(required=False)
     skill = forms.CharField(required=False)
-    verdict = forms.ChoiceField(required=False, choices=[("", "any verdict"), ("allow", "allow"),
-                                                         ("confirm", "confirm"), ("deny", "deny")])
+    verdict = forms.ChoiceField(
+        required=False, choices=[("", "any verdict"), ("allow", "allow"), ("confirm", "confirm"), ("deny", "deny")]
+    )
     outcome = forms.CharField(required=False)
     error_class = forms.CharField(required=False)
     since = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
@@ -27,8 +33,9 @@ class AlertRuleForm(forms.Form):
     kind = forms.ChoiceField(choices=AlertKind.choices)
     threshold = forms.FloatField(min_value=0, help_text="Error rate as a fraction (0.2 = 20%), or a count.")
     window = forms.ChoiceField(choices=WINDOW_CHOICES, initial="1h")
-    min_calls = forms.IntegerField(min_value=1, initial=10, required=False,
-                                   help_text="Error-rate rules ignore windows with fewer calls.")
+    min_calls = forms.IntegerField(
+        min_value=1, initial=10, required=False, help_text="Error-rate rules ignore windows with fewer calls."
+    )
 
     def clean(self):
         data = super().clean()
@@ -44,10 +51,17 @@ class AlertRuleForm(forms.Form):
 class TraceSettingsForm(forms.Form):
     retention_days = forms.IntegerField(min_value=1, max_value=3650, help_text="Traces older than this are deleted.")
     forward_enabled = forms.BooleanField(required=False, label="Forward spans")
-    forward_endpoint = forms.URLField(required=False, max_length=500, assume_scheme="https",
-                                      help_text="OTLP/HTTP traces URL, e.g. https://collector.example:4318/v1/traces")
-    forward_headers = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
-                                      help_text="One 'Name: value' per line (stored sealed). Leave empty to keep.")
+    forward_endpoint = forms.URLField(
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        help_text="OTLP/HTTP traces URL, e.g. https://collector.example:4318/v1/traces",
+    )
+    forward_headers = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One 'Name: value' per line (stored sealed). Leave empty to keep.",
+    )
 
     def clean_forward_endpoint(self) -> str:
         """The egress guard's verdict now: a collector on a private or loopback address is refused here."""

@@ -41,8 +41,9 @@ _CHUNK = 500
 class IngestError(Exception):
     """Refuses a whole request; `status` and `code` go to the client as they are."""
 
-    def __init__(self, status: int, code: str, message: str, *, retry_after: int | None = None,
-                 error_class: str = "validation") -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, retry_after: int | None = None, error_class: str = "validation"
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.retry_after, self.error_class = retry_after, error_class
@@ -81,6 +82,7 @@ class IngestResult:
 
 
 # --- reading the body -------------------------------------------------------------------------
+
 
 def read_body(request: Any) -> bytes:
     """The request body, gunzipped, refused with 413 past the configured limits (checked before
@@ -130,8 +132,13 @@ def capacity_slot():
     bound = settings.TRACES_INGEST_MAX_INFLIGHT
     with _inflight_lock:
         if _inflight >= bound:
-            raise IngestError(503, "over_capacity", "Trace ingest is at capacity; retry later.", retry_after=2,
-                              error_class="unavailable")
+            raise IngestError(
+                503,
+                "over_capacity",
+                "Trace ingest is at capacity; retry later.",
+                retry_after=2,
+                error_class="unavailable",
+            )
         _inflight += 1
     try:
         yield
@@ -153,11 +160,17 @@ def charge_rate(*, tenant_id: int, spans: int) -> None:
         used = spans
     if used > per_minute:
         wait = max(1, int(60 - now % 60))
-        raise IngestError(429, "rate_limited", f"This tenant sent more than {per_minute} spans this minute.",
-                          retry_after=wait, error_class="rate_limited")
+        raise IngestError(
+            429,
+            "rate_limited",
+            f"This tenant sent more than {per_minute} spans this minute.",
+            retry_after=wait,
+            error_class="rate_limited",
+        )
 
 
 # --- checking and storing ---------------------------------------------------------------------
+
 
 def _check(spans: list[SpanIn]) -> None:
     max_spans = settings.TRACES_INGEST_MAX_SPANS
@@ -185,8 +198,11 @@ def _check(spans: list[SpanIn]) -> None:
             raise IngestError(400, "ends_before_start", f"{where} ends before it starts.")
         size = len(json.dumps(span.attributes, default=str))
         if size > max_attr:
-            raise IngestError(413, "attributes_too_large",
-                              f"{where}.attributes is {size} bytes of JSON; the limit per span is {max_attr}.")
+            raise IngestError(
+                413,
+                "attributes_too_large",
+                f"{where}.attributes is {size} bytes of JSON; the limit per span is {max_attr}.",
+            )
 
 
 def _skill_payload_rules(names: set[str]) -> dict[tuple[str, str], tuple[dict, str]]:
@@ -195,9 +211,12 @@ def _skill_payload_rules(names: set[str]) -> dict[tuple[str, str], tuple[dict, s
         return {}
 
     rules: dict[tuple[str, str], tuple[dict, str]] = {}
-    rows = (SkillVersion.objects.filter(skill__name__in=names).exclude(status="draft")
-            .order_by("skill__name", "major", "minor", "patch")
-            .values_list("skill__name", "version", "manifest", "data_classification"))
+    rows = (
+        SkillVersion.objects.filter(skill__name__in=names)
+        .exclude(status="draft")
+        .order_by("skill__name", "major", "minor", "patch")
+        .values_list("skill__name", "version", "manifest", "data_classification")
+    )
     for name, version, manifest, classification in rows:
         rules[(name, version)] = rules[(name, "")] = (manifest or {}, classification or "internal")
     return rules
@@ -225,8 +244,9 @@ def redact_span_attributes(attributes: dict[str, Any], rule: tuple[dict, str] | 
         if schema_key is None:
             out.update(redact({key: value}))
         else:
-            out[key] = redact(_parse_maybe_json(value), schema=manifest.get(schema_key),
-                              data_classification=classification)
+            out[key] = redact(
+                _parse_maybe_json(value), schema=manifest.get(schema_key), data_classification=classification
+            )
     return out
 
 
@@ -239,24 +259,37 @@ def _resolve_traces(agent: Agent, spans: list[SpanIn]) -> dict[str, Trace]:
     traces = {t.trace_id: t for t in Trace.objects.filter(tenant_id=agent.tenant_id, trace_id__in=list(first))}
     for trace in traces.values():
         if trace.agent_id not in (None, agent.pk):
-            raise IngestError(403, "trace_of_another_agent", f"Trace {trace.trace_id} belongs to another agent.",
-                              error_class="authorization")
+            raise IngestError(
+                403,
+                "trace_of_another_agent",
+                f"Trace {trace.trace_id} belongs to another agent.",
+                error_class="authorization",
+            )
     missing = [tid for tid in first if tid not in traces]
     if missing:
         runs = {run.id.hex: run for run in hooks.runs_by_id(agent.tenant_id, [uuid.UUID(t) for t in missing])}
         for run in runs.values():
             if run.agent_id != agent.pk:
-                raise IngestError(403, "trace_of_another_agent", f"Trace {run.id.hex} is a run of another agent.",
-                                  error_class="authorization")
+                raise IngestError(
+                    403,
+                    "trace_of_another_agent",
+                    f"Trace {run.id.hex} is a run of another agent.",
+                    error_class="authorization",
+                )
         new = []
         for tid in missing:
             run, root = runs.get(tid), first[tid]
-            new.append(Trace(
-                tenant_id=agent.tenant_id, trace_id=tid, agent_id=agent.pk, run=run,
-                end_user=run.end_user if run else redact_text(root.end_user, limit=200),
-                name=redact_text((run.task if run else "") or root.name, limit=300),
-                started_at=run.created_at if run else root.started_at,
-            ))
+            new.append(
+                Trace(
+                    tenant_id=agent.tenant_id,
+                    trace_id=tid,
+                    agent_id=agent.pk,
+                    run=run,
+                    end_user=run.end_user if run else redact_text(root.end_user, limit=200),
+                    name=redact_text((run.task if run else "") or root.name, limit=300),
+                    started_at=run.created_at if run else root.started_at,
+                )
+            )
         Trace.objects.bulk_create(new, ignore_conflicts=True)
         traces.update({t.trace_id: t for t in Trace.objects.filter(tenant_id=agent.tenant_id, trace_id__in=missing)})
     return traces
@@ -265,22 +298,40 @@ def _resolve_traces(agent: Agent, spans: list[SpanIn]) -> dict[str, Trace]:
 def _existing_span_keys(trace_pks: list[int], span_ids: list[str]) -> set[tuple[int, str]]:
     keys: set[tuple[int, str]] = set()
     for start in range(0, len(span_ids), _CHUNK):
-        chunk = span_ids[start:start + _CHUNK]
+        chunk = span_ids[start : start + _CHUNK]
         keys.update(Span.objects.filter(trace_id__in=trace_pks, span_id__in=chunk).values_list("trace_id", "span_id"))
     return keys
 
 
 def _calls_by_key(traces: dict[str, Trace], spans: list[SpanIn]) -> dict[tuple[Any, str], int]:
-    wanted = {(traces[s.trace_id].run_id, redact_text(s.call_id)) for s in spans
-              if s.call_id and traces[s.trace_id].run_id}
+    wanted = {
+        (traces[s.trace_id].run_id, redact_text(s.call_id)) for s in spans if s.call_id and traces[s.trace_id].run_id
+    }
     if not wanted:
         return {}
     return hooks.call_pks({r for r, _ in wanted}, {c for _, c in wanted})
 
 
-SPAN_COLUMNS = ("trace_id", "span_id", "parent_span_id", "kind", "name", "started_at", "ended_at", "duration_ms",
-                "skill_name", "skill_version", "call_id", "verdict", "outcome", "error_class", "arguments_sha256",
-                "result_bytes", "attributes", "source")
+SPAN_COLUMNS = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "kind",
+    "name",
+    "started_at",
+    "ended_at",
+    "duration_ms",
+    "skill_name",
+    "skill_version",
+    "call_id",
+    "verdict",
+    "outcome",
+    "error_class",
+    "arguments_sha256",
+    "result_bytes",
+    "attributes",
+    "source",
+)
 _STAGE_TABLE = "traces_span_stage"
 
 
@@ -303,14 +354,28 @@ def store_spans(*, agent: Agent, spans: list[SpanIn], source: str) -> IngestResu
             rule = rules.get((span.skill_name, span.skill_version)) or rules.get((span.skill_name, ""))
             attrs = redact_span_attributes(span.attributes, rule)
             duration = (span.ended_at - span.started_at).total_seconds() * 1000 if span.ended_at else None
-            rows.append((
-                trace.pk, span.span_id, span.parent_span_id, span.kind, redact_text(span.name, limit=300),
-                span.started_at, span.ended_at, duration, redact_text(span.skill_name, limit=200),
-                span.skill_version[:64], calls.get((trace.run_id, redact_text(span.call_id))), span.verdict[:10],
-                span.outcome[:32], span.error_class[:32],
-                str(attrs.get("airlock.arguments.sha256", ""))[:64], _int(attrs.get("airlock.result.bytes")), attrs,
-                source,
-            ))
+            rows.append(
+                (
+                    trace.pk,
+                    span.span_id,
+                    span.parent_span_id,
+                    span.kind,
+                    redact_text(span.name, limit=300),
+                    span.started_at,
+                    span.ended_at,
+                    duration,
+                    redact_text(span.skill_name, limit=200),
+                    span.skill_version[:64],
+                    calls.get((trace.run_id, redact_text(span.call_id))),
+                    span.verdict[:10],
+                    span.outcome[:32],
+                    span.error_class[:32],
+                    str(attrs.get("airlock.arguments.sha256", ""))[:64],
+                    _int(attrs.get("airlock.result.bytes")),
+                    attrs,
+                    source,
+                )
+            )
         writer = _copy_rows if connection.vendor == "postgresql" else _bulk_create_rows
         inserted = writer(rows)
         _bump_traces(inserted)
@@ -322,14 +387,18 @@ def _copy_rows(rows: list[tuple]) -> list[tuple]:
     RETURNING, which both skips spans already stored and reports exactly which rows were new."""
     columns = ", ".join(SPAN_COLUMNS)
     with connection.cursor() as cursor:
-        cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE_TABLE} ON COMMIT DELETE ROWS AS "
-                       f"SELECT {columns} FROM traces_span WITH NO DATA")
+        cursor.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE_TABLE} ON COMMIT DELETE ROWS AS "
+            f"SELECT {columns} FROM traces_span WITH NO DATA"
+        )
         with cursor.cursor.copy(f"COPY {_STAGE_TABLE} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row((*row[:16], json.dumps(row[16]), row[17]))
-        cursor.execute(f"INSERT INTO traces_span ({columns}) SELECT {columns} FROM {_STAGE_TABLE} "
-                       "ON CONFLICT (trace_id, span_id) DO NOTHING RETURNING trace_id, started_at, ended_at, "
-                       "error_class")
+        cursor.execute(
+            f"INSERT INTO traces_span ({columns}) SELECT {columns} FROM {_STAGE_TABLE} "
+            "ON CONFLICT (trace_id, span_id) DO NOTHING RETURNING trace_id, started_at, ended_at, "
+            "error_class"
+        )
         inserted = cursor.fetchall()
         cursor.execute(f"DELETE FROM {_STAGE_TABLE}")
     return inserted
@@ -340,8 +409,9 @@ def _bulk_create_rows(rows: list[tuple]) -> list[tuple]:
     duplicate request are ignored; its counters may then count a span twice)."""
     existing = _existing_span_keys(list({row[0] for row in rows}), list({row[1] for row in rows}))
     new = [row for row in rows if (row[0], row[1]) not in existing]
-    Span.objects.bulk_create([Span(**dict(zip(SPAN_COLUMNS, row, strict=True))) for row in new], batch_size=500,
-                             ignore_conflicts=True)
+    Span.objects.bulk_create(
+        [Span(**dict(zip(SPAN_COLUMNS, row, strict=True))) for row in new], batch_size=500, ignore_conflicts=True
+    )
     return [(row[0], row[5], row[6], row[13]) for row in new]
 
 
@@ -364,17 +434,35 @@ def _bump_traces(inserted: list[tuple]) -> None:
         agg["end"] = end if agg["end"] is None else max(agg["end"], end)
     for pk, agg in per_trace.items():
         Trace.objects.filter(pk=pk).update(
-            span_count=F("span_count") + agg["n"], error_count=F("error_count") + agg["errors"],
+            span_count=F("span_count") + agg["n"],
+            error_count=F("error_count") + agg["errors"],
             started_at=Case(When(started_at__gt=agg["start"], then=Value(agg["start"])), default=F("started_at")),
-            ended_at=Case(When(Q(ended_at__isnull=True) | Q(ended_at__lt=agg["end"]), then=Value(agg["end"])),
-                          default=F("ended_at")),
+            ended_at=Case(
+                When(Q(ended_at__isnull=True) | Q(ended_at__lt=agg["end"]), then=Value(agg["end"])),
+                default=F("ended_at"),
+            ),
         )
 
 
 # --- the batch JSON format ----------------------------------------------------------------------
 
-BATCH_FIELDS = {"trace_id", "run_id", "span_id", "parent_span_id", "kind", "name", "started_at", "ended_at",
-                "skill_name", "skill_version", "call_id", "outcome", "error_class", "end_user", "attributes"}
+BATCH_FIELDS = {
+    "trace_id",
+    "run_id",
+    "span_id",
+    "parent_span_id",
+    "kind",
+    "name",
+    "started_at",
+    "ended_at",
+    "skill_name",
+    "skill_version",
+    "call_id",
+    "outcome",
+    "error_class",
+    "end_user",
+    "attributes",
+}
 
 
 def _parse_time(value: Any, where: str, *, required: bool) -> datetime | None:
@@ -437,16 +525,22 @@ def decode_batch(body: bytes) -> list[SpanIn]:
         attributes = item.get("attributes") or {}
         if not isinstance(attributes, dict):
             raise IngestError(400, "bad_attributes", f"{where}.attributes must be an object.")
-        spans.append(SpanIn(
-            trace_id=_batch_trace_id(item, where),
-            span_id=_string(item, "span_id", where).lower() or _derived_span_id(item),
-            parent_span_id=_string(item, "parent_span_id", where).lower(),
-            kind=_string(item, "kind", where) or SpanKind.OTHER, name=_string(item, "name", where),
-            started_at=_parse_time(item.get("started_at"), f"{where}.started_at", required=True),
-            ended_at=_parse_time(item.get("ended_at"), f"{where}.ended_at", required=False),
-            skill_name=_string(item, "skill_name", where), skill_version=_string(item, "skill_version", where),
-            call_id=_string(item, "call_id", where), outcome=_string(item, "outcome", where),
-            error_class=_string(item, "error_class", where), end_user=_string(item, "end_user", where),
-            attributes=attributes,
-        ))
+        spans.append(
+            SpanIn(
+                trace_id=_batch_trace_id(item, where),
+                span_id=_string(item, "span_id", where).lower() or _derived_span_id(item),
+                parent_span_id=_string(item, "parent_span_id", where).lower(),
+                kind=_string(item, "kind", where) or SpanKind.OTHER,
+                name=_string(item, "name", where),
+                started_at=_parse_time(item.get("started_at"), f"{where}.started_at", required=True),
+                ended_at=_parse_time(item.get("ended_at"), f"{where}.ended_at", required=False),
+                skill_name=_string(item, "skill_name", where),
+                skill_version=_string(item, "skill_version", where),
+                call_id=_string(item, "call_id", where),
+                outcome=_string(item, "outcome", where),
+                error_class=_string(item, "error_class", where),
+                end_user=_string(item, "end_user", where),
+                attributes=attributes,
+            )
+        )
     return spans

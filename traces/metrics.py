@@ -46,14 +46,29 @@ class CallFact:
 
 
 def skill_call_spans(skill_name: str, since: datetime, until: datetime) -> QuerySet[Span]:
-    return Span.objects.filter(skill_name=skill_name, kind=SpanKind.TOOL_CALL, source="airlock",
-                               started_at__gte=since, started_at__lt=until)
+    return Span.objects.filter(
+        skill_name=skill_name, kind=SpanKind.TOOL_CALL, source="airlock", started_at__gte=since, started_at__lt=until
+    )
 
 
 def call_facts(skill_name: str, since: datetime, until: datetime) -> list[CallFact]:
-    rows = (skill_call_spans(skill_name, since, until).order_by("started_at", "pk")
-            .values_list("pk", "call_id", "trace_id", "started_at", "verdict", "outcome", "error_class",
-                         "duration_ms", "arguments_sha256", "result_bytes", "trace__tenant__name")[:MAX_SAMPLES])
+    rows = (
+        skill_call_spans(skill_name, since, until)
+        .order_by("started_at", "pk")
+        .values_list(
+            "pk",
+            "call_id",
+            "trace_id",
+            "started_at",
+            "verdict",
+            "outcome",
+            "error_class",
+            "duration_ms",
+            "arguments_sha256",
+            "result_bytes",
+            "trace__tenant__name",
+        )[:MAX_SAMPLES]
+    )
     facts: dict[object, CallFact] = {}
     for pk, call_id, trace_id, started, verdict, outcome, error_class, duration, args, size, tenant in rows:
         key = call_id if call_id is not None else f"span:{pk}"
@@ -144,8 +159,16 @@ class SkillMetrics:
         for index, bucket in enumerate(self.buckets):
             calls_h = height * bucket.calls / self.bucket_max
             errors_h = height * bucket.errors / self.bucket_max
-            bars.append({"x": index * step, "y": height - calls_h, "h": calls_h, "ey": height - errors_h,
-                         "eh": errors_h, "bucket": bucket})
+            bars.append(
+                {
+                    "x": index * step,
+                    "y": height - calls_h,
+                    "h": calls_h,
+                    "ey": height - errors_h,
+                    "eh": errors_h,
+                    "bucket": bucket,
+                }
+            )
         return bars
 
 
@@ -168,8 +191,9 @@ def skill_metrics(*, skill_name: str, since: datetime, until: datetime) -> Skill
     m.tenants = sorted(tenants.items(), key=lambda item: -item[1])[:10]
     durations = sorted(f.duration_ms for f in facts if f.duration_ms is not None)
     m.p50_ms, m.p95_ms = percentile(durations, 0.5), percentile(durations, 0.95)
-    decided = Span.objects.filter(skill_name=skill_name, kind__in=APPROVAL_KINDS, started_at__gte=since,
-                                  started_at__lt=until)
+    decided = Span.objects.filter(
+        skill_name=skill_name, kind__in=APPROVAL_KINDS, started_at__gte=since, started_at__lt=until
+    )
     m.approved = decided.filter(outcome="approved").count()
     m.declined = decided.filter(outcome="declined").count()
     repeats = repeats_per_run(facts)
@@ -183,8 +207,13 @@ def skill_metrics(*, skill_name: str, since: datetime, until: datetime) -> Skill
 
 def _run_result_bytes(trace_ids: set[int], since: datetime, until: datetime) -> int:
     """Tool-result bytes of every skill in those runs (a call's largest span carries its size)."""
-    spans = Span.objects.filter(kind=SpanKind.TOOL_CALL, source="airlock", trace_id__in=list(trace_ids)[:5000],
-                                started_at__gte=since, started_at__lt=until)
+    spans = Span.objects.filter(
+        kind=SpanKind.TOOL_CALL,
+        source="airlock",
+        trace_id__in=list(trace_ids)[:5000],
+        started_at__gte=since,
+        started_at__lt=until,
+    )
     per_call: dict[object, int] = {}
     for pk, call_id, size in spans.values_list("pk", "call_id", "result_bytes")[:MAX_SAMPLES]:
         key = call_id if call_id is not None else f"span:{pk}"

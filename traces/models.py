@@ -99,8 +99,9 @@ class TraceSettings(models.Model):
     """A tenant's trace options: forwarding a copy of its spans to an external OTLP endpoint."""
 
     tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="trace_settings")
-    forward_endpoint = models.URLField(max_length=500, blank=True,
-                                       help_text="OTLP/HTTP traces URL, for example https://collector:4318/v1/traces.")
+    forward_endpoint = models.URLField(
+        max_length=500, blank=True, help_text="OTLP/HTTP traces URL, for example https://collector:4318/v1/traces."
+    )
     forward_headers_sealed = models.TextField(blank=True, help_text="Extra headers (credentials), sealed.")
     forward_enabled = models.BooleanField(default=False)
     forwarded_up_to = models.BigIntegerField(default=0, help_text="Highest span row id already forwarded.")
@@ -126,8 +127,9 @@ class AlertRule(models.Model):
     window = models.DurationField(default=timedelta(hours=1))
     min_calls = models.PositiveIntegerField(default=10, help_text="Error rate rules ignore windows with fewer calls.")
     enabled = models.BooleanField(default=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     last_evaluated_at = models.DateTimeField(null=True, blank=True)
 

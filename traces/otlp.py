@@ -30,8 +30,18 @@ def _time(nanos: int) -> datetime:
     return datetime.fromtimestamp(nanos / 1e9, tz=UTC)
 
 
-def _to_span(trace_id: str, span_id: str, parent: str, name: str, start_ns: int, end_ns: int,
-             attributes: dict[str, Any], status_code: int, status_message: str, resource: dict[str, Any]) -> SpanIn:
+def _to_span(
+    trace_id: str,
+    span_id: str,
+    parent: str,
+    name: str,
+    start_ns: int,
+    end_ns: int,
+    attributes: dict[str, Any],
+    status_code: int,
+    status_message: str,
+    resource: dict[str, Any],
+) -> SpanIn:
     operation = str(attributes.get("gen_ai.operation.name", ""))
     if operation == "execute_tool":
         kind = SpanKind.TOOL_CALL
@@ -43,24 +53,34 @@ def _to_span(trace_id: str, span_id: str, parent: str, name: str, start_ns: int,
     if status_code == STATUS_ERROR:
         error_class = str(attributes.get("error.type") or "error")[:32]
     decision = str(attributes.get("gen_ai.security.decision.type", ""))
-    end_user = next((str(attributes.get(k) or resource.get(k)) for k in END_USER_KEYS
-                     if attributes.get(k) or resource.get(k)), "")
+    end_user = next(
+        (str(attributes.get(k) or resource.get(k)) for k in END_USER_KEYS if attributes.get(k) or resource.get(k)), ""
+    )
     if status_message:
         attributes["otel.status_description"] = status_message
     for key in ("service.name", "service.version"):
         if key in resource:
             attributes.setdefault(key, resource[key])
     return SpanIn(
-        trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name or operation or "span",
-        started_at=_time(start_ns), ended_at=_time(end_ns) if end_ns else None, kind=kind,
-        skill_name=str(attributes.get("gen_ai.tool.name", "")), call_id=str(attributes.get("gen_ai.tool.call.id", "")),
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name or operation or "span",
+        started_at=_time(start_ns),
+        ended_at=_time(end_ns) if end_ns else None,
+        kind=kind,
+        skill_name=str(attributes.get("gen_ai.tool.name", "")),
+        call_id=str(attributes.get("gen_ai.tool.call.id", "")),
         verdict=DECISION_TO_VERDICT.get(decision, ""),
         outcome="error" if status_code == STATUS_ERROR else ("ok" if status_code == 1 else ""),
-        error_class=error_class, end_user=end_user, attributes=attributes,
+        error_class=error_class,
+        end_user=end_user,
+        attributes=attributes,
     )
 
 
 # --- protobuf -----------------------------------------------------------------------------------
+
 
 def _pb_value(value: common_pb2.AnyValue) -> Any:
     which = value.WhichOneof("value")
@@ -90,15 +110,25 @@ def decode_protobuf(body: bytes) -> list[SpanIn]:
         resource = _pb_attrs(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                spans.append(_to_span(
-                    span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex(), span.name,
-                    span.start_time_unix_nano, span.end_time_unix_nano, _pb_attrs(span.attributes),
-                    span.status.code, span.status.message, resource,
-                ))
+                spans.append(
+                    _to_span(
+                        span.trace_id.hex(),
+                        span.span_id.hex(),
+                        span.parent_span_id.hex(),
+                        span.name,
+                        span.start_time_unix_nano,
+                        span.end_time_unix_nano,
+                        _pb_attrs(span.attributes),
+                        span.status.code,
+                        span.status.message,
+                        resource,
+                    )
+                )
     return spans
 
 
 # --- JSON (OTLP/JSON: hex ids, lowerCamelCase fields, 64-bit integers possibly as strings) -----------
+
 
 def _json_value(value: dict) -> Any:
     if not isinstance(value, dict) or not value:
@@ -123,8 +153,9 @@ def _json_attrs(attributes: Any, where: str) -> dict[str, Any]:
     try:
         return {kv["key"]: _json_value(kv.get("value", {})) for kv in attributes}
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise IngestError(400, "bad_attributes", f"{where}.attributes has an entry that is not a key/value object.") \
-            from None
+        raise IngestError(
+            400, "bad_attributes", f"{where}.attributes has an entry that is not a key/value object."
+        ) from None
 
 
 def _nanos(value: Any, where: str) -> int:
@@ -156,13 +187,20 @@ def decode_json(body: bytes) -> list[SpanIn]:
                 if not isinstance(span, dict):
                     raise IngestError(400, "bad_otlp", f"{where} must be an object.")
                 status = span.get("status") or {}
-                spans.append(_to_span(
-                    _id(span.get("traceId")), _id(span.get("spanId")), _id(span.get("parentSpanId")),
-                    str(span.get("name") or ""), _nanos(span.get("startTimeUnixNano"), f"{where}.startTimeUnixNano"),
-                    _nanos(span.get("endTimeUnixNano"), f"{where}.endTimeUnixNano"),
-                    _json_attrs(span.get("attributes"), where), _status_code(status.get("code")),
-                    str(status.get("message") or ""), resource,
-                ))
+                spans.append(
+                    _to_span(
+                        _id(span.get("traceId")),
+                        _id(span.get("spanId")),
+                        _id(span.get("parentSpanId")),
+                        str(span.get("name") or ""),
+                        _nanos(span.get("startTimeUnixNano"), f"{where}.startTimeUnixNano"),
+                        _nanos(span.get("endTimeUnixNano"), f"{where}.endTimeUnixNano"),
+                        _json_attrs(span.get("attributes"), where),
+                        _status_code(status.get("code")),
+                        str(status.get("message") or ""),
+                        resource,
+                    )
+                )
     return spans
 
 
@@ -173,6 +211,7 @@ def _status_code(value: Any) -> int:
 
 
 # --- responses and export ---------------------------------------------------------------------------
+
 
 def success_body(*, protobuf: bool) -> bytes:
     if protobuf:
@@ -214,16 +253,28 @@ def encode_spans(spans: list[Span], *, tenant_slug: str) -> bytes:
     out = []
     for span in spans:
         attrs = dict(span.attributes)
-        attrs.update({"airlock.kind": span.kind, "airlock.skill.name": span.skill_name or None,
-                      "airlock.skill.version": span.skill_version or None, "airlock.verdict": span.verdict or None,
-                      "airlock.outcome": span.outcome or None, "error.type": span.error_class or None})
-        out.append(trace_pb2.Span(
-            trace_id=bytes.fromhex(span.trace.trace_id), span_id=bytes.fromhex(span.span_id),
-            parent_span_id=bytes.fromhex(span.parent_span_id) if span.parent_span_id else b"", name=span.name,
-            start_time_unix_nano=_nanos_of(span.started_at), end_time_unix_nano=_nanos_of(span.ended_at),
-            attributes=_kv(attrs),
-            status=trace_pb2.Status(code=STATUS_ERROR if span.error_class else 0),
-        ))
+        attrs.update(
+            {
+                "airlock.kind": span.kind,
+                "airlock.skill.name": span.skill_name or None,
+                "airlock.skill.version": span.skill_version or None,
+                "airlock.verdict": span.verdict or None,
+                "airlock.outcome": span.outcome or None,
+                "error.type": span.error_class or None,
+            }
+        )
+        out.append(
+            trace_pb2.Span(
+                trace_id=bytes.fromhex(span.trace.trace_id),
+                span_id=bytes.fromhex(span.span_id),
+                parent_span_id=bytes.fromhex(span.parent_span_id) if span.parent_span_id else b"",
+                name=span.name,
+                start_time_unix_nano=_nanos_of(span.started_at),
+                end_time_unix_nano=_nanos_of(span.ended_at),
+                attributes=_kv(attrs),
+                status=trace_pb2.Status(code=STATUS_ERROR if span.error_class else 0),
+            )
+        )
     resource = trace_pb2.ResourceSpans(
         resource={"attributes": _kv({"service.name": "airlock", "airlock.tenant": tenant_slug})},
         scope_spans=[trace_pb2.ScopeSpans(scope={"name": "airlock"}, spans=out)],

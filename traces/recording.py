@@ -58,8 +58,13 @@ def ensure_trace(run: Run) -> Trace:
 
 def _create_or_adopt(run: Run) -> Trace:
     trace_id = trace_id_for_run(run)
-    fields = {"run_id": run.pk, "agent_id": run.agent_id, "end_user": run.end_user,
-              "name": redact_text(run.task or "run", limit=300), "started_at": run.created_at}
+    fields = {
+        "run_id": run.pk,
+        "agent_id": run.agent_id,
+        "end_user": run.end_user,
+        "name": redact_text(run.task or "run", limit=300),
+        "started_at": run.created_at,
+    }
     try:
         with transaction.atomic():
             trace, created = Trace.objects.get_or_create(tenant_id=run.tenant_id, trace_id=trace_id, defaults=fields)
@@ -95,8 +100,9 @@ def _call_attributes(call: ToolCall) -> dict[str, Any]:
     return {key: value for key, value in attrs.items() if value not in ("", None)}
 
 
-def verdict_attributes(verdict: str, *, rule: str = "", reason: str = "", policy_version: Any = None,
-                       call_id: str = "") -> dict[str, Any]:
+def verdict_attributes(
+    verdict: str, *, rule: str = "", reason: str = "", policy_version: Any = None, call_id: str = ""
+) -> dict[str, Any]:
     """A verdict in the GenAI security-guardian vocabulary (`apply_guardrail`, gen_ai.security.*),
     beside Airlock's own attributes. The conventions have no "ask a human": confirm is a `warn`
     with decision code `approval_required`."""
@@ -164,22 +170,40 @@ def record_span(
         attrs.update(_call_attributes(call))
         skill_name = skill_name or call.name
     if verdict:
-        attrs.update(verdict_attributes(
-            verdict, rule=str(attrs.get("airlock.decision.rule", "")), call_id=call.call_id if call else "",
-            policy_version=attrs.get("airlock.decision.policy_version")))
+        attrs.update(
+            verdict_attributes(
+                verdict,
+                rule=str(attrs.get("airlock.decision.rule", "")),
+                call_id=call.call_id if call else "",
+                policy_version=attrs.get("airlock.decision.policy_version"),
+            )
+        )
     if attributes:
         attrs.update(attributes)
     attrs = redact(attrs)
     duration_ms = (ended_at - started_at).total_seconds() * 1000 if ended_at else None
     span = Span.objects.create(
-        trace=trace, span_id=new_span_id(), parent_span_id=parent_span_id or "", kind=kind,
-        name=redact_text(name, limit=300), started_at=started_at, ended_at=ended_at, duration_ms=duration_ms,
-        skill_name=skill_name, skill_version=skill_version, call=call, verdict=verdict, outcome=outcome,
-        error_class=error_class, attributes=attrs, arguments_sha256=str(attrs.get("airlock.arguments.sha256", ""))[:64],
+        trace=trace,
+        span_id=new_span_id(),
+        parent_span_id=parent_span_id or "",
+        kind=kind,
+        name=redact_text(name, limit=300),
+        started_at=started_at,
+        ended_at=ended_at,
+        duration_ms=duration_ms,
+        skill_name=skill_name,
+        skill_version=skill_version,
+        call=call,
+        verdict=verdict,
+        outcome=outcome,
+        error_class=error_class,
+        attributes=attrs,
+        arguments_sha256=str(attrs.get("airlock.arguments.sha256", ""))[:64],
         result_bytes=_int_or_zero(attrs.get("airlock.result.bytes")),
     )
-    _bump_counters(trace, spans=1, errors=1 if error_class else 0, ended_at=ended_at or started_at,
-                   started_at=started_at)
+    _bump_counters(
+        trace, spans=1, errors=1 if error_class else 0, ended_at=ended_at or started_at, started_at=started_at
+    )
     return span
 
 
@@ -190,8 +214,9 @@ def _int_or_zero(value: Any) -> int:
         return 0
 
 
-def _bump_counters(trace: Trace, *, spans: int, errors: int, ended_at: datetime | None,
-                   started_at: datetime | None = None) -> None:
+def _bump_counters(
+    trace: Trace, *, spans: int, errors: int, ended_at: datetime | None, started_at: datetime | None = None
+) -> None:
     updates: dict[str, Any] = {"span_count": F("span_count") + spans}
     if started_at is not None:  # a span recorded before the run began (the agent's own) moves the start back
         updates["started_at"] = Case(When(started_at__gt=started_at, then=Value(started_at)), default=F("started_at"))
@@ -199,13 +224,20 @@ def _bump_counters(trace: Trace, *, spans: int, errors: int, ended_at: datetime 
         updates["error_count"] = F("error_count") + errors
     if ended_at is not None:
         # Only move ended_at forward (Greatest treats NULL differently on SQLite and PostgreSQL).
-        updates["ended_at"] = Case(When(Q(ended_at__isnull=True) | Q(ended_at__lt=ended_at), then=Value(ended_at)),
-                                   default=F("ended_at"))
+        updates["ended_at"] = Case(
+            When(Q(ended_at__isnull=True) | Q(ended_at__lt=ended_at), then=Value(ended_at)), default=F("ended_at")
+        )
     Trace.objects.filter(pk=trace.pk).update(**updates)
 
 
-def finish_span(span: Span, *, ended_at: datetime | None = None, outcome: str = "", error_class: str = "",
-                attributes: dict[str, Any] | None = None) -> Span:
+def finish_span(
+    span: Span,
+    *,
+    ended_at: datetime | None = None,
+    outcome: str = "",
+    error_class: str = "",
+    attributes: dict[str, Any] | None = None,
+) -> Span:
     """Close a span opened without an end (an approval wait, an execution attempt)."""
     ended_at = ended_at or timezone.now()
     span.ended_at = ended_at
@@ -225,5 +257,14 @@ def finish_span(span: Span, *, ended_at: datetime | None = None, outcome: str = 
     return span
 
 
-__all__ = ["ensure_trace", "finish_span", "new_span_id", "new_trace_id", "record_span", "record_span_safely",
-           "recording_spans", "trace_id_for_run", "verdict_attributes"]
+__all__ = [
+    "ensure_trace",
+    "finish_span",
+    "new_span_id",
+    "new_trace_id",
+    "record_span",
+    "record_span_safely",
+    "recording_spans",
+    "trace_id_for_run",
+    "verdict_attributes",
+]

@@ -35,6 +35,7 @@ WHOLE_PAYLOAD_CLASSIFICATIONS = frozenset({"confidential", "restricted"})
 PREVIEW_CHARS = 2
 MAX_DEPTH = 64
 
+
 def sha256_hex(value: Any) -> str:
     if isinstance(value, str):
         return hashlib.sha256(value.encode()).hexdigest()
@@ -104,5 +105,15 @@ def _compact(value: Any) -> str:
         return repr(value)
 
 
-__all__ = ["MAX_DEPTH", "WHOLE_PAYLOAD_CLASSIFICATIONS", "is_secret_key", "is_sensitive_schema", "looks_secret",
-           "mask_secrets", "redact", "redact_text", "redacted_marker", "sha256_hex"]
+__all__ = [
+    "MAX_DEPTH",
+    "WHOLE_PAYLOAD_CLASSIFICATIONS",
+    "is_secret_key",
+    "is_sensitive_schema",
+    "looks_secret",
+    "mask_secrets",
+    "redact",
+    "redact_text",
+    "redacted_marker",
+    "sha256_hex",
+]

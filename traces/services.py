@@ -22,10 +22,13 @@ logger = logging.getLogger(__name__)
 
 # --- alert rules -------------------------------------------------------------------------------
 
-def create_alert_rule(*, skill_name: str, kind: str, threshold: float, window: timedelta, min_calls: int = 10,
-                      user: Any = None) -> AlertRule:
-    return AlertRule.objects.create(skill_name=skill_name, kind=kind, threshold=threshold, window=window,
-                                    min_calls=min_calls, created_by=user)
+
+def create_alert_rule(
+    *, skill_name: str, kind: str, threshold: float, window: timedelta, min_calls: int = 10, user: Any = None
+) -> AlertRule:
+    return AlertRule.objects.create(
+        skill_name=skill_name, kind=kind, threshold=threshold, window=window, min_calls=min_calls, created_by=user
+    )
 
 
 def delete_alert_rule(*, rule: AlertRule) -> None:
@@ -46,18 +49,23 @@ def measure_rule(rule: AlertRule, *, since: datetime, until: datetime) -> tuple[
         errors = sum(1 for f in facts if f.error_class)
         rate = errors / len(facts) if facts else 0.0
         if len(facts) >= rule.min_calls and rate > rule.threshold:
-            return rate, (f"{rule.skill_name}: {errors} of {len(facts)} calls failed ({rate:.0%}) in {window}, "
-                          f"over the {rule.threshold:.0%} threshold")
+            return rate, (
+                f"{rule.skill_name}: {errors} of {len(facts)} calls failed ({rate:.0%}) in {window}, "
+                f"over the {rule.threshold:.0%} threshold"
+            )
     elif rule.kind == AlertKind.REPEATED_CALLS:
         worst = max(repeats_per_run(facts), default=0)
         if worst and worst >= rule.threshold:
-            return float(worst), (f"{rule.skill_name}: one run made {worst} identical calls in {window} "
-                                  f"(threshold {rule.threshold:g})")
+            return float(worst), (
+                f"{rule.skill_name}: one run made {worst} identical calls in {window} (threshold {rule.threshold:g})"
+            )
     elif rule.kind == AlertKind.CONTRACT_VIOLATIONS:
         count = sum(1 for f in facts if f.contract_violation)
         if count and count >= rule.threshold:
-            return float(count), (f"{rule.skill_name}: {count} results violated the output contract in {window} "
-                                  f"(threshold {rule.threshold:g})")
+            return float(count), (
+                f"{rule.skill_name}: {count} results violated the output contract in {window} "
+                f"(threshold {rule.threshold:g})"
+            )
     return None
 
 
@@ -83,8 +91,15 @@ def evaluate_alert_rules(*, now: datetime | None = None) -> list[Alert]:
         value, message = measured
         alert, created = Alert.objects.get_or_create(
             dedupe_key=f"{rule.pk}:{window_number(rule, now)}",
-            defaults={"rule": rule, "skill_name": rule.skill_name, "value": value, "message": message[:500],
-                      "window_start": since, "window_end": until, "fired_at": now},
+            defaults={
+                "rule": rule,
+                "skill_name": rule.skill_name,
+                "value": value,
+                "message": message[:500],
+                "window_start": since,
+                "window_end": until,
+                "fired_at": now,
+            },
         )
         if created:
             fired.append(alert)
@@ -110,6 +125,7 @@ def email_alert(*, alert_id: int) -> bool:
 
 # --- retention ---------------------------------------------------------------------------------
 
+
 def purge_expired_traces(*, now: datetime | None = None, batch_size: int = 2000, max_batches: int = 50) -> int:
     """Delete traces older than their tenant's retention, spans first, in small separate deletes so
     no statement holds locks for long. Returns the number of traces deleted; call again for more."""
@@ -119,8 +135,11 @@ def purge_expired_traces(*, now: datetime | None = None, batch_size: int = 2000,
     for tenant in Tenant.objects.only("pk", "trace_retention"):
         cutoff = now - tenant.trace_retention
         while batches < max_batches:
-            trace_ids = list(Trace.objects.filter(tenant=tenant, started_at__lt=cutoff)
-                             .order_by("started_at").values_list("pk", flat=True)[:100])
+            trace_ids = list(
+                Trace.objects.filter(tenant=tenant, started_at__lt=cutoff)
+                .order_by("started_at")
+                .values_list("pk", flat=True)[:100]
+            )
             if not trace_ids:
                 break
             while batches < max_batches:
@@ -138,13 +157,20 @@ def purge_expired_traces(*, now: datetime | None = None, batch_size: int = 2000,
 
 # --- settings and forwarding -------------------------------------------------------------------
 
+
 def trace_settings_for(tenant: Tenant) -> TraceSettings:
     found, _ = TraceSettings.objects.get_or_create(tenant=tenant)
     return found
 
 
-def update_trace_settings(*, tenant: Tenant, forward_enabled: bool, forward_endpoint: str,
-                          forward_headers: dict[str, str] | None, retention: timedelta | None = None) -> TraceSettings:
+def update_trace_settings(
+    *,
+    tenant: Tenant,
+    forward_enabled: bool,
+    forward_endpoint: str,
+    forward_headers: dict[str, str] | None,
+    retention: timedelta | None = None,
+) -> TraceSettings:
     """Headers (credentials for the collector) are stored sealed; None keeps the current ones."""
     current = trace_settings_for(tenant)
     newly_enabled = forward_enabled and not current.forward_enabled
@@ -153,8 +179,9 @@ def update_trace_settings(*, tenant: Tenant, forward_enabled: bool, forward_endp
         current.forward_headers_sealed = seal(forward_headers) if forward_headers else ""
     if newly_enabled:
         # forward from now on, not the tenant's whole history
-        current.forwarded_up_to = Span.objects.filter(trace__tenant=tenant).order_by("-pk").values_list(
-            "pk", flat=True).first() or 0
+        current.forwarded_up_to = (
+            Span.objects.filter(trace__tenant=tenant).order_by("-pk").values_list("pk", flat=True).first() or 0
+        )
     current.save()
     if retention is not None:
         Tenant.objects.filter(pk=tenant.pk).update(trace_retention=retention)
@@ -169,8 +196,11 @@ def forward_spans(*, tenant_id: int, batch_size: int = 500, timeout: float = 10.
     current = TraceSettings.objects.select_related("tenant").filter(tenant_id=tenant_id, forward_enabled=True).first()
     if current is None or not current.forward_endpoint:
         return 0
-    spans = list(Span.objects.filter(trace__tenant_id=tenant_id, pk__gt=current.forwarded_up_to)
-                 .select_related("trace").order_by("pk")[:batch_size])
+    spans = list(
+        Span.objects.filter(trace__tenant_id=tenant_id, pk__gt=current.forwarded_up_to)
+        .select_related("trace")
+        .order_by("pk")[:batch_size]
+    )
     if not spans:
         return 0
     headers = {"Content-Type": "application/x-protobuf"}
@@ -189,5 +219,6 @@ def forward_spans(*, tenant_id: int, batch_size: int = 500, timeout: float = 10.
         TraceSettings.objects.filter(pk=current.pk).update(last_forward_error=error[:500])
         raise
     TraceSettings.objects.filter(pk=current.pk, forwarded_up_to=current.forwarded_up_to).update(
-        forwarded_up_to=spans[-1].pk, last_forward_at=timezone.now(), last_forward_error="")
+        forwarded_up_to=spans[-1].pk, last_forward_at=timezone.now(), last_forward_error=""
+    )
     return len(spans)

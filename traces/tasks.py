@@ -29,8 +29,7 @@ def purge_expired_traces() -> int:
     return purge()
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
-             max_retries=FORWARD_MAX_RETRIES)
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True, max_retries=FORWARD_MAX_RETRIES)
 def forward_spans(self, tenant_id: int) -> int:
     """Forward one batch of a tenant's spans; transient HTTP failures retry with backoff and jitter."""
     from traces.services import forward_spans as forward
@@ -40,15 +39,18 @@ def forward_spans(self, tenant_id: int) -> int:
     except httpx.HTTPError as exc:
         if self.request.retries >= FORWARD_MAX_RETRIES:
             return 0  # the cursor did not move: the next beat tick starts again from the same span
-        raise self.retry(exc=exc, countdown=min(300, 2 ** self.request.retries) + random.random()) from exc
+        raise self.retry(exc=exc, countdown=min(300, 2**self.request.retries) + random.random()) from exc
 
 
 @shared_task(ignore_result=True)
 def forward_all() -> int:
     from traces.models import TraceSettings
 
-    tenant_ids = list(TraceSettings.objects.filter(forward_enabled=True).exclude(forward_endpoint="")
-                      .values_list("tenant_id", flat=True))
+    tenant_ids = list(
+        TraceSettings.objects.filter(forward_enabled=True)
+        .exclude(forward_endpoint="")
+        .values_list("tenant_id", flat=True)
+    )
     for tenant_id in tenant_ids:
         forward_spans.delay(tenant_id)
     return len(tenant_ids)

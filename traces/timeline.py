@@ -18,8 +18,21 @@ from django.db.models.functions import Coalesce
 from traces.models import Span
 
 PAGE_SIZE = 200
-ROW_FIELDS = ("pk", "span_id", "parent_span_id", "kind", "name", "duration_ms", "skill_name", "skill_version",
-              "verdict", "outcome", "error_class", "call_id", "source")
+ROW_FIELDS = (
+    "pk",
+    "span_id",
+    "parent_span_id",
+    "kind",
+    "name",
+    "duration_ms",
+    "skill_name",
+    "skill_version",
+    "verdict",
+    "outcome",
+    "error_class",
+    "call_id",
+    "source",
+)
 
 
 class Epoch(Func):
@@ -30,8 +43,9 @@ class Epoch(Func):
     template = "EXTRACT(EPOCH FROM %(expressions)s)"
 
     def as_sqlite(self, compiler, connection, **extra_context):
-        return self.as_sql(compiler, connection, template="((julianday(%(expressions)s) - 2440587.5) * 86400.0)",
-                           **extra_context)
+        return self.as_sql(
+            compiler, connection, template="((julianday(%(expressions)s) - 2440587.5) * 86400.0)", **extra_context
+        )
 
 
 @dataclass
@@ -75,17 +89,23 @@ class Timeline:
         return (self.ended_at - self.started_at).total_seconds() * 1000
 
     def page(self, offset: int, size: int = PAGE_SIZE) -> list[Row]:
-        return self.rows[offset:offset + size]
+        return self.rows[offset : offset + size]
 
     def ticks(self, count: int = 5) -> list[dict[str, float]]:
         return [{"pct": 100 * i / count, "ms": self.duration_ms * i / count} for i in range(count + 1)]
 
 
 def build_timeline(spans: QuerySet[Span]) -> Timeline:
-    values = list(spans.order_by("started_at", "pk").values(
-        *ROW_FIELDS, start_s=Epoch("started_at"), end_s=Epoch("ended_at"),
-        approval_id=Coalesce(KeyTextTransform("approval_id", "attributes"),
-                             KeyTextTransform("airlock.approval.id", "attributes"))))
+    values = list(
+        spans.order_by("started_at", "pk").values(
+            *ROW_FIELDS,
+            start_s=Epoch("started_at"),
+            end_s=Epoch("ended_at"),
+            approval_id=Coalesce(
+                KeyTextTransform("approval_id", "attributes"), KeyTextTransform("airlock.approval.id", "attributes")
+            ),
+        )
+    )
     if not values:
         return Timeline(rows=[], started_at=None, ended_at=None, total=0)
     first = min(v["start_s"] for v in values)
@@ -110,11 +130,21 @@ def build_timeline(spans: QuerySet[Span]) -> Timeline:
         seen.add(v["span_id"])
         offset = (v["start_s"] - first) * 1000
         width = ((v["end_s"] or v["start_s"]) - v["start_s"]) * 1000
-        rows.append(Row(values=v, depth=min(depth, 40), offset_pct=round(100 * offset / total_ms, 3),
-                        width_pct=round(max(100 * width / total_ms, 0.2), 3)))
+        rows.append(
+            Row(
+                values=v,
+                depth=min(depth, 40),
+                offset_pct=round(100 * offset / total_ms, 3),
+                width_pct=round(max(100 * width / total_ms, 0.2), 3),
+            )
+        )
         stack.extend((child, depth + 1) for child in reversed(children.get(v["span_id"], [])))
     for v in values:  # spans caught in a parent cycle still appear, at the top level
         if v["span_id"] not in seen:
             rows.append(Row(values=v, depth=0, offset_pct=0, width_pct=0.2))
-    return Timeline(rows=rows, started_at=datetime.fromtimestamp(first, tz=UTC),
-                    ended_at=datetime.fromtimestamp(last, tz=UTC), total=len(rows))
+    return Timeline(
+        rows=rows,
+        started_at=datetime.fromtimestamp(first, tz=UTC),
+        ended_at=datetime.fromtimestamp(last, tz=UTC),
+        total=len(rows),
+    )

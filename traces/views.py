@@ -29,6 +29,7 @@ LIST_PAGE = 50
 
 # --- list --------------------------------------------------------------------------------------
 
+
 def _encode_cursor(trace) -> str:
     return base64.urlsafe_b64encode(f"{trace.started_at.isoformat()}|{trace.pk}".encode()).decode()
 
@@ -53,9 +54,16 @@ def _filter_traces(traces: QuerySet, data: dict, user) -> QuerySet:
         traces = traces.filter(started_at__gte=data["since"])
     if data.get("until"):
         traces = traces.filter(started_at__lt=data["until"])
-    span_filter = {field: data[key] for key, field in (("skill", "skill_name"), ("verdict", "verdict"),
-                                                       ("outcome", "outcome"), ("error_class", "error_class"))
-                   if data.get(key)}
+    span_filter = {
+        field: data[key]
+        for key, field in (
+            ("skill", "skill_name"),
+            ("verdict", "verdict"),
+            ("outcome", "outcome"),
+            ("error_class", "error_class"),
+        )
+        if data.get(key)
+    }
     if span_filter:
         traces = traces.filter(Exists(Span.objects.filter(trace=OuterRef("pk"), **span_filter)))
     return traces
@@ -70,7 +78,7 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     traces = traces.order_by("-started_at", "-pk")
     if request.GET.get("cursor"):
         traces = _apply_cursor(traces, request.GET["cursor"])
-    page = list(traces[:LIST_PAGE + 1])
+    page = list(traces[: LIST_PAGE + 1])
     member_of = tenant_ids_for(request.user) if not request.user.is_superuser else None
     rows = [{"trace": t, "full": member_of is None or t.tenant_id in member_of} for t in page[:LIST_PAGE]]
     query = request.GET.copy()
@@ -78,11 +86,15 @@ def trace_list(request: HttpRequest) -> HttpResponse:
     if len(page) > LIST_PAGE:
         query["cursor"] = _encode_cursor(page[LIST_PAGE - 1])
         next_url = f"?{query.urlencode()}"
-    return render(request, "traces/list.html", {"form": form, "rows": rows, "next_url": next_url,
-                                                "owned_skills": owned_skill_names(request.user)})
+    return render(
+        request,
+        "traces/list.html",
+        {"form": form, "rows": rows, "next_url": next_url, "owned_skills": owned_skill_names(request.user)},
+    )
 
 
 # --- one trace ---------------------------------------------------------------------------------
+
 
 @login_required
 @require_GET
@@ -94,9 +106,14 @@ def trace_detail(request: HttpRequest, pk: int) -> HttpResponse:
     except ValueError:
         offset = 0
     span_base = reverse("traces:span", args=[pk, "0"])[:-2]  # rows append their span id: one reverse, not 300
-    context = {"access": access, "trace": access.trace, "timeline": timeline, "span_base": span_base,
-               "rows": timeline.page(offset), "next_offset": offset + PAGE_SIZE if offset + PAGE_SIZE <
-               timeline.total else None}
+    context = {
+        "access": access,
+        "trace": access.trace,
+        "timeline": timeline,
+        "span_base": span_base,
+        "rows": timeline.page(offset),
+        "next_offset": offset + PAGE_SIZE if offset + PAGE_SIZE < timeline.total else None,
+    }
     if request.htmx and offset:
         return render(request, "traces/detail.html#rows", context)
     return render(request, "traces/detail.html", context)
@@ -119,9 +136,18 @@ def span_detail(request: HttpRequest, pk: int, span_id: str) -> HttpResponse:
     span = get_object_or_404(access.spans().select_related("call", "call__approval"), span_id=span_id)
     span.name = access.shown_name(span)
     attributes = sorted(access.shown_attributes(span.attributes).items())
-    return render(request, "traces/detail.html#span", {"access": access, "trace": access.trace, "span": span,
-                                                       "attributes": attributes, "approval_id": _approval_id(span),
-                                                       "owned_skills": owned_skill_names(request.user)})
+    return render(
+        request,
+        "traces/detail.html#span",
+        {
+            "access": access,
+            "trace": access.trace,
+            "span": span,
+            "attributes": attributes,
+            "approval_id": _approval_id(span),
+            "owned_skills": owned_skill_names(request.user),
+        },
+    )
 
 
 def _approval_id(span: Span) -> str:
@@ -144,8 +170,10 @@ def call_why(request: HttpRequest, pk: int, call_pk: int) -> HttpResponse:
     answers = explain_call(call=call, spans=spans)
     if not access.full:
         for answer in answers:
-            answer.details = [(k, "(hidden: another tenant's data)" if k == "issues" or k.startswith("shadow") else v)
-                              for k, v in answer.details]
+            answer.details = [
+                (k, "(hidden: another tenant's data)" if k == "issues" or k.startswith("shadow") else v)
+                for k, v in answer.details
+            ]
     context = {"access": access, "trace": access.trace, "call": call, "answers": answers}
     if request.htmx:
         return render(request, "traces/detail.html#why", context)
@@ -153,6 +181,7 @@ def call_why(request: HttpRequest, pk: int, call_pk: int) -> HttpResponse:
 
 
 # --- skills and alerts -------------------------------------------------------------------------
+
 
 def _skill_or_404(user, skill_name: str) -> str:
     if not may_see_skill(user, skill_name):
@@ -167,11 +196,19 @@ def skill_detail(request: HttpRequest, skill_name: str) -> HttpResponse:
     window = request.GET.get("window") if request.GET.get("window") in WINDOWS else "24h"
     until = timezone.now()
     metrics = skill_metrics(skill_name=skill_name, since=until - WINDOWS[window], until=until)
-    return render(request, "traces/skill.html", {
-        "skill_name": skill_name, "window": window, "windows": list(WINDOWS), "m": metrics,
-        "rules": AlertRule.objects.filter(skill_name=skill_name),
-        "alerts": Alert.objects.filter(skill_name=skill_name)[:10], "rule_form": AlertRuleForm(),
-    })
+    return render(
+        request,
+        "traces/skill.html",
+        {
+            "skill_name": skill_name,
+            "window": window,
+            "windows": list(WINDOWS),
+            "m": metrics,
+            "rules": AlertRule.objects.filter(skill_name=skill_name),
+            "alerts": Alert.objects.filter(skill_name=skill_name)[:10],
+            "rule_form": AlertRuleForm(),
+        },
+    )
 
 
 @login_required
@@ -193,9 +230,14 @@ def rule_create(request: HttpRequest, skill_name: str) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
         return redirect("traces:skill", skill_name=skill_name)
-    services.create_alert_rule(skill_name=skill_name, kind=form.cleaned_data["kind"],
-                               threshold=form.cleaned_data["threshold"], window=form.window_value,
-                               min_calls=form.cleaned_data.get("min_calls") or 1, user=request.user)
+    services.create_alert_rule(
+        skill_name=skill_name,
+        kind=form.cleaned_data["kind"],
+        threshold=form.cleaned_data["threshold"],
+        window=form.window_value,
+        min_calls=form.cleaned_data.get("min_calls") or 1,
+        user=request.user,
+    )
     messages.success(request, "Alert rule added.")
     return redirect("traces:skill", skill_name=skill_name)
 
@@ -212,21 +254,32 @@ def rule_delete(request: HttpRequest, rule_id: int) -> HttpResponse:
 
 # --- tenant settings ---------------------------------------------------------------------------
 
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def tenant_settings(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
     current = services.trace_settings_for(tenant)
-    initial = {"retention_days": tenant.trace_retention.days, "forward_enabled": current.forward_enabled,
-               "forward_endpoint": current.forward_endpoint}
+    initial = {
+        "retention_days": tenant.trace_retention.days,
+        "forward_enabled": current.forward_enabled,
+        "forward_endpoint": current.forward_endpoint,
+    }
     form = TraceSettingsForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        services.update_trace_settings(tenant=tenant, forward_enabled=data["forward_enabled"],
-                                       forward_endpoint=data["forward_endpoint"],
-                                       forward_headers=data["forward_headers"],
-                                       retention=timedelta(days=data["retention_days"]))
+        services.update_trace_settings(
+            tenant=tenant,
+            forward_enabled=data["forward_enabled"],
+            forward_endpoint=data["forward_endpoint"],
+            forward_headers=data["forward_headers"],
+            retention=timedelta(days=data["retention_days"]),
+        )
         messages.success(request, "Trace settings saved.")
         return redirect("traces:settings", tenant_slug=tenant.slug)
-    return render(request, "traces/settings.html", {"tenant": tenant, "form": form, "settings": current},
-                  status=400 if request.method == "POST" else 200)
+    return render(
+        request,
+        "traces/settings.html",
+        {"tenant": tenant, "form": form, "settings": current},
+        status=400 if request.method == "POST" else 200,
+    )

@@ -32,8 +32,12 @@ def _exposed_tools(call: Any, spans: list[Span]) -> Answer:
 
 def _exposure_answer(question: str, name: str, names: list, source: str) -> Answer:
     found = name in names
-    return Answer(question, f"{len(names)} tools; {name} {'was' if found else 'was not'} among them",
-                  "ok" if found else "bad", [("exposed", ", ".join(map(str, names)) or "none"), ("source", source)])
+    return Answer(
+        question,
+        f"{len(names)} tools; {name} {'was' if found else 'was not'} among them",
+        "ok" if found else "bad",
+        [("exposed", ", ".join(map(str, names)) or "none"), ("source", source)],
+    )
 
 
 def _reconstructed_exposure(run: Any) -> list[str] | None:
@@ -45,8 +49,11 @@ def _reconstructed_exposure(run: Any) -> list[str] | None:
         from registry.snapshots import load_snapshot
 
         index = load_snapshot(run.snapshot.number)
-        offered = [entry["name"] for entry in index.current_entries()
-                   if offered_to(entry.get("manifest", {}), tenant_slug=run.tenant.slug, agent_role=run.agent.role)]
+        offered = [
+            entry["name"]
+            for entry in index.current_entries()
+            if offered_to(entry.get("manifest", {}), tenant_slug=run.tenant.slug, agent_role=run.agent.role)
+        ]
         return granted_names(active_patterns(tenant_id=run.tenant_id, agent_role=run.agent.role), offered)
     except Exception:  # a display aid must not break the panel
         return None
@@ -58,10 +65,18 @@ def _skill_and_version(call: Any, spans: list[Span]) -> Answer:
     if not version and call.skill_version_id:
         version = getattr(call.skill_version, "version", "")
     if not version:
-        return Answer(q, f"{call.name} did not resolve to a skill version.", "bad",
-                      [("requested version", call.requested_version or "any")])
-    return Answer(q, f"{call.name}@{version}", "ok",
-                  [("requested version", call.requested_version or "active"), ("effect", call.effect or "—")])
+        return Answer(
+            q,
+            f"{call.name} did not resolve to a skill version.",
+            "bad",
+            [("requested version", call.requested_version or "any")],
+        )
+    return Answer(
+        q,
+        f"{call.name}@{version}",
+        "ok",
+        [("requested version", call.requested_version or "active"), ("effect", call.effect or "—")],
+    )
 
 
 def _validation(call: Any) -> Answer:
@@ -71,8 +86,7 @@ def _validation(call: Any) -> Answer:
         return Answer(q, "The arguments were rejected.", "bad", [("issues", issues)] if issues else [])
     if not call.skill_version_id:
         return Answer(q, "Not reached.", "neutral")
-    return Answer(q, "The arguments matched the schema.", "ok",
-                  [("arguments sha256", call.arguments_sha256 or "—")])
+    return Answer(q, "The arguments matched the schema.", "ok", [("arguments sha256", call.arguments_sha256 or "—")])
 
 
 def _policy(call: Any) -> Answer:
@@ -84,14 +98,20 @@ def _policy(call: Any) -> Answer:
         return Answer(q, "Not reached.", "neutral")
     status = {"allow": "ok", "confirm": "warn", "deny": "bad"}.get(call.verdict, "neutral")
     details: list[tuple[str, Any]] = [
-        ("rule", decision.get("rule_id") or "—"), ("scope", decision.get("scope") or "—"),
-        ("policy version", decision.get("policy_version") or "—"), ("reason", decision.get("reason") or "—"),
+        ("rule", decision.get("rule_id") or "—"),
+        ("scope", decision.get("scope") or "—"),
+        ("policy version", decision.get("policy_version") or "—"),
+        ("reason", decision.get("reason") or "—"),
     ]
     details.extend(_floor_details(decision))
     for shadow in decision.get("shadow") or []:
-        details.append((f"shadow {shadow.get('policy_version', '')}",
-                        f"{shadow.get('verdict')} by {shadow.get('rule_id') or 'default'}"
-                        + (" (differs)" if shadow.get("differs") else "")))
+        details.append(
+            (
+                f"shadow {shadow.get('policy_version', '')}",
+                f"{shadow.get('verdict')} by {shadow.get('rule_id') or 'default'}"
+                + (" (differs)" if shadow.get("differs") else ""),
+            )
+        )
     return Answer(q, call.verdict, status, details)
 
 
@@ -109,24 +129,25 @@ def _floor_details(decision: dict) -> list[tuple[str, Any]]:
 
 def _approval(call: Any, spans: list[Span]) -> Answer:
     q = "Was approval required, and who gave it?"
-    approval_spans = [s for s in spans if s.kind in (SpanKind.APPROVAL, SpanKind.APPROVAL_REQUEST,
-                                                     SpanKind.APPROVAL_DECISION)]
+    approval_spans = [
+        s for s in spans if s.kind in (SpanKind.APPROVAL, SpanKind.APPROVAL_REQUEST, SpanKind.APPROVAL_DECISION)
+    ]
     if call.verdict != "confirm" and not approval_spans:
         return Answer(q, "No approval was needed.", "neutral")
     approval_id = ""
     details: list[tuple[str, Any]] = []
     decided = ""
     for span in approval_spans:
-        approval_id = str(span.attributes.get("approval_id") or span.attributes.get("airlock.approval.id")
-                          or approval_id)
+        approval_id = str(
+            span.attributes.get("approval_id") or span.attributes.get("airlock.approval.id") or approval_id
+        )
         by = span.attributes.get("decided_by") or span.attributes.get("airlock.approval.decided_by")
         if span.outcome and span.outcome not in ("executed", "failed"):
             decided = span.outcome
         details.append((span.name, f"{span.outcome or 'requested'}{f' by {by}' if by else ''}"))
     if not decided:
         return Answer(q, "Approval required; not decided yet.", "warn", details, approval_id)
-    return Answer(q, f"Approval required; {decided}.", "ok" if decided == "approved" else "bad", details,
-                  approval_id)
+    return Answer(q, f"Approval required; {decided}.", "ok" if decided == "approved" else "bad", details, approval_id)
 
 
 def _failures(call: Any, spans: list[Span]) -> Answer:
@@ -152,5 +173,12 @@ def _shaping(call: Any) -> Answer:
 
 
 def explain_call(*, call: Any, spans: list[Span]) -> list[Answer]:
-    return [_exposed_tools(call, spans), _skill_and_version(call, spans), _validation(call), _policy(call),
-            _approval(call, spans), _failures(call, spans), _shaping(call)]
+    return [
+        _exposed_tools(call, spans),
+        _skill_and_version(call, spans),
+        _validation(call),
+        _policy(call),
+        _approval(call, spans),
+        _failures(call, spans),
+        _shaping(call),
+    ]

@@ -25,6 +25,7 @@ from console.tenancy import get_visible_or_404, require_role, tenants_for
 
 LIST_LIMIT = 200
 
+
 def _queryset():
     return ApprovalRequest.objects.select_related("tenant", "call__skill_version").prefetch_related("votes__user")
 
@@ -36,15 +37,22 @@ def approval_list(request: Request) -> Response:
     wanted = request.query_params.get("status", ApprovalStatus.PENDING)
     if wanted not in ApprovalStatus.values and wanted != "all":
         return Response(error_body("validation", "invalid_status", f"Unknown status {wanted!r}."), status=400)
-    approvals = queries.approvable(request.user).select_related("tenant", "call__skill_version").prefetch_related(
-        "votes__user")
+    approvals = (
+        queries.approvable(request.user).select_related("tenant", "call__skill_version").prefetch_related("votes__user")
+    )
     approver_tenants = {tenant.pk for tenant in tenants_for(request.user, Role.APPROVER)}
     if wanted != "all":
         approvals = approvals.filter(status=wanted)
     if request.query_params.get("tenant"):
         approvals = approvals.filter(tenant__slug=request.query_params["tenant"])
-    return Response({"results": [approval_to_dict(a, request.user, approver_tenants)
-                                 for a in approvals.order_by("-created_at", "-id")[:LIST_LIMIT]]})
+    return Response(
+        {
+            "results": [
+                approval_to_dict(a, request.user, approver_tenants)
+                for a in approvals.order_by("-created_at", "-id")[:LIST_LIMIT]
+            ]
+        }
+    )
 
 
 @extend_schema(operation_id="approvals_retrieve", responses={200: ApprovalSerializer, **error_responses(404)})
@@ -54,8 +62,11 @@ def approval_detail(request: Request, approval_id: int) -> Response:
     return Response(approval_to_dict(get_visible_or_404(_queryset(), request.user, pk=approval_id), request.user))
 
 
-@extend_schema(operation_id="approvals_decide", request=ApprovalDecisionSerializer,
-               responses={200: ApprovalSerializer, **error_responses(400, 403, 404, 409)})
+@extend_schema(
+    operation_id="approvals_decide",
+    request=ApprovalDecisionSerializer,
+    responses={200: ApprovalSerializer, **error_responses(400, 403, 404, 409)},
+)
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def approval_decision(request: Request, approval_id: int) -> Response:

@@ -25,14 +25,26 @@ class GrantSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Grant
-        fields = ["id", "tenant", "skill_pattern", "agent_role", "oauth_scopes", "expires_at", "granted_by",
-                  "granted_at", "revoked_at", "is_active"]
+        fields = [
+            "id",
+            "tenant",
+            "skill_pattern",
+            "agent_role",
+            "oauth_scopes",
+            "expires_at",
+            "granted_by",
+            "granted_at",
+            "revoked_at",
+            "is_active",
+        ]
         read_only_fields = ["granted_at", "revoked_at"]
 
 
-@extend_schema(request=GrantSerializer, responses={
-    200: inline_serializer("GrantList", {"results": GrantSerializer(many=True)}), 201: GrantSerializer},
-    tags=["grants"])
+@extend_schema(
+    request=GrantSerializer,
+    responses={200: inline_serializer("GrantList", {"results": GrantSerializer(many=True)}), 201: GrantSerializer},
+    tags=["grants"],
+)
 @api_view(["GET", "POST"])
 @permission_classes([IsHuman])
 def tenant_grants(request: Request, tenant_slug: str) -> Response:

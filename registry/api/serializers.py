@@ -149,8 +149,9 @@ class SkillVersionSerializer(serializers.Serializer):
     status = serializers.CharField()
     effect = serializers.CharField()
     data_classification = serializers.CharField()
-    review_reasons = serializers.ListField(child=serializers.CharField(), allow_null=True,
-                                           help_text="Why publishing it needs a second person's review.")
+    review_reasons = serializers.ListField(
+        child=serializers.CharField(), allow_null=True, help_text="Why publishing it needs a second person's review."
+    )
     created_at = serializers.DateTimeField()
     published_at = serializers.DateTimeField(allow_null=True)
     manifest = serializers.DictField(help_text="The manifest as in effect (see /api/v1/skills/manifest-schema).")

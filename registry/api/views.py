@@ -186,8 +186,9 @@ def manifest_schema_view(request: Request) -> Response:
     return Response(manifest_schema())
 
 
-@extend_schema(request=ManifestSerializer, responses={200: ManifestCheckSerializer, **error_responses(400)},
-               tags=["registry"])
+@extend_schema(
+    request=ManifestSerializer, responses={200: ManifestCheckSerializer, **error_responses(400)}, tags=["registry"]
+)
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def validate(request: Request) -> Response:
@@ -202,8 +203,12 @@ def validate(request: Request) -> Response:
 
 
 @extend_schema(methods=["GET"], responses={200: SkillListSerializer}, tags=["registry"])
-@extend_schema(methods=["POST"], request=ManifestSerializer,
-               responses={201: DraftVersionSerializer, **error_responses(400)}, tags=["registry"])
+@extend_schema(
+    methods=["POST"],
+    request=ManifestSerializer,
+    responses={201: DraftVersionSerializer, **error_responses(400)},
+    tags=["registry"],
+)
 @api_view(["GET", "POST"])
 @permission_classes([IsHuman])
 def skill_collection(request: Request) -> Response:
@@ -227,8 +232,9 @@ def _skill(name: str) -> Skill:
     return get_object_or_404(Skill.objects.select_related("owner_team"), name=name)
 
 
-@extend_schema(operation_id="v1_skills_detail", responses={200: SkillDetailSerializer, **error_responses(404)},
-               tags=["registry"])
+@extend_schema(
+    operation_id="v1_skills_detail", responses={200: SkillDetailSerializer, **error_responses(404)}, tags=["registry"]
+)
 @api_view(["GET"])
 @permission_classes([IsHuman])
 def skill_detail(request: Request, name: str) -> Response:
@@ -237,8 +243,11 @@ def skill_detail(request: Request, name: str) -> Response:
     return Response({**skill_data(skill, versions), "versions": [version_data(v) for v in versions]})
 
 
-@extend_schema(request=ManifestSerializer, responses={201: DraftVersionSerializer, **error_responses(400, 403, 404)},
-               tags=["registry"])
+@extend_schema(
+    request=ManifestSerializer,
+    responses={201: DraftVersionSerializer, **error_responses(400, 403, 404)},
+    tags=["registry"],
+)
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def version_create(request: Request, name: str) -> Response:
@@ -263,8 +272,12 @@ def _version(name: str, version: str) -> SkillVersion:
 
 
 @extend_schema(methods=["GET"], responses={200: SkillVersionSerializer, **error_responses(404)}, tags=["registry"])
-@extend_schema(methods=["PUT"], request=ManifestSerializer,
-               responses={200: SkillVersionSerializer, **error_responses(400, 403, 404, 409)}, tags=["registry"])
+@extend_schema(
+    methods=["PUT"],
+    request=ManifestSerializer,
+    responses={200: SkillVersionSerializer, **error_responses(400, 403, 404, 409)},
+    tags=["registry"],
+)
 @api_view(["GET", "PUT"])
 @permission_classes([IsHuman])
 def version_detail(request: Request, name: str, version: str) -> Response:
@@ -306,8 +319,9 @@ def _lifecycle(call) -> Response:
         return _invalid(exc.errors)
 
 
-@extend_schema(request=None, responses={200: SkillVersionSerializer, **error_responses(400, 403, 404, 409)},
-               tags=["registry"])
+@extend_schema(
+    request=None, responses={200: SkillVersionSerializer, **error_responses(400, 403, 404, 409)}, tags=["registry"]
+)
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def version_publish(request: Request, name: str, version: str) -> Response:
@@ -316,8 +330,9 @@ def version_publish(request: Request, name: str, version: str) -> Response:
     return _lifecycle(lambda: Response(version_data(services.publish_version(version=found, user=request.user))))
 
 
-@extend_schema(request=None, responses={200: SkillVersionSerializer, **error_responses(400, 403, 404, 409)},
-               tags=["registry"])
+@extend_schema(
+    request=None, responses={200: SkillVersionSerializer, **error_responses(400, 403, 404, 409)}, tags=["registry"]
+)
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def version_approve(request: Request, name: str, version: str) -> Response:
@@ -326,8 +341,11 @@ def version_approve(request: Request, name: str, version: str) -> Response:
     return _lifecycle(lambda: Response(version_data(services.approve_version(version=found, user=request.user))))
 
 
-@extend_schema(request=DeprecateSerializer, responses={200: SkillStatusSerializer, **error_responses(400, 403, 404)},
-               tags=["registry"])
+@extend_schema(
+    request=DeprecateSerializer,
+    responses={200: SkillStatusSerializer, **error_responses(400, 403, 404)},
+    tags=["registry"],
+)
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def skill_deprecate(request: Request, name: str) -> Response:
@@ -362,8 +380,9 @@ def skill_deprecate(request: Request, name: str) -> Response:
     )
 
 
-@extend_schema(request=None, responses={200: SkillStatusSerializer, **error_responses(400, 403, 404)},
-               tags=["registry"])
+@extend_schema(
+    request=None, responses={200: SkillStatusSerializer, **error_responses(400, 403, 404)}, tags=["registry"]
+)
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def skill_retire(request: Request, name: str) -> Response:

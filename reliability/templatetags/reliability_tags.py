@@ -13,8 +13,7 @@ register = template.Library()
 
 def _skill_domains(skill_name: str) -> list[str]:
     domains = []
-    for manifest in SkillVersion.objects.filter(skill__name=skill_name).published().values_list("manifest",
-                                                                                                flat=True):
+    for manifest in SkillVersion.objects.filter(skill__name=skill_name).published().values_list("manifest", flat=True):
         adapter = (manifest or {}).get("execution", {}).get("adapter", "")
         if adapter and not adapter.startswith(("python:", "client:")):
             domains.append(breakers.domain_for(adapter))
@@ -24,21 +23,39 @@ def _skill_domains(skill_name: str) -> list[str]:
 
 @register.inclusion_tag("reliability/_skill_section.html")
 def skill_reliability(skill_name: str) -> dict:
-    return {"breakers": [breakers.snapshot(domain) for domain in _skill_domains(skill_name)],
-            "transitions": BreakerTransition.objects.filter(skill_name=skill_name)[:10],
-            "open_items": ReconciliationItem.objects.filter(skill_name=skill_name, status="open").count()}
+    return {
+        "breakers": [breakers.snapshot(domain) for domain in _skill_domains(skill_name)],
+        "transitions": BreakerTransition.objects.filter(skill_name=skill_name)[:10],
+        "open_items": ReconciliationItem.objects.filter(skill_name=skill_name, status="open").count(),
+    }
 
 
 @register.inclusion_tag("reliability/_run_section.html")
 def run_reliability(run) -> dict:
-    return {"pipelines": Pipeline.objects.filter(run=run).prefetch_related("steps"),
-            "jobs": LongJob.objects.filter(run=run),
-            "items": ReconciliationItem.objects.filter(run=run).select_related("call")}
+    return {
+        "pipelines": Pipeline.objects.filter(run=run).prefetch_related("steps"),
+        "jobs": LongJob.objects.filter(run=run),
+        "items": ReconciliationItem.objects.filter(run=run).select_related("call"),
+    }
 
 
-PILL = {"closed": "ok", "open": "bad", "half_open": "warn", "succeeded": "ok", "compensated": "info",
-        "failed": "bad", "compensation_failed": "bad", "no_inverse": "warn", "waiting": "warn", "pending": "neutral",
-        "skipped": "neutral", "not_run": "neutral", "running": "info", "gave_up": "bad", "resolved": "ok"}
+PILL = {
+    "closed": "ok",
+    "open": "bad",
+    "half_open": "warn",
+    "succeeded": "ok",
+    "compensated": "info",
+    "failed": "bad",
+    "compensation_failed": "bad",
+    "no_inverse": "warn",
+    "waiting": "warn",
+    "pending": "neutral",
+    "skipped": "neutral",
+    "not_run": "neutral",
+    "running": "info",
+    "gave_up": "bad",
+    "resolved": "ok",
+}
 
 
 @register.filter

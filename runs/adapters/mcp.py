@@ -18,6 +18,12 @@ class McpAdapter:
         trail = current_trail()
         connection = trail.mcp if trail is not None and trail.mcp else connection_for(uri)
         headers = {"X-Airlock-Run": context.run_id, "X-Airlock-Call": context.call_id, **attached_headers()}
-        content = call_tool(connection, parse(uri)[1], arguments, headers=headers, timeout_s=context.timeout_s,
-                            idempotency_key=context.idempotency_key)
+        content = call_tool(
+            connection,
+            parse(uri)[1],
+            arguments,
+            headers=headers,
+            timeout_s=context.timeout_s,
+            idempotency_key=context.idempotency_key,
+        )
         return AdapterResult(content=content, metadata={"mcp_server": connection["name"]})

@@ -15,6 +15,7 @@ def register(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def decorator(function: Callable[..., Any]) -> Callable[..., Any]:
         _FUNCTIONS[name] = function
         return function
+
     return decorator
 
 

@@ -19,21 +19,29 @@ from traces.redaction import redact_text
 STATUS_BY_CLASS = {"validation": 400, "authorization": 403, "expired": 410, "conflict": 409}
 
 
-@extend_schema(request=ClientResultSerializer,
-               responses={200: CallResultSerializer, **error_responses(400, 403, 404, 409, 410)}, tags=["runs"])
+@extend_schema(
+    request=ClientResultSerializer,
+    responses={200: CallResultSerializer, **error_responses(400, 403, 404, 409, 410)},
+    tags=["runs"],
+)
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def report_client_result(request: Request, run_id, call_id: str) -> Response:
     run = get_object_or_404(Run.objects.filter(agent=request.auth), pk=run_id)
-    call = get_object_or_404(ToolCall.objects.select_related("run", "skill_version"), run=run,
-                             call_id=redact_text(call_id))  # stored masked when it looks like a secret
+    call = get_object_or_404(
+        ToolCall.objects.select_related("run", "skill_version"), run=run, call_id=redact_text(call_id)
+    )  # stored masked when it looks like a secret
     body = ClientResultSerializer(data=request.data)
     if not body.is_valid():
         return invalid_body(body, "invalid_body", 'Send {"token", "content"} or {"token", "error": {"message"}}.')
     data = body.validated_data
     try:
-        result = accept_client_result(call=call, token=data["token"], content=data.get("content"),
-                                      error=dict(data["error"]) if "error" in data else None)
+        result = accept_client_result(
+            call=call,
+            token=data["token"],
+            content=data.get("content"),
+            error=dict(data["error"]) if "error" in data else None,
+        )
     except CallError as exc:
         return Response({"error": exc.as_error()}, status=STATUS_BY_CLASS.get(exc.error_class, 400))
     return Response(result)

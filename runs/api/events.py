@@ -34,16 +34,18 @@ def _authenticate(request: HttpRequest) -> Agent | JsonResponse:
     try:
         result = AgentKeyAuthentication().authenticate(request)
     except TooManyBadKeys as exc:  # this address or key lookup sent too many wrong keys: back off
-        response = JsonResponse(error_body("rate_limited", "too_many_bad_keys", str(exc.detail),
-                                           retry_after=exc.wait), status=429)
+        response = JsonResponse(
+            error_body("rate_limited", "too_many_bad_keys", str(exc.detail), retry_after=exc.wait), status=429
+        )
         response["Retry-After"] = str(exc.wait)
         return response
     except exceptions.AuthenticationFailed as exc:
         codes = exc.get_codes()
         return _error(401, "authentication", codes if isinstance(codes, str) else "invalid_key", str(exc.detail))
     if result is None:
-        return _error(401, "authentication", "missing_key",
-                      "Send the agent's API key as 'Authorization: Bearer <key>'.")
+        return _error(
+            401, "authentication", "missing_key", "Send the agent's API key as 'Authorization: Bearer <key>'."
+        )
     if not isinstance(result[1], Agent):
         return _error(403, "authorization", "agents_only", "Only an agent key may follow a run's events.")
     return result[1]
@@ -69,8 +71,12 @@ def _parse_after(text: str) -> int | JsonResponse:
         return 0
     if text.isascii() and text.isdigit() and len(text) <= 19 and int(text) <= MAX_EVENT_ID:
         return int(text)
-    return _error(400, "validation", "invalid_after",
-                  f"'after' must be the id of an event (a whole number from 0, as in next_cursor); got {_shown(text)}.")
+    return _error(
+        400,
+        "validation",
+        "invalid_after",
+        f"'after' must be the id of an event (a whole number from 0, as in next_cursor); got {_shown(text)}.",
+    )
 
 
 def _parse_wait(text: str) -> float | JsonResponse:
@@ -81,9 +87,13 @@ def _parse_wait(text: str) -> float | JsonResponse:
     # ends), "inf", "-1", "1_0", " 1" and non-ASCII digits.
     wait = float(text) if len(text) <= 40 and _SECONDS.fullmatch(text) else math.nan
     if not math.isfinite(wait):  # too large a number is infinite
-        return _error(400, "validation", "invalid_wait",
-                      f"'wait' must be a number of seconds from 0 to {MAX_WAIT_SECONDS:g} (more is read as "
-                      f"{MAX_WAIT_SECONDS:g}); got {_shown(text)}.")
+        return _error(
+            400,
+            "validation",
+            "invalid_wait",
+            f"'wait' must be a number of seconds from 0 to {MAX_WAIT_SECONDS:g} (more is read as "
+            f"{MAX_WAIT_SECONDS:g}); got {_shown(text)}.",
+        )
     return min(wait, MAX_WAIT_SECONDS)
 
 
@@ -120,5 +130,4 @@ async def run_events(request: HttpRequest, run_id) -> JsonResponse:
         await clock.asleep(min(interval, remaining))
         interval = min(interval * 1.5, MAX_POLL_INTERVAL)
     status = await Run.objects.filter(pk=run.pk).values_list("status", flat=True).afirst()
-    return JsonResponse({"events": events, "next_cursor": events[-1]["id"] if events else after,
-                         "run_status": status})
+    return JsonResponse({"events": events, "next_cursor": events[-1]["id"] if events else after, "run_status": status})

@@ -46,11 +46,14 @@ class ProposedCallField(serializers.Field):
 
 class CallBatchSerializer(serializers.Serializer):
     calls = serializers.ListField(
-        child=ProposedCallField(), min_length=1, max_length=50,
+        child=ProposedCallField(),
+        min_length=1,
+        max_length=50,
         help_text="1 to 50 proposed calls, answered one result each, in order. Each call is judged alone: an element "
-                  "that is not a well-formed call (not an object, a NUL character or lone surrogate in a string or "
-                  "key, an integer beyond ±(2**53 - 1), nesting deeper than 64 levels) gets a `validation` result "
-                  "with the code `malformed_call`, is not recorded, and the other calls go on as usual.")
+        "that is not a well-formed call (not an object, a NUL character or lone surrogate in a string or "
+        "key, an integer beyond ±(2**53 - 1), nesting deeper than 64 levels) gets a `validation` result "
+        "with the code `malformed_call`, is not recorded, and the other calls go on as usual.",
+    )
 
 
 class RunFinishSerializer(serializers.Serializer):
@@ -109,17 +112,25 @@ class RunSummarySerializer(serializers.Serializer):
 
 
 class CallErrorSerializer(serializers.Serializer):
-    error_class = serializers.CharField(help_text="validation, authorization, approval_required, not_found, "
-                                                  "rate_limited, transient, timeout_unknown, unavailable, declined, "
-                                                  "expired or internal.")
+    error_class = serializers.CharField(
+        help_text="validation, authorization, approval_required, not_found, "
+        "rate_limited, transient, timeout_unknown, unavailable, declined, "
+        "expired or internal."
+    )
     code = serializers.CharField()
     message = serializers.CharField()
     retry_after = serializers.IntegerField(required=False)
-    fields = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), required=False,
-                                   help_text="[{field, message}] of the arguments that were refused.")
+    fields = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        required=False,
+        help_text="[{field, message}] of the arguments that were refused.",
+    )
     schema_version = serializers.CharField(required=False)
-    available = serializers.ListField(child=serializers.CharField(), required=False,
-                                      help_text="The versions that exist, when the one asked for does not.")
+    available = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="The versions that exist, when the one asked for does not.",
+    )
 
     def get_fields(self) -> dict:
         fields = super().get_fields()
@@ -185,8 +196,9 @@ class CallResultSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField(required=False)
     token = serializers.CharField(required=False, help_text="execute_locally: send it back with the result.")
     arguments_sha256 = serializers.CharField(required=False)
-    arguments = serializers.JSONField(required=False, help_text="execute_locally: the arguments to run, when an "
-                                                                "approver edited them.")
+    arguments = serializers.JSONField(
+        required=False, help_text="execute_locally: the arguments to run, when an approver edited them."
+    )
     reconciled = ReconciledSerializer(required=False, help_text="The final outcome of a `timeout_unknown` call.")
 
 
@@ -226,15 +238,17 @@ class ConditionSerializer(serializers.Serializer):
 class PipelineStepSpecSerializer(serializers.Serializer):
     step_id = serializers.RegexField(STEP_ID, help_text="Unique in the pipeline: letters, digits, _ or -.")
     name = serializers.CharField(help_text="The skill to call.")
-    arguments = serializers.DictField(required=False, default=dict,
-                                      help_text="May quote earlier receipts as `${step_id.path}`.")
+    arguments = serializers.DictField(
+        required=False, default=dict, help_text="May quote earlier receipts as `${step_id.path}`."
+    )
     when = ConditionSerializer(many=True, required=False, default=list)
     compensation = CompensationSerializer(required=False, allow_null=True, default=None)
 
 
 class PipelineSubmitSerializer(serializers.Serializer):
-    pipeline_id = serializers.RegexField(STEP_ID, help_text="The agent's id, unique in the run (a repeat returns "
-                                                            "the stored pipeline).")
+    pipeline_id = serializers.RegexField(
+        STEP_ID, help_text="The agent's id, unique in the run (a repeat returns the stored pipeline)."
+    )
     steps = PipelineStepSpecSerializer(many=True, min_length=1, max_length=20)
 
 

@@ -25,15 +25,20 @@ from runs.models import Run, ToolCall
 
 def _run_for_agent(request: Request, run_id) -> Run:
     agent = request.auth
-    run = (Run.objects.for_agent(agent).filter(pk=run_id, agent=agent)
-           .select_related("snapshot", "agent", "tenant").first())
+    run = (
+        Run.objects.for_agent(agent)
+        .filter(pk=run_id, agent=agent)
+        .select_related("snapshot", "agent", "tenant")
+        .first()
+    )
     if run is None:
         raise Http404("No run with this id for this agent.")
     return run
 
 
-@extend_schema(request=RunCreateSerializer, responses={201: RunCreatedSerializer, **error_responses(400)},
-               tags=["runs"])
+@extend_schema(
+    request=RunCreateSerializer, responses={201: RunCreatedSerializer, **error_responses(400)}, tags=["runs"]
+)
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def run_create(request: Request) -> Response:
@@ -51,15 +56,21 @@ def run_create(request: Request) -> Response:
 @permission_classes([IsAgent])
 def run_detail(request: Request, run_id) -> Response:
     run = _run_for_agent(request, run_id)
-    calls = list(ToolCall.objects.filter(run=run).only("call_id", "name", "status", "verdict", "error_class",
-                                                       "created_at", "position"))
+    calls = list(
+        ToolCall.objects.filter(run=run).only(
+            "call_id", "name", "status", "verdict", "error_class", "created_at", "position"
+        )
+    )
     return Response(services.run_summary(run, calls))
 
 
-@extend_schema(request=CallBatchSerializer, responses={200: BatchResultSerializer, **error_responses(400, 404, 409)},
-               tags=["runs"],
-               description="One result per call, in the order given: ok, error (typed) or approval_required. "
-                           "The hot path: the body is shaped as plain dicts, which BatchResultSerializer describes.")
+@extend_schema(
+    request=CallBatchSerializer,
+    responses={200: BatchResultSerializer, **error_responses(400, 404, 409)},
+    tags=["runs"],
+    description="One result per call, in the order given: ok, error (typed) or approval_required. "
+    "The hot path: the body is shaped as plain dicts, which BatchResultSerializer describes.",
+)
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def run_calls(request: Request, run_id) -> Response:
@@ -67,15 +78,19 @@ def run_calls(request: Request, run_id) -> Response:
     serializer = CallBatchSerializer(data=request.data)
     serializer.is_valid(raise_exception=True)
     if not lifecycle.is_open(run.status):
-        return Response(error_body("validation", "run_closed", f"The run is {run.status}; start a new run."),
-                        status=409)
+        return Response(
+            error_body("validation", "run_closed", f"The run is {run.status}; start a new run."), status=409
+        )
     results = gate.process_batch(run=run, calls=serializer.validated_data["calls"])
     return Response({"run_id": str(run.pk), "run_status": run.status, "tainted": run.tainted, "results": results})
 
 
-@extend_schema(request=RunFinishSerializer,
-               responses={200: RunFinishedSerializer, **error_responses(400, 404, 409)},
-               tags=["runs"], description="Close the run; pending approvals of the run are cancelled.")
+@extend_schema(
+    request=RunFinishSerializer,
+    responses={200: RunFinishedSerializer, **error_responses(400, 404, 409)},
+    tags=["runs"],
+    description="Close the run; pending approvals of the run are cancelled.",
+)
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def run_finish(request: Request, run_id) -> Response:

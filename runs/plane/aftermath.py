@@ -52,32 +52,50 @@ def record_aftermath(*, outcome: Outcome, trail: Trail, manifest: dict) -> None:
             for transition in trail.transitions:  # leaves the caller's transaction usable
                 _record_transition(rows, trail, transition)
     if trail.contract_violation:
-        notify_owners(skill_name=trail.skill, dedupe_key=f"contract:{trail.skill}:{trail.version}",
-                      subject=f"{trail.skill} {trail.version} returned a result that breaks its output_schema",
-                      body=f"Where: {trail.contract_violation}\nRun: {trail.run_id}, call {trail.call_id}.\n"
-                           "The agent got an internal error instead of the result.")
+        notify_owners(
+            skill_name=trail.skill,
+            dedupe_key=f"contract:{trail.skill}:{trail.version}",
+            subject=f"{trail.skill} {trail.version} returned a result that breaks its output_schema",
+            body=f"Where: {trail.contract_violation}\nRun: {trail.run_id}, call {trail.call_id}.\n"
+            "The agent got an internal error instead of the result.",
+        )
     if error is not None and error.error_class == "timeout_unknown" and rows.call is not None:
         with transaction.atomic():
             hooks.open_reconciliation(call=rows.call, reason="timeout")
     if trail.job is not None and error is None:
-        outcome.content = hooks.register_job(run=rows.run, call_id=trail.call_id, skill=trail.skill,
-                                       job_id=trail.job["job_id"])
+        outcome.content = hooks.register_job(
+            run=rows.run, call_id=trail.call_id, skill=trail.skill, job_id=trail.job["job_id"]
+        )
 
 
 def _worth_spans(trail: Trail, error) -> bool:
     """A single clean attempt is the call's own span; anything else gets one span per attempt."""
-    return (len(trail.attempts) > 1 or error is not None or bool(trail.contract_violation)
-            or any(a.breaker != breakers.CLOSED or a.error_class for a in trail.attempts))
+    return (
+        len(trail.attempts) > 1
+        or error is not None
+        or bool(trail.contract_violation)
+        or any(a.breaker != breakers.CLOSED or a.error_class for a in trail.attempts)
+    )
 
 
 def _record_attempt_spans(rows: _Rows, trail: Trail) -> None:
     breaker = breakers.snapshot(trail.domain) if trail.uses_breaker else None
     for attempt in trail.attempts:
-        attributes = {"airlock.attempt": attempt.number, "airlock.attempts.max": trail.max_attempts,
-                      "gen_ai.tool.call.id": trail.call_id, "airlock.effect": trail.effect}
+        attributes = {
+            "airlock.attempt": attempt.number,
+            "airlock.attempts.max": trail.max_attempts,
+            "gen_ai.tool.call.id": trail.call_id,
+            "airlock.effect": trail.effect,
+        }
         if breaker is not None:
-            attributes.update({"airlock.breaker.domain": trail.domain, "airlock.breaker.state": attempt.breaker,
-                               "airlock.breaker.probe": attempt.probe, "airlock.breaker.state_now": breaker["state"]})
+            attributes.update(
+                {
+                    "airlock.breaker.domain": trail.domain,
+                    "airlock.breaker.state": attempt.breaker,
+                    "airlock.breaker.probe": attempt.probe,
+                    "airlock.breaker.state_now": breaker["state"],
+                }
+            )
         if attempt.code:
             attributes["airlock.error.code"] = attempt.code
         if attempt.retry_in_s is not None:
@@ -85,18 +103,34 @@ def _record_attempt_spans(rows: _Rows, trail: Trail) -> None:
         outcome = "failed" if attempt.error_class else "succeeded"
         if trail.contract_violation and attempt is trail.attempts[-1]:
             outcome, attributes["airlock.contract_violation"] = "contract_violation", trail.contract_violation
-        record_span(run=rows.run, kind="execution_attempt", name=f"{trail.skill} attempt {attempt.number}",
-                    started_at=attempt.started_at, ended_at=attempt.ended_at or attempt.started_at, call=rows.call,
-                    skill_name=trail.skill, skill_version=trail.version, outcome=outcome,
-                    error_class=attempt.error_class, attributes=attributes)
+        record_span(
+            run=rows.run,
+            kind="execution_attempt",
+            name=f"{trail.skill} attempt {attempt.number}",
+            started_at=attempt.started_at,
+            ended_at=attempt.ended_at or attempt.started_at,
+            call=rows.call,
+            skill_name=trail.skill,
+            skill_version=trail.version,
+            outcome=outcome,
+            error_class=attempt.error_class,
+            attributes=attributes,
+        )
 
 
 def _record_transition(rows: _Rows, trail: Trail, transition: breakers.Transition) -> None:
     tenant = rows.run.tenant if "|tenant=" in transition.domain else None
-    BreakerTransition.objects.create(domain=transition.domain, skill_name=trail.skill, tenant=tenant,
-                                     from_state=transition.from_state, to_state=transition.to_state,
-                                     detail=transition.detail[:300])
-    notify_owners(skill_name=trail.skill,
-                  subject=f"circuit {transition.to_state.replace('_', '-')} for {transition.domain}",
-                  body=f"The circuit breaker for {transition.domain} went from {transition.from_state} to "
-                       f"{transition.to_state} ({transition.detail}) on a call of {trail.skill}.")
+    BreakerTransition.objects.create(
+        domain=transition.domain,
+        skill_name=trail.skill,
+        tenant=tenant,
+        from_state=transition.from_state,
+        to_state=transition.to_state,
+        detail=transition.detail[:300],
+    )
+    notify_owners(
+        skill_name=trail.skill,
+        subject=f"circuit {transition.to_state.replace('_', '-')} for {transition.domain}",
+        body=f"The circuit breaker for {transition.domain} went from {transition.from_state} to "
+        f"{transition.to_state} ({transition.detail}) on a call of {trail.skill}.",
+    )

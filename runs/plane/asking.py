@@ -34,16 +34,18 @@ def ask(*, manifest: dict, target: str, field: str, value: str, tenant_slug: str
         except httpx.TimeoutException as exc:
             raise Transient("The tool did not answer the status check in time.", code="downstream_timeout") from exc
         except httpx.TransportError as exc:
-            raise Unavailable("The tool could not be reached for a status check.",
-                              code="downstream_unreachable") from exc
+            raise Unavailable(
+                "The tool could not be reached for a status check.", code="downstream_unreachable"
+            ) from exc
         if response.status_code == 404:
             return {"status": "not_found"}
         if response.status_code >= 300:
             raise error_for_status(response)
         answer = response.json()
     elif target.startswith("mcp://"):
-        answer = call_tool(connection_for(target), parse(target)[1], {field: value}, headers=headers,
-                           timeout_s=ASK_TIMEOUT_S)
+        answer = call_tool(
+            connection_for(target), parse(target)[1], {field: value}, headers=headers, timeout_s=ASK_TIMEOUT_S
+        )
     else:
         raise Unavailable("The skill declares no way to ask about earlier work.", code="no_status_endpoint")
     if not isinstance(answer, dict) or not isinstance(answer.get("status"), str):

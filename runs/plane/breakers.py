@@ -37,9 +37,12 @@ class Admission:
 
 
 def config() -> dict:
-    return {"threshold": settings.AIRLOCK_BREAKER_FAILURE_THRESHOLD,
-            "window_s": settings.AIRLOCK_BREAKER_WINDOW_SECONDS, "open_s": settings.AIRLOCK_BREAKER_OPEN_SECONDS,
-            "probe_s": settings.AIRLOCK_BREAKER_PROBE_SECONDS}
+    return {
+        "threshold": settings.AIRLOCK_BREAKER_FAILURE_THRESHOLD,
+        "window_s": settings.AIRLOCK_BREAKER_WINDOW_SECONDS,
+        "open_s": settings.AIRLOCK_BREAKER_OPEN_SECONDS,
+        "probe_s": settings.AIRLOCK_BREAKER_PROBE_SECONDS,
+    }
 
 
 def domain_for(adapter_uri: str, *, tenant: str = "", tenant_specific: bool = False) -> str:
@@ -66,8 +69,13 @@ def snapshot(domain: str) -> dict:
     if opened is None:
         return {"domain": domain, "state": CLOSED, "failures": failures}
     state = OPEN if clock.time() < opened["until"] else HALF_OPEN
-    return {"domain": domain, "state": state, "failures": failures, "opened_at": opened["at"],
-            "retry_at": opened["until"]}
+    return {
+        "domain": domain,
+        "state": state,
+        "failures": failures,
+        "opened_at": opened["at"],
+        "retry_at": opened["until"],
+    }
 
 
 def admit(domain: str) -> Admission:
@@ -77,12 +85,16 @@ def admit(domain: str) -> Admission:
         return Admission(CLOSED, probe=False)
     now = clock.time()
     if now < opened["until"]:
-        raise Unavailable("The skill's service is failing; Airlock stopped sending it calls for a moment.",
-                          code="circuit_open", retry_after=max(1, round(opened["until"] - now)))
+        raise Unavailable(
+            "The skill's service is failing; Airlock stopped sending it calls for a moment.",
+            code="circuit_open",
+            retry_after=max(1, round(opened["until"] - now)),
+        )
     if cache.add(_key(domain, "probe"), now, timeout=config()["probe_s"]):
         return Admission(HALF_OPEN, probe=True)
-    raise Unavailable("The skill's service is recovering; one probe call is testing it.", code="circuit_half_open",
-                      retry_after=1)
+    raise Unavailable(
+        "The skill's service is recovering; one probe call is testing it.", code="circuit_half_open", retry_after=1
+    )
 
 
 def _open(domain: str, *, at: float) -> None:

@@ -38,5 +38,8 @@ def violation(content: Any, schema: dict | None) -> str:
     if error is None:
         return ""
     path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    return f"{path}: {error.validator} {error.validator_value!r}"[:300] if error.validator != "type" else \
-        f"{path}: expected {error.validator_value}"[:300]
+    return (
+        f"{path}: {error.validator} {error.validator_value!r}"[:300]
+        if error.validator != "type"
+        else f"{path}: expected {error.validator_value}"[:300]
+    )

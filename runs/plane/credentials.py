@@ -38,18 +38,27 @@ def resolve_headers(*, manifest: dict, tenant_slug: str, end_user: str, target: 
     name = credential_name(manifest)
     if not name:
         return {}
-    rows = list(Credential.objects.filter(Q(end_user=end_user) | Q(end_user=""), tenant__slug=tenant_slug,
-                                          name=name).order_by("-end_user")[:1])
+    rows = list(
+        Credential.objects.filter(Q(end_user=end_user) | Q(end_user=""), tenant__slug=tenant_slug, name=name).order_by(
+            "-end_user"
+        )[:1]
+    )
     if not rows:
-        raise Unavailable(f"This tenant has not configured the credential {name} that the skill needs; "
-                          "a tenant admin can add it in the console.", code="credential_missing")
+        raise Unavailable(
+            f"This tenant has not configured the credential {name} that the skill needs; "
+            "a tenant admin can add it in the console.",
+            code="credential_missing",
+        )
     credential = rows[0]
     skill_name = str(manifest.get("name", ""))
     target = target if target is not None else str(manifest.get("execution", {}).get("adapter", ""))
     if not is_bound(tenant_id=credential.tenant_id, name=name, skill_name=skill_name, target=target):
-        raise NotPermitted(f"This tenant has not bound its credential {name} to {skill_name} at "
-                           f"{endpoint_of(target)}; nothing was sent. A tenant admin can bind it on the "
-                           "credentials page.", code="credential_not_bound")
+        raise NotPermitted(
+            f"This tenant has not bound its credential {name} to {skill_name} at "
+            f"{endpoint_of(target)}; nothing was sent. A tenant admin can bind it on the "
+            "credentials page.",
+            code="credential_not_bound",
+        )
     Credential.objects.filter(pk=credential.pk).update(last_used_at=timezone.now())
     return {credential.header: credential.header_value()}
 

@@ -39,10 +39,13 @@ MIN_ATTEMPT_S = 0.05
 TIMEOUT_CODES = frozenset({"downstream_timeout", "timeout"})
 RESET_CODES = frozenset({"connection_reset"})
 RETRYABLE_UNAVAILABLE = frozenset({"downstream_unreachable"})
-NOT_BREAKER_FAILURES = frozenset({"circuit_open", "circuit_half_open", "credential_missing", "no_adapter",
-                                  "no_function", "unknown_server"})
-UNKNOWN_OUTCOME = ("The call did not finish cleanly and its outcome is unknown; do not repeat this call. Airlock "
-                   "opened a reconciliation item and reports the outcome on the run when it is known.")
+NOT_BREAKER_FAILURES = frozenset(
+    {"circuit_open", "circuit_half_open", "credential_missing", "no_adapter", "no_function", "unknown_server"}
+)
+UNKNOWN_OUTCOME = (
+    "The call did not finish cleanly and its outcome is unknown; do not repeat this call. Airlock "
+    "opened a reconciliation item and reports the outcome on the run when it is known."
+)
 
 _current: ContextVar[Trail | None] = ContextVar("airlock_execution_trail", default=None)
 
@@ -116,12 +119,18 @@ def prepare(*, manifest: dict, context: InvocationContext) -> Trail:
     execution = manifest.get("execution", {})
     adapter = str(execution.get("adapter", ""))
     trail = Trail(
-        skill=manifest.get("name", ""), version=manifest.get("version", ""), adapter=adapter,
-        effect=manifest.get("risk", {}).get("effect", "read"), idempotent=bool(execution.get("idempotent")),
+        skill=manifest.get("name", ""),
+        version=manifest.get("version", ""),
+        adapter=adapter,
+        effect=manifest.get("risk", {}).get("effect", "read"),
+        idempotent=bool(execution.get("idempotent")),
         max_attempts=max(1, int(execution.get("max_attempts") or 1)),
         domain=breakers.domain_for(adapter, tenant=context.tenant, tenant_specific=bool(credential_name(manifest))),
-        tenant=context.tenant, run_id=context.run_id, call_id=context.call_id,
-        idempotency_key=context.idempotency_key, untrusted=bool(manifest.get("risk", {}).get("untrusted_output")),
+        tenant=context.tenant,
+        run_id=context.run_id,
+        call_id=context.call_id,
+        idempotency_key=context.idempotency_key,
+        untrusted=bool(manifest.get("risk", {}).get("untrusted_output")),
     )
     try:
         trail.headers = resolve_headers(manifest=manifest, tenant_slug=context.tenant, end_user=context.end_user)
@@ -203,8 +212,9 @@ def _note_breaker(trail: Trail, admission: breakers.Admission, error: CallError)
 
 
 def breaker_failure(error: CallError) -> bool:
-    return error.error_class in ("transient", "unavailable", "timeout_unknown") and error.code not in \
-        NOT_BREAKER_FAILURES
+    return (
+        error.error_class in ("transient", "unavailable", "timeout_unknown") and error.code not in NOT_BREAKER_FAILURES
+    )
 
 
 def is_transient(error: CallError) -> bool:
@@ -241,8 +251,9 @@ def job_of(result: Any, manifest: dict) -> dict | None:
     if not isinstance(content, dict) or not isinstance(content.get("job_id"), str | int):
         return None
     declared = bool(manifest.get("execution", {}).get("job_status"))
-    if result.metadata.get("http_status") == 202 or (declared and content.get("status") in ("pending", "running",
-                                                                                             "accepted")):
+    if result.metadata.get("http_status") == 202 or (
+        declared and content.get("status") in ("pending", "running", "accepted")
+    ):
         return {"job_id": str(content["job_id"])}
     return None
 
@@ -274,6 +285,10 @@ def _check_result(outcome: Outcome, trail: Trail, manifest: dict) -> None:
     outcome.content = cleaned.content
     if trail.adapter.startswith("python:") and not (trail.untrusted or cleaned.removed):
         return  # the deployment's own function, nothing removed: no provenance note needed
-    outcome.provenance = hygiene.provenance(skill=trail.skill, version=trail.version, adapter=trail.adapter,
-                                            untrusted=trail.untrusted or cleaned.removed > 0,
-                                            removed=cleaned.removed)
+    outcome.provenance = hygiene.provenance(
+        skill=trail.skill,
+        version=trail.version,
+        adapter=trail.adapter,
+        untrusted=trail.untrusted or cleaned.removed > 0,
+        removed=cleaned.removed,
+    )

@@ -11,10 +11,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_ACTIVE_ELEMENTS = re.compile(r"<\s*(script|style|iframe|object|embed|svg|math|template)\b.*?(<\s*/\s*\1\s*>|$)",
-                              re.IGNORECASE | re.DOTALL)
-_LONE_TAGS = re.compile(r"<\s*/?\s*(script|style|iframe|object|embed|svg|math|template|link|meta|base|form)\b[^>]*>",
-                        re.IGNORECASE)
+_ACTIVE_ELEMENTS = re.compile(
+    r"<\s*(script|style|iframe|object|embed|svg|math|template)\b.*?(<\s*/\s*\1\s*>|$)", re.IGNORECASE | re.DOTALL
+)
+_LONE_TAGS = re.compile(
+    r"<\s*/?\s*(script|style|iframe|object|embed|svg|math|template|link|meta|base|form)\b[^>]*>", re.IGNORECASE
+)
 _HANDLERS = re.compile(r"""\s+on[a-z]+\s*=\s*("[^"]*"|'[^']*'|[^\s>]+)""", re.IGNORECASE)
 _URL_SCHEME = re.compile(r"""(javascript|vbscript)\s*:|data\s*:\s*text/html""", re.IGNORECASE)
 _CHECK = re.compile(r"<|javascript|vbscript|data\s*:", re.IGNORECASE)
@@ -31,8 +33,7 @@ def clean_text(text: str) -> tuple[str, int]:
     if not _CHECK.search(text):
         return text, 0
     removed = 0
-    for pattern, replacement in ((_ACTIVE_ELEMENTS, ""), (_LONE_TAGS, ""), (_HANDLERS, ""),
-                                 (_URL_SCHEME, "unsafe:")):
+    for pattern, replacement in ((_ACTIVE_ELEMENTS, ""), (_LONE_TAGS, ""), (_HANDLERS, ""), (_URL_SCHEME, "unsafe:")):
         text, count = pattern.subn(replacement, text)
         removed += count
     return text, removed
@@ -59,5 +60,9 @@ def clean(content: Any) -> Cleaned:
 
 def provenance(*, skill: str, version: str, adapter: str, untrusted: bool, removed: int) -> dict:
     scheme = adapter.split(":", 1)[0]
-    return {"source": f"{skill}@{version}" if version else skill, "adapter": scheme, "untrusted": untrusted,
-            "active_content_removed": removed}
+    return {
+        "source": f"{skill}@{version}" if version else skill,
+        "adapter": scheme,
+        "untrusted": untrusted,
+        "active_content_removed": removed,
+    }

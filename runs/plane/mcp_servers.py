@@ -25,8 +25,13 @@ def connection_for(uri: str) -> dict:
     server = McpServer.objects.filter(name=name).first()
     if server is None:
         raise Unavailable(f"No MCP server named {name} is registered in this deployment.", code="unknown_server")
-    return {"name": server.name, "transport": server.transport, "url": server.url, "command": server.command,
-            "headers": server.headers()}
+    return {
+        "name": server.name,
+        "transport": server.transport,
+        "url": server.url,
+        "command": server.command,
+        "headers": server.headers(),
+    }
 
 
 async def _call(connection: dict, tool: str, arguments: dict, headers: dict, meta: dict) -> Any:
@@ -37,8 +42,10 @@ async def _call(connection: dict, tool: str, arguments: dict, headers: dict, met
         parts = shlex.split(connection["command"])
         async with mcp.Client(mcp.StdioServerParameters(command=parts[0], args=parts[1:])) as client:
             return await client.call_tool(tool, arguments, meta=meta or None)
-    async with egress.async_client(headers=headers) as http, \
-            mcp.Client(streamable_http_client(connection["url"], http_client=http)) as client:
+    async with (
+        egress.async_client(headers=headers) as http,
+        mcp.Client(streamable_http_client(connection["url"], http_client=http)) as client,
+    ):
         return await client.call_tool(tool, arguments, meta=meta or None)
 
 
@@ -54,8 +61,15 @@ def content_of(result: Any) -> Any:
         return text
 
 
-def call_tool(connection: dict, tool: str, arguments: dict, *, headers: dict | None = None, timeout_s: float,
-              idempotency_key: str = "") -> Any:
+def call_tool(
+    connection: dict,
+    tool: str,
+    arguments: dict,
+    *,
+    headers: dict | None = None,
+    timeout_s: float,
+    idempotency_key: str = "",
+) -> Any:
     """Call one tool and return its content; transport failures become typed CallErrors."""
     meta = {IDEMPOTENCY_META: idempotency_key} if idempotency_key else {}
     all_headers = {**connection.get("headers", {}), **(headers or {})}

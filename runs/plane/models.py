@@ -67,8 +67,9 @@ class Credential(models.Model):
     header = models.CharField(max_length=100, default="Authorization")
     scheme = models.CharField(max_length=30, default="Bearer", blank=True, help_text="Prefix, e.g. Bearer.")
     sealed_value = models.TextField()
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     rotated_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
@@ -105,8 +106,9 @@ class CredentialBinding(models.Model):
     credential_name = models.SlugField(max_length=100)
     skill_pattern = models.CharField(max_length=200, help_text="customer.read_profile, or customer.* for a namespace.")
     endpoint = models.CharField(max_length=300, help_text="https://api.example.com[:port], mcp://server or python:f.")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = CredentialBindingQuerySet.as_manager()
@@ -114,8 +116,11 @@ class CredentialBinding(models.Model):
     class Meta:
         app_label = "reliability"
         ordering = ["credential_name", "skill_pattern", "endpoint"]
-        constraints = [models.UniqueConstraint(fields=["tenant", "credential_name", "skill_pattern", "endpoint"],
-                                               name="unique_credential_binding")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "credential_name", "skill_pattern", "endpoint"], name="unique_credential_binding"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.credential_name}: {self.skill_pattern} at {self.endpoint} ({self.tenant})"
@@ -143,8 +148,9 @@ class CredentialAudit(models.Model):
     credential_name = models.SlugField(max_length=100)
     action = models.CharField(max_length=16, choices=CredentialAction.choices)
     detail = models.JSONField(default=dict, blank=True, help_text="skill_pattern, endpoint, end_user, note.")
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     actor_label = models.CharField(max_length=200, help_text="Who acted, kept even if the user is deleted.")
     at = models.DateTimeField(default=timezone.now, db_index=True)
 

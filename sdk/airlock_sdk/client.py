@@ -26,15 +26,19 @@ class ToolList(list):
     """Model-facing tool definitions. `stale` is True when they come from the on-disk cache
     because the control plane could not be reached; `notice` then says so in words."""
 
-    def __init__(self, tools: list[dict], *, stale: bool = False, fetched_at: float | None = None,
-                 snapshot: int | None = None) -> None:
+    def __init__(
+        self, tools: list[dict], *, stale: bool = False, fetched_at: float | None = None, snapshot: int | None = None
+    ) -> None:
         super().__init__(tools)
         self.stale = stale
         self.fetched_at = fetched_at or time.time()
         self.snapshot = snapshot
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.fetched_at))
-        self.notice = (f"Airlock is unreachable: these {len(tools)} tool definitions come from the local cache "
-                       f"fetched at {when}." if stale else "")
+        self.notice = (
+            f"Airlock is unreachable: these {len(tools)} tool definitions come from the local cache fetched at {when}."
+            if stale
+            else ""
+        )
 
 
 def tool_name(tool: Mapping[str, Any]) -> str:
@@ -75,16 +79,36 @@ class Airlock:
     >>> results = run.call([{"name": "customer.list_orders", "arguments": {"customer_id": "c-1"}}])
     """
 
-    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0, retries: int = 2,
-                 cache_dir: str | Path | None = None, use_cache: bool = True, public_key_pem: str | None = None,
-                 tenant: str | None = None, trust_dir: str | Path | None = None,
-                 client_skills: ClientSkillRegistry | None = None, http_client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 30.0,
+        retries: int = 2,
+        cache_dir: str | Path | None = None,
+        use_cache: bool = True,
+        public_key_pem: str | None = None,
+        tenant: str | None = None,
+        trust_dir: str | Path | None = None,
+        client_skills: ClientSkillRegistry | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
         self.transport = Transport(base_url, api_key, timeout=timeout, retries=retries, client=http_client)
         self.client_skills = client_skills or default_registry
-        self.cache = SnapshotCache(self.transport, directory=Path(cache_dir) if cache_dir else None,
-                                   public_key_pem=public_key_pem, namespace=api_key[:15],
-                                   key_lookup=key_lookup_of(api_key), tenant=tenant,
-                                   trust_dir=Path(trust_dir) if trust_dir else None) if use_cache else None
+        self.cache = (
+            SnapshotCache(
+                self.transport,
+                directory=Path(cache_dir) if cache_dir else None,
+                public_key_pem=public_key_pem,
+                namespace=api_key[:15],
+                key_lookup=key_lookup_of(api_key),
+                tenant=tenant,
+                trust_dir=Path(trust_dir) if trust_dir else None,
+            )
+            if use_cache
+            else None
+        )
 
     def __enter__(self) -> Airlock:
         return self
@@ -145,11 +169,14 @@ class Airlock:
             tools, fetched_at = cached
             if query:
                 words = [w for w in query.lower().split() if w]
-                scored = [(sum(w in f"{tool_skill(t)} {tool_description(t)}".lower() for w in words), t)
-                          for t in tools]
+                scored = [(sum(w in f"{tool_skill(t)} {tool_description(t)}".lower() for w in words), t) for t in tools]
                 tools = [t for score, t in sorted(scored, key=lambda pair: -pair[0]) if score]
-            result = ToolList(tools[:limit] if limit else tools, stale=True, fetched_at=fetched_at,
-                              snapshot=self.cache.snapshot.number if self.cache and self.cache.snapshot else None)
+            result = ToolList(
+                tools[:limit] if limit else tools,
+                stale=True,
+                fetched_at=fetched_at,
+                snapshot=self.cache.snapshot.number if self.cache and self.cache.snapshot else None,
+            )
             logger.warning(result.notice)
             return result
 
@@ -160,8 +187,9 @@ class Airlock:
             logger.warning("Could not refresh the snapshot cache: %s", exc)
 
     # runs ----------------------------------------------------------------------------------------
-    def start_run(self, end_user: str, task: str, callback_url: str | None = None, *,
-                  end_user_roles: list[str] | None = None) -> Run:
+    def start_run(
+        self, end_user: str, task: str, callback_url: str | None = None, *, end_user_roles: list[str] | None = None
+    ) -> Run:
         body: dict[str, Any] = {"end_user": end_user, "task": task}
         if callback_url:
             body["callback_url"] = callback_url
@@ -170,8 +198,11 @@ class Airlock:
         # Not retried once sent: a repeat would start a second run.
         data = self.transport.json("POST", "/api/v1/runs", safe=False, json=body)
         run = Run(self, data)
-        if self.cache is not None and run.snapshot is not None and (
-                self.cache.snapshot is None or self.cache.snapshot.number < run.snapshot):
+        if (
+            self.cache is not None
+            and run.snapshot is not None
+            and (self.cache.snapshot is None or self.cache.snapshot.number < run.snapshot)
+        ):
             self._refresh_quietly()
         return run
 

@@ -27,8 +27,10 @@ class ClientSkillRegistry:
         The function receives the call's arguments as keyword arguments and returns JSON-able
         content; an exception is reported to the gate as the call's error.
         """
+
         def decorate(function: ClientFunction) -> ClientFunction:
             return self.register(name, function)
+
         return decorate
 
     def get(self, name: str) -> ClientFunction | None:

@@ -70,16 +70,34 @@ def result_from_dict(data: dict[str, Any]) -> Result | dict[str, Any]:
     status = data.get("status")
     call_id = str(data.get("call_id", ""))
     if status == "ok":
-        return Ok(call_id=call_id, content=data.get("content"), skill=data.get("skill") or {},
-                  truncated=bool(data.get("truncated")), warnings=list(data.get("warnings") or []), raw=data)
+        return Ok(
+            call_id=call_id,
+            content=data.get("content"),
+            skill=data.get("skill") or {},
+            truncated=bool(data.get("truncated")),
+            warnings=list(data.get("warnings") or []),
+            raw=data,
+        )
     if status == "approval_required":
-        return ApprovalRequired(call_id=call_id, approval_id=int(data["approval_id"]),
-                                proposed_action=data.get("proposed_action") or {}, reason=data.get("reason", ""),
-                                expires_at=data.get("expires_at"), raw=data)
+        return ApprovalRequired(
+            call_id=call_id,
+            approval_id=int(data["approval_id"]),
+            proposed_action=data.get("proposed_action") or {},
+            reason=data.get("reason", ""),
+            expires_at=data.get("expires_at"),
+            raw=data,
+        )
     if status == "execute_locally":
         return data
     error = data.get("error") or {}
     known = {"class", "code", "message", "retry_after", "fields"}
-    return Error(call_id=call_id, error_class=error.get("class", "internal"), code=error.get("code", ""),
-                 message=error.get("message", ""), retry_after=error.get("retry_after"),
-                 fields=error.get("fields"), details={k: v for k, v in error.items() if k not in known}, raw=data)
+    return Error(
+        call_id=call_id,
+        error_class=error.get("class", "internal"),
+        code=error.get("code", ""),
+        message=error.get("message", ""),
+        retry_after=error.get("retry_after"),
+        fields=error.get("fields"),
+        details={k: v for k, v in error.items() if k not in known},
+        raw=data,
+    )

@@ -57,8 +57,11 @@ class Run:
 
     # calls -------------------------------------------------------------------------------------
     def _normalise(self, call: Mapping[str, Any]) -> dict:
-        body = {"call_id": str(call.get("call_id") or f"{self._prefix}-{next(self._counter)}"),
-                "name": call["name"], "arguments": dict(call.get("arguments") or {})}
+        body = {
+            "call_id": str(call.get("call_id") or f"{self._prefix}-{next(self._counter)}"),
+            "name": call["name"],
+            "arguments": dict(call.get("arguments") or {}),
+        }
         for key in ("version", "idempotency_key", "taint"):
             if call.get(key) not in (None, ""):
                 body[key] = call[key]
@@ -89,9 +92,13 @@ class Run:
             errors = self._local_errors(call)
             if errors:
                 results[call["call_id"]] = Error(
-                    call_id=call["call_id"], error_class="validation", code="invalid_arguments", local=True,
+                    call_id=call["call_id"],
+                    error_class="validation",
+                    code="invalid_arguments",
+                    local=True,
                     message=f"The arguments do not match {call['name']}'s input schema (checked locally).",
-                    fields=errors)
+                    fields=errors,
+                )
             else:
                 to_send.append(call)
         if to_send:
@@ -114,8 +121,10 @@ class Run:
                 if not exc.sent:
                     raise
                 if attempt == 2:
-                    raise OutcomeUnknown(f"{exc} Check run.status() before proposing these calls again, and reuse "
-                                         "their call ids.", call_ids=[c["call_id"] for c in calls]) from exc
+                    raise OutcomeUnknown(
+                        f"{exc} Check run.status() before proposing these calls again, and reuse their call ids.",
+                        call_ids=[c["call_id"] for c in calls],
+                    ) from exc
                 logger.warning("No answer to a batch of %d calls; resending it with the same call ids", len(calls))
         raise AssertionError("unreachable")
 
@@ -149,12 +158,20 @@ class Run:
             except Exception as exc:  # the skill's own failure is its result, reported to the gate
                 logger.exception("Client skill %s failed", name)
                 report["error"] = {"message": f"{type(exc).__name__}: {exc}"}
-        shaped = self.airlock.transport.json("POST", f"{self.path}/calls/{raw['call_id']}/result", safe=True,
-                                             json=report)
+        shaped = self.airlock.transport.json(
+            "POST", f"{self.path}/calls/{raw['call_id']}/result", safe=True, json=report
+        )
         typed = result_from_dict(shaped)
         if isinstance(typed, Ok):
-            typed = Ok(call_id=typed.call_id, content=typed.content, skill=typed.skill, truncated=typed.truncated,
-                       warnings=typed.warnings, executed_locally=True, raw=typed.raw)
+            typed = Ok(
+                call_id=typed.call_id,
+                content=typed.content,
+                skill=typed.skill,
+                truncated=typed.truncated,
+                warnings=typed.warnings,
+                executed_locally=True,
+                raw=typed.raw,
+            )
         return typed  # type: ignore[return-value]
 
     # status and events --------------------------------------------------------------------------
@@ -170,8 +187,9 @@ class Run:
 
         `POST /api/v1/runs/{run_id}/finish` is idempotent for the same status, so it is safe to repeat.
         """
-        data = self.airlock.transport.json("POST", f"{self.path}/finish", safe=True,
-                                           json={"status": status, "reason": reason})
+        data = self.airlock.transport.json(
+            "POST", f"{self.path}/finish", safe=True, json={"status": status, "reason": reason}
+        )
         self.run_status = (data or {}).get("status", status)
         return data
 
@@ -181,8 +199,7 @@ class Run:
         params: dict[str, Any] = {"wait": wait}
         if self.cursor is not None:
             params["after"] = self.cursor
-        data = self.airlock.transport.json("GET", f"{self.path}/events", safe=True, params=params,
-                                           timeout=wait + 15)
+        data = self.airlock.transport.json("GET", f"{self.path}/events", safe=True, params=params, timeout=wait + 15)
         self.run_status = data.get("run_status", self.run_status)
         events = data.get("events", [])
         for event in events:
@@ -224,13 +241,21 @@ class Run:
         if call_id and call_id in self._completed:
             return self._finish(self._completed.pop(call_id), self._proposed.get(call_id))
         decision = self._decisions.get(approval_id)
-        if decision and decision.get("decision") in FINAL_DECISIONS and decided_grace_until is not None \
-                and time.monotonic() > decided_grace_until:
-            return Error(call_id=call_id or "", error_class="declined" if decision["decision"] != "expired"
-                         else "expired", code=decision["decision"],
-                         message=f"The approval was {decision['decision']}"
-                                 f"{' by ' + str(decision['decided_by']) if decision.get('decided_by') else ''}; "
-                                 "do not retry.", details=decision)
+        if (
+            decision
+            and decision.get("decision") in FINAL_DECISIONS
+            and decided_grace_until is not None
+            and time.monotonic() > decided_grace_until
+        ):
+            return Error(
+                call_id=call_id or "",
+                error_class="declined" if decision["decision"] != "expired" else "expired",
+                code=decision["decision"],
+                message=f"The approval was {decision['decision']}"
+                f"{' by ' + str(decision['decided_by']) if decision.get('decided_by') else ''}; "
+                "do not retry.",
+                details=decision,
+            )
         return None
 
     def wait(self, approval_id: int | ApprovalRequired, timeout: float = 300, *, poll: bool = True) -> Result:

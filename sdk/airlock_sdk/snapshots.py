@@ -61,8 +61,10 @@ def verify_signature(body: dict, signature_b64: str, public_key_pem: str) -> Non
     try:
         key.verify(base64.b64decode(signature_b64), canonical_json(body))
     except (InvalidSignature, ValueError):
-        raise SnapshotVerificationError("The snapshot's signature does not verify against the pinned public key: "
-                                        "refused; the last known good snapshot stays in use.") from None
+        raise SnapshotVerificationError(
+            "The snapshot's signature does not verify against the pinned public key: "
+            "refused; the last known good snapshot stays in use."
+        ) from None
 
 
 def _unwrap(data: dict) -> tuple[dict, str]:
@@ -121,9 +123,17 @@ class SnapshotCache:
     when unset, the tenant named by the first accepted snapshot is remembered and required after.
     """
 
-    def __init__(self, transport: Transport, *, directory: Path | None = None, public_key_pem: str | None = None,
-                 namespace: str = "", key_lookup: str = "", tenant: str | None = None,
-                 trust_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        directory: Path | None = None,
+        public_key_pem: str | None = None,
+        namespace: str = "",
+        key_lookup: str = "",
+        tenant: str | None = None,
+        trust_dir: Path | None = None,
+    ) -> None:
         self.transport = transport
         self.pinned_key = configured_public_key(public_key_pem)
         self.key_lookup = key_lookup
@@ -160,18 +170,25 @@ class SnapshotCache:
         if tenant:
             expected["tenant"] = tenant
         audience = body.get("audience")
-        if not isinstance(audience, dict) or not self.key_lookup or any(
-                audience.get(name) != value for name, value in expected.items()):
+        if (
+            not isinstance(audience, dict)
+            or not self.key_lookup
+            or any(audience.get(name) != value for name, value in expected.items())
+        ):
             raise SnapshotAudienceError(
                 f"The snapshot is signed for {audience!r}, not for this agent {expected!r}: refused.",
-                expected=expected, found=audience)
+                expected=expected,
+                found=audience,
+            )
         number = _number(body)
         highest = self.trust.state.highest_number
         if number < highest:
             raise SnapshotRollbackError(
                 f"Snapshot {number} is older than snapshot {highest}, already accepted: refused as a rollback. "
                 f"If the control plane's database was really restored, remove {self.trust.path} deliberately.",
-                number=number, highest=highest)
+                number=number,
+                highest=highest,
+            )
         return number
 
     def _accept(self, number: int, body: dict, public_key: str) -> None:
@@ -196,8 +213,11 @@ class SnapshotCache:
             return
         key = self.trusted_key()
         if self.trust.error or key is None:
-            logger.warning("Ignoring the cached snapshot at %s: %s", self.path,
-                           self.trust.error or "no public key is pinned yet, so nothing on disk can be verified")
+            logger.warning(
+                "Ignoring the cached snapshot at %s: %s",
+                self.path,
+                self.trust.error or "no public key is pinned yet, so nothing on disk can be verified",
+            )
             return
         try:
             cached = CachedSnapshot.from_file(data)
@@ -245,7 +265,9 @@ class SnapshotCache:
         return SnapshotKeyChanged(
             f"The control plane now serves a public key other than the one pinned {how}; its snapshots are refused. "
             "If the signing key was really rotated, pin the new key (public_key_pem= or AIRLOCK_PUBLIC_KEY) or "
-            "remove the trust file deliberately.", trust_file=str(self.trust.path))
+            "remove the trust file deliberately.",
+            trust_file=str(self.trust.path),
+        )
 
     def refresh(self) -> CachedSnapshot:
         """Fetch the latest snapshot (conditional GET), check it, store it; on an outage keep the cached one."""
@@ -272,8 +294,9 @@ class SnapshotCache:
         except SnapshotVerificationError as exc:
             raise self._refuse(self._explain_bad_signature(exc, public_key), "from the control plane") from None
         self._accept(number, body, public_key)
-        self.snapshot = CachedSnapshot(number=number, body=body, signature=signature,
-                                       etag=response.headers.get("ETag", ""))
+        self.snapshot = CachedSnapshot(
+            number=number, body=body, signature=signature, etag=response.headers.get("ETag", "")
+        )
         self.stale = False
         self._validators.clear()
         self._write(self.path, self.snapshot.__dict__)
@@ -310,5 +333,7 @@ class SnapshotCache:
         validator = self._validators.get(key)
         if validator is None:
             validator = self._validators[key] = Draft202012Validator(schema, format_checker=FormatChecker())
-        return [{"path": "/" + "/".join(str(p) for p in error.absolute_path), "message": error.message}
-                for error in validator.iter_errors(arguments)] or []
+        return [
+            {"path": "/" + "/".join(str(p) for p in error.absolute_path), "message": error.message}
+            for error in validator.iter_errors(arguments)
+        ] or []

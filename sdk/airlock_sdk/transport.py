@@ -31,20 +31,40 @@ MAX_RETRY_AFTER = 5.0
 
 
 class Transport:
-    def __init__(self, base_url: str, api_key: str, *, timeout: float = 30.0, retries: int = 2,
-                 backoff: float = 0.2, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 30.0,
+        retries: int = 2,
+        backoff: float = 0.2,
+        client: httpx.Client | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.retries = retries
         self.backoff = backoff
         self.client = client or httpx.Client(timeout=timeout)
-        self.headers = {"Authorization": f"Bearer {api_key}", "User-Agent": f"airlock-sdk/{__version__}",
-                        "Accept": "application/json"}
+        self.headers = {
+            "Authorization": f"Bearer {api_key}",
+            "User-Agent": f"airlock-sdk/{__version__}",
+            "Accept": "application/json",
+        }
 
     def close(self) -> None:
         self.client.close()
 
-    def request(self, method: str, path: str, *, safe: bool, json: Any = None, params: dict | None = None,
-                headers: dict | None = None, timeout: float | None = None) -> httpx.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        safe: bool,
+        json: Any = None,
+        params: dict | None = None,
+        headers: dict | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
         url = path if path.startswith("http") else f"{self.base_url}{path}"
         merged = {**self.headers, **(headers or {})}
         extra = {"timeout": timeout} if timeout is not None else {}
@@ -56,12 +76,15 @@ class Transport:
                 response = self.client.request(method, url, json=json, params=params, headers=merged, **extra)
             except NOT_SENT as exc:
                 if last:
-                    raise ControlPlaneUnavailable(f"Airlock at {self.base_url} is unreachable: {exc}",
-                                                  sent=False) from exc
+                    raise ControlPlaneUnavailable(
+                        f"Airlock at {self.base_url} is unreachable: {exc}", sent=False
+                    ) from exc
             except httpx.TransportError as exc:
                 if last or not safe:
-                    raise TransportError(f"{method} {path} got no answer ({type(exc).__name__}: {exc}); "
-                                         "it may have been processed", sent=True) from exc
+                    raise TransportError(
+                        f"{method} {path} got no answer ({type(exc).__name__}: {exc}); it may have been processed",
+                        sent=True,
+                    ) from exc
             else:
                 if response.status_code in RETRY_STATUSES and safe and not last:
                     pass
@@ -100,5 +123,6 @@ def raise_for_error(response: httpx.Response, *, expect: tuple[int, ...] = (200,
     if response.status_code == 429 and "retry_after" not in error:
         error["retry_after"] = _retry_after(response)
     exception = {401: AuthenticationError, 403: PermissionDenied, 404: NotFound, 429: RateLimited}.get(
-        response.status_code, APIError)
+        response.status_code, APIError
+    )
     raise exception(response.status_code, error)

@@ -40,8 +40,9 @@ def configured_public_key(explicit: str | None = None) -> str | None:
         return value.replace("\\n", "\n")
     path = Path(value).expanduser()
     if not path.is_file():
-        raise SnapshotVerificationError(f"{PUBLIC_KEY_ENV} names {path}, which is not a file (give PEM text or "
-                                        "the path of a PEM file).")
+        raise SnapshotVerificationError(
+            f"{PUBLIC_KEY_ENV} names {path}, which is not a file (give PEM text or the path of a PEM file)."
+        )
     return path.read_text()
 
 
@@ -69,14 +70,18 @@ class TrustStore:
         self.state = TrustState()
         try:
             data = json.loads(path.read_text())
-            self.state = TrustState(public_key_pem=data.get("public_key_pem") or None,
-                                    highest_number=int(data.get("highest_number") or 0),
-                                    audience=dict(data.get("audience") or {}))
+            self.state = TrustState(
+                public_key_pem=data.get("public_key_pem") or None,
+                highest_number=int(data.get("highest_number") or 0),
+                audience=dict(data.get("audience") or {}),
+            )
         except FileNotFoundError:
             pass
         except (ValueError, TypeError, AttributeError, OSError) as exc:
-            self.error = (f"The trust file {path} is unreadable ({exc}); no snapshot is trusted until it is "
-                          "repaired or deliberately removed (removing it re-pins the key on first use).")
+            self.error = (
+                f"The trust file {path} is unreadable ({exc}); no snapshot is trusted until it is "
+                "repaired or deliberately removed (removing it re-pins the key on first use)."
+            )
 
     def check_readable(self) -> None:
         if self.error:

@@ -37,8 +37,9 @@ class DeliveryLog:
     def first_time(self, delivery_id: str) -> bool:
         now = time.monotonic()
         with self._lock:
-            while self._seen and (next(iter(self._seen.values())) < now - self.ttl
-                                  or len(self._seen) >= self.max_entries):
+            while self._seen and (
+                next(iter(self._seen.values())) < now - self.ttl or len(self._seen) >= self.max_entries
+            ):
                 self._seen.popitem(last=False)
             if delivery_id in self._seen:
                 return False
@@ -54,8 +55,9 @@ class WebhookVerifier:
     Answer 2xx to duplicates anyway: Airlock retries until it sees one.
     """
 
-    def __init__(self, secret: str, *, tolerance: int = DEFAULT_TOLERANCE, deliveries: DeliveryLog | None = None,
-                 clock=time.time) -> None:
+    def __init__(
+        self, secret: str, *, tolerance: int = DEFAULT_TOLERANCE, deliveries: DeliveryLog | None = None, clock=time.time
+    ) -> None:
         self.secret = secret
         self.tolerance = tolerance
         self.deliveries = deliveries or DeliveryLog(ttl=2 * tolerance)
@@ -67,8 +69,9 @@ class WebhookVerifier:
         timestamp = lowered.get("x-airlock-timestamp")
         signature = lowered.get("x-airlock-signature")
         if not (delivery and timestamp and signature):
-            raise WebhookVerificationError("missing_header", "The X-Airlock-Delivery, -Timestamp and -Signature "
-                                           "headers are all required.")
+            raise WebhookVerificationError(
+                "missing_header", "The X-Airlock-Delivery, -Timestamp and -Signature headers are all required."
+            )
         expected = sign_webhook(self.secret, timestamp, body)
         offered = [part.strip() for part in signature.split(",")]
         if not any(hmac.compare_digest(expected, candidate) for candidate in offered):
@@ -78,8 +81,11 @@ class WebhookVerifier:
         except ValueError:
             raise WebhookVerificationError("stale_timestamp", "The timestamp is not a number.") from None
         if age > self.tolerance:
-            raise WebhookVerificationError("stale_timestamp", f"The timestamp is {age:.0f} s away from now "
-                                           f"(tolerance {self.tolerance} s): refused as a possible replay.")
+            raise WebhookVerificationError(
+                "stale_timestamp",
+                f"The timestamp is {age:.0f} s away from now "
+                f"(tolerance {self.tolerance} s): refused as a possible replay.",
+            )
         try:
             event = json.loads(body)
         except ValueError:
@@ -89,7 +95,13 @@ class WebhookVerifier:
         return event
 
 
-def verify_webhook(secret: str, headers: Mapping[str, str], body: bytes, *, tolerance: int = DEFAULT_TOLERANCE,
-                   deliveries: DeliveryLog | None = None) -> dict[str, Any]:
+def verify_webhook(
+    secret: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    tolerance: int = DEFAULT_TOLERANCE,
+    deliveries: DeliveryLog | None = None,
+) -> dict[str, Any]:
     """One-shot form of `WebhookVerifier.verify`; pass a shared `deliveries` log to catch duplicates."""
     return WebhookVerifier(secret, tolerance=tolerance, deliveries=deliveries).verify(headers, body)

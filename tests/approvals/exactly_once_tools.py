@@ -74,8 +74,18 @@ def charge(*, arguments, context):
     charge_id = f"ch_{uuid.uuid4().hex[:12]}"
     with ledger_path().open("a") as ledger:
         fcntl.flock(ledger, fcntl.LOCK_EX)
-        ledger.write(json.dumps({"charge_id": charge_id, "key": context.idempotency_key, "call_id": context.call_id,
-                                 "pid": os.getpid(), "arguments": arguments}) + "\n")
+        ledger.write(
+            json.dumps(
+                {
+                    "charge_id": charge_id,
+                    "key": context.idempotency_key,
+                    "call_id": context.call_id,
+                    "pid": os.getpid(),
+                    "arguments": arguments,
+                }
+            )
+            + "\n"
+        )
         ledger.flush()
         os.fsync(ledger.fileno())
     if os.environ.get(DIE_ENV) == "1":

@@ -51,8 +51,9 @@ def test_api_applies_the_same_rules(approver, viewer, outsider, pending, acme, a
     url = reverse("approvals_api:approval_decision", args=[pending.pk])
     response = client.post(url, {"decision": "decline"}, format="json")
     assert response.status_code == 400 and response.json()["error"]["class"] == "validation"
-    response = client.post(url, {"decision": "approve", "arguments": {"customer_id": "c-42", "amount_cents": -5}},
-                           format="json")
+    response = client.post(
+        url, {"decision": "approve", "arguments": {"customer_id": "c-42", "amount_cents": -5}}, format="json"
+    )
     assert response.status_code == 400 and response.json()["error"]["fields"][0]["path"] == "/amount_cents"
     viewer_client, _ = _pat_client(viewer)
     assert viewer_client.post(url, {"decision": "approve"}, format="json").status_code == 403
@@ -60,8 +61,9 @@ def test_api_applies_the_same_rules(approver, viewer, outsider, pending, acme, a
     assert outsider_client.post(url, {"decision": "approve"}, format="json").status_code == 404
     assert client.get(url).status_code == 405
     own = open_request(tenant=acme, agent=agent, end_user="approver")
-    response = client.post(reverse("approvals_api:approval_decision", args=[own.pk]), {"decision": "approve"},
-                           format="json")
+    response = client.post(
+        reverse("approvals_api:approval_decision", args=[own.pk]), {"decision": "approve"}, format="json"
+    )
     assert response.status_code == 403
     pending.refresh_from_db()
     assert pending.status == ApprovalStatus.PENDING
@@ -78,8 +80,9 @@ def test_session_api_requires_csrf(approver, pending):
     client = APIClient(enforce_csrf_checks=True)
     client.force_login(approver)
     assert client.get(reverse("approvals_api:approval_list")).status_code == 200
-    response = client.post(reverse("approvals_api:approval_decision", args=[pending.pk]), {"decision": "approve"},
-                           format="json")
+    response = client.post(
+        reverse("approvals_api:approval_decision", args=[pending.pk]), {"decision": "approve"}, format="json"
+    )
     assert response.status_code == 403
 
 

@@ -20,12 +20,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ORDER_ID = "ord_Zq7Quokka"
 NOTE = "Parcel soaked by the Zebra-Quartz storm"
 AMOUNT, EDITED_AMOUNT = 73519, 61427
-SCHEMA = {"type": "object", "additionalProperties": False, "required": ["order_id", "amount_cents"],
-          "properties": {"order_id": {"type": "string", "title": "Order", "description": "The order to refund."},
-                         "amount_cents": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
-                         "currency": {"type": "string", "enum": ["EUR", "USD"]},
-                         "note": {"type": "string"},
-                         "card_token": {"type": "string", "writeOnly": True}}}
+SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["order_id", "amount_cents"],
+    "properties": {
+        "order_id": {"type": "string", "title": "Order", "description": "The order to refund."},
+        "amount_cents": {"type": "integer", "minimum": 1, "maximum": 10_000_000},
+        "currency": {"type": "string", "enum": ["EUR", "USD"]},
+        "note": {"type": "string"},
+        "card_token": {"type": "string", "writeOnly": True},
+    },
+}
 received: list[dict] = []
 
 
@@ -43,17 +49,30 @@ def _found(value, text: str) -> bool:
 
 def test_no_argument_value_of_a_confidential_call_is_stored_after_its_decision(acme, agent, approver, client):
     received.clear()
-    make_skill("billing.refund_confidential", effect="external", approval="required", schema=SCHEMA,
-               data="confidential", adapter="python:at_rest.refund", publish=False)
+    make_skill(
+        "billing.refund_confidential",
+        effect="external",
+        approval="required",
+        schema=SCHEMA,
+        data="confidential",
+        adapter="python:at_rest.refund",
+        publish=False,
+    )
     grant(acme, "billing.*")
     from registry.snapshots import publish_snapshot
 
     publish_snapshot(reason="at rest test")
     run = run_for(agent)
-    arguments = {"order_id": ORDER_ID, "amount_cents": AMOUNT, "currency": "EUR", "note": NOTE,
-                 "card_token": "tok_9Kd83hQ"}
-    result = process_batch(run=run, calls=[{"call_id": "r1", "name": "billing.refund_confidential",
-                                            "arguments": arguments}])[0]
+    arguments = {
+        "order_id": ORDER_ID,
+        "amount_cents": AMOUNT,
+        "currency": "EUR",
+        "note": NOTE,
+        "card_token": "tok_9Kd83hQ",
+    }
+    result = process_batch(
+        run=run, calls=[{"call_id": "r1", "name": "billing.refund_confidential", "arguments": arguments}]
+    )[0]
     assert result["status"] == "approval_required"
     approval = ApprovalRequest.objects.get(pk=result["approval_id"])
 
@@ -63,8 +82,12 @@ def test_no_argument_value_of_a_confidential_call_is_stored_after_its_decision(a
     assert ORDER_ID in page and NOTE in page and "EUR 735.19" in page
     assert "tok_9Kd83hQ" not in page
 
-    decide_approval(approval=approval, user=approver, decision="approve",
-                    arguments={**arguments, "amount_cents": EDITED_AMOUNT, "card_token": "••••••"})
+    decide_approval(
+        approval=approval,
+        user=approver,
+        decision="approve",
+        arguments={**arguments, "amount_cents": EDITED_AMOUNT, "card_token": "••••••"},
+    )
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.EXECUTED
     assert received == [{**arguments, "amount_cents": EDITED_AMOUNT}]  # the hidden token kept its value

@@ -45,9 +45,11 @@ def test_deleting_what_the_row_records_keeps_the_row(row, deleted):
     """An admin (or any code) deleting the request, the call or the run: the row stays, detached,
     and the next retention pass redacts it."""
     approval = row.request
-    target = {"approval": ApprovalRequest.objects.filter(pk=approval.pk),
-              "call": ToolCall.objects.filter(pk=approval.call_id),
-              "run": Run.objects.filter(pk=approval.call.run_id)}[deleted]
+    target = {
+        "approval": ApprovalRequest.objects.filter(pk=approval.pk),
+        "call": ToolCall.objects.filter(pk=approval.call_id),
+        "run": Run.objects.filter(pk=approval.call.run_id),
+    }[deleted]
     target.delete()
 
     kept = ApprovalEvent.objects.get(pk=row.pk)
@@ -66,13 +68,21 @@ def test_the_admin_offers_no_way_to_delete_or_add_rows(row, platform_admin, rf):
 
 
 def test_the_redacted_form_keeps_identifiers_and_drops_values():
-    detail = {"via": "console", "rule_id": "refund-needs-human", "votes": 2, "approvers": ["ann", "bob"],
-              "arguments_sha256": "ab" * 32, "reason": "card 4242 4242 4242 4242 for customer c-42",
-              "changes": [{"path": "amount_cents", "op": "replace", "from": 1250, "to": 99}],
-              "notified": ["admin@example.com"], "anything_new": {"raw": "tok_live_secret"}}
+    detail = {
+        "via": "console",
+        "rule_id": "refund-needs-human",
+        "votes": 2,
+        "approvers": ["ann", "bob"],
+        "arguments_sha256": "ab" * 32,
+        "reason": "card 4242 4242 4242 4242 for customer c-42",
+        "changes": [{"path": "amount_cents", "op": "replace", "from": 1250, "to": 99}],
+        "notified": ["admin@example.com"],
+        "anything_new": {"raw": "tok_live_secret"},
+    }
     out = redacted_detail(detail)
     assert {key: out[key] for key in ("via", "rule_id", "votes", "approvers", "arguments_sha256")} == {
-        key: detail[key] for key in ("via", "rule_id", "votes", "approvers", "arguments_sha256")}
+        key: detail[key] for key in ("via", "rule_id", "votes", "approvers", "arguments_sha256")
+    }
     assert out["changes"] == [{"path": "amount_cents", "op": "replace"}]
     for key in ("reason", "notified", "anything_new"):
         assert key not in KEPT_DETAIL_KEYS and out[key]["redacted"] is True and out[key]["reason"] == "retention"

@@ -50,6 +50,7 @@ def browser():
     chromium.close()
     playwright.stop()
 
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 # The README's screenshot is refreshed on request (AIRLOCK_UPDATE_SCREENSHOTS=1), so that an ordinary
 # test run never changes a tracked file.
@@ -83,8 +84,18 @@ def _second_page(browser, server_url: str, user):
     return context, context.new_page()
 
 
-def _flow(asgi_live_server, page, browser, login_as, acme, approver, second_approver, agent_and_key,
-          screenshot: Path | None, keyboard: bool = False) -> None:
+def _flow(
+    asgi_live_server,
+    page,
+    browser,
+    login_as,
+    acme,
+    approver,
+    second_approver,
+    agent_and_key,
+    screenshot: Path | None,
+    keyboard: bool = False,
+) -> None:
     build_refund_world(acme)
     inbox_url = asgi_live_server.url + reverse("approvals:inbox")
     login_as(approver)
@@ -95,12 +106,22 @@ def _flow(asgi_live_server, page, browser, login_as, acme, approver, second_appr
         other.goto(inbox_url)
         expect(other.locator("#live-status")).to_have_text("live")
         agent = _agent(asgi_live_server.url, agent_and_key[1])
-        run = agent.post(reverse("runs_api:run_create"), json={"end_user": "customer-7", "task": "refund order 1042",
-                                                               "end_user_roles": ["customer"]}).json()
-        calls = [{"call_id": "c1", "name": "billing.create_refund",
-                  "arguments": {"customer_id": "c-42", "amount_cents": 1250, "card_token": "tok_live_x"}},
-                 {"call_id": "c2", "name": "billing.create_refund",
-                  "arguments": {"customer_id": "c-77", "amount_cents": 99000}}]
+        run = agent.post(
+            reverse("runs_api:run_create"),
+            json={"end_user": "customer-7", "task": "refund order 1042", "end_user_roles": ["customer"]},
+        ).json()
+        calls = [
+            {
+                "call_id": "c1",
+                "name": "billing.create_refund",
+                "arguments": {"customer_id": "c-42", "amount_cents": 1250, "card_token": "tok_live_x"},
+            },
+            {
+                "call_id": "c2",
+                "name": "billing.create_refund",
+                "arguments": {"customer_id": "c-77", "amount_cents": 99000},
+            },
+        ]
         results = agent.post(reverse("runs_api:run_calls", args=[run["run_id"]]), json={"calls": calls}).json()
         approval_ids = [r["approval_id"] for r in results["results"]]
         assert [r["status"] for r in results["results"]] == ["approval_required"] * 2
@@ -144,20 +165,23 @@ def _flow(asgi_live_server, page, browser, login_as, acme, approver, second_appr
 
 
 @pytest.mark.postgres  # SQLite's shared in-memory test database locks whole tables under concurrent requests
-def test_live_inbox(asgi_live_server, page, browser, login_as, acme, approver, second_approver, agent_and_key,
-                    settings):
+def test_live_inbox(
+    asgi_live_server, page, browser, login_as, acme, approver, second_approver, agent_and_key, settings
+):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     from channels.layers import channel_layers
 
     channel_layers.backends.clear()
-    _flow(asgi_live_server, page, browser, login_as, acme, approver, second_approver, agent_and_key, None,
-          keyboard=True)
+    _flow(
+        asgi_live_server, page, browser, login_as, acme, approver, second_approver, agent_and_key, None, keyboard=True
+    )
 
 
 @pytest.mark.postgres
 @pytest.mark.redis
-def test_live_inbox_with_redis_and_worker(asgi_live_server, page, browser, login_as, acme, approver,
-                                          second_approver, agent_and_key, tmp_path, monkeypatch):
+def test_live_inbox_with_redis_and_worker(
+    asgi_live_server, page, browser, login_as, acme, approver, second_approver, agent_and_key, tmp_path, monkeypatch
+):
     from channels.layers import channel_layers
 
     channel_layers.backends.clear()  # settings.CHANNEL_LAYERS is channels_redis (REDIS_URL is set)
@@ -165,21 +189,52 @@ def test_live_inbox_with_redis_and_worker(asgi_live_server, page, browser, login
     database = settings.DATABASES["default"]
     ledger = tmp_path / "ledger.jsonl"
     monkeypatch.setenv("AIRLOCK_TEST_LEDGER", str(ledger))
-    env = {**os.environ, "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/"
-                                         f"{database['NAME']}", "AIRLOCK_TEST_LEDGER": str(ledger)}
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "AIRLOCK_TEST_LEDGER": str(ledger),
+    }
     log = tmp_path / "worker.log"
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "console", "worker", "--pool=solo", "-n",
-                               "browser@%h", "-I", "tests.approvals.worker_tools", "--without-gossip",
-                               "--without-mingle", "--loglevel=INFO"], env=env, stdout=log.open("w"),
-                              stderr=subprocess.STDOUT, start_new_session=True, cwd=settings.BASE_DIR)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "console",
+            "worker",
+            "--pool=solo",
+            "-n",
+            "browser@%h",
+            "-I",
+            "tests.approvals.worker_tools",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel=INFO",
+        ],
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=settings.BASE_DIR,
+    )
     celery_app.conf.task_always_eager = False
     try:
         deadline = time.monotonic() + 30
         while "ready" not in log.read_text():
             assert time.monotonic() < deadline and worker.poll() is None, log.read_text()[-2000:]
             time.sleep(0.2)
-        _flow(asgi_live_server, page, browser, login_as, acme, approver, second_approver, agent_and_key,
-              SCREENSHOT_DIR / "inbox.png")
+        _flow(
+            asgi_live_server,
+            page,
+            browser,
+            login_as,
+            acme,
+            approver,
+            second_approver,
+            agent_and_key,
+            SCREENSHOT_DIR / "inbox.png",
+        )
         assert "approvals.tasks.resume_call" in log.read_text()  # the worker, not the server, resumed it
     finally:
         celery_app.conf.task_always_eager = True

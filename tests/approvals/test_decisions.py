@@ -15,8 +15,9 @@ def _decide(approval, user, decision="approve", **kwargs):
     return decide_approval(approval=approval, user=user, decision=decision, **kwargs)
 
 
-def test_approve_executes_the_call_and_records_the_outcome(acme, agent, approver, executions,
-                                                           django_capture_on_commit_callbacks):
+def test_approve_executes_the_call_and_records_the_outcome(
+    acme, agent, approver, executions, django_capture_on_commit_callbacks
+):
     request = open_request(tenant=acme, agent=agent)
     with django_capture_on_commit_callbacks(execute=True):
         _decide(request, approver)
@@ -29,8 +30,9 @@ def test_approve_executes_the_call_and_records_the_outcome(acme, agent, approver
     assert kinds == ["approval.requested", "approval.decided", "call.completed", "run.status"]
 
 
-def test_double_click_gets_already_decided_and_changes_nothing(acme, agent, approver, executions,
-                                                               django_capture_on_commit_callbacks):
+def test_double_click_gets_already_decided_and_changes_nothing(
+    acme, agent, approver, executions, django_capture_on_commit_callbacks
+):
     request = open_request(tenant=acme, agent=agent)
     with django_capture_on_commit_callbacks(execute=True):
         _decide(request, approver)
@@ -52,8 +54,9 @@ def test_second_approver_loses_to_the_first(acme, agent, approver, second_approv
     assert str(excinfo.value).startswith("already declined by approver at ")
 
 
-def test_decline_needs_a_reason_and_tells_the_agent_not_to_retry(acme, agent, approver, executions,
-                                                                 django_capture_on_commit_callbacks):
+def test_decline_needs_a_reason_and_tells_the_agent_not_to_retry(
+    acme, agent, approver, executions, django_capture_on_commit_callbacks
+):
     request = open_request(tenant=acme, agent=agent)
     with pytest.raises(InvalidDecision):
         _decide(request, approver, "decline", reason="   ")
@@ -84,8 +87,9 @@ def test_viewer_and_outsider_cannot_decide(acme, agent, viewer, outsider):
             _decide(request, person)
 
 
-def test_two_person_needs_two_distinct_approvers(acme, agent, approver, second_approver, executions,
-                                                 django_capture_on_commit_callbacks):
+def test_two_person_needs_two_distinct_approvers(
+    acme, agent, approver, second_approver, executions, django_capture_on_commit_callbacks
+):
     version = make_skill_version(name="iam.revoke_access", approval="two_person")
     request = open_request(tenant=acme, agent=agent, skill_version=version)
     with django_capture_on_commit_callbacks(execute=True):
@@ -101,8 +105,9 @@ def test_two_person_needs_two_distinct_approvers(acme, agent, approver, second_a
     assert approved.detail["approvers"] == ["approver", "approver2"]
 
 
-def test_edited_arguments_are_revalidated_and_diffed(acme, agent, approver, executions,
-                                                     django_capture_on_commit_callbacks):
+def test_edited_arguments_are_revalidated_and_diffed(
+    acme, agent, approver, executions, django_capture_on_commit_callbacks
+):
     request = open_request(tenant=acme, agent=agent)
     shown = shown_arguments(request, approver)  # what the approver's edit box holds
     with pytest.raises(InvalidDecision) as excinfo:
@@ -116,16 +121,18 @@ def test_edited_arguments_are_revalidated_and_diffed(acme, agent, approver, exec
         _decide(request, approver, arguments={**shown, "amount_cents": 500})
     request.refresh_from_db()
     # the masked card token kept its hidden value; only the amount changed
-    assert executions == [{"customer_id": "c-42", "amount_cents": 500, "card_token": "tok_live_secret",
-                           "note": "duplicate"}]
+    assert executions == [
+        {"customer_id": "c-42", "amount_cents": 500, "card_token": "tok_live_secret", "note": "duplicate"}
+    ]
     # the approved edit is bound by its hash to what ran; its sealed copy is dropped once the call has run
     assert request.edited_arguments_sha256 == sha256_of(executions[0]) and request.sealed_edited_arguments == ""
     changes = request.events.get(action="approved").detail["changes"]
     assert changes == [{"path": "/amount_cents", "op": "replace", "from": 1250, "to": 500}]
 
 
-def test_several_requests_in_one_run_are_decided_in_any_order(acme, agent, approver, executions,
-                                                              django_capture_on_commit_callbacks):
+def test_several_requests_in_one_run_are_decided_in_any_order(
+    acme, agent, approver, executions, django_capture_on_commit_callbacks
+):
     run = make_run(tenant=acme, agent=agent)
     first = open_request(tenant=acme, agent=agent, run=run, call_id="a")
     second = open_request(tenant=acme, agent=agent, run=run, call_id="b")

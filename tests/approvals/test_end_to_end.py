@@ -23,8 +23,11 @@ def world(acme):
 
 
 def _refund(call_id: str, amount: int = 1250) -> dict:
-    return {"call_id": call_id, "name": "billing.create_refund",
-            "arguments": {"customer_id": "c-42", "amount_cents": amount, "card_token": "tok_live_secret"}}
+    return {
+        "call_id": call_id,
+        "name": "billing.create_refund",
+        "arguments": {"customer_id": "c-42", "amount_cents": amount, "card_token": "tok_live_secret"},
+    }
 
 
 def _events(agent_client, run_id: str, after: int = 0, wait: float = 0) -> dict:
@@ -33,8 +36,9 @@ def _events(agent_client, run_id: str, after: int = 0, wait: float = 0) -> dict:
     return response.json()
 
 
-def test_batch_of_confirms_decided_in_any_order_reaches_the_agent(agent_client, world, approver, settings,
-                                                                 executions, django_capture_on_commit_callbacks):
+def test_batch_of_confirms_decided_in_any_order_reaches_the_agent(
+    agent_client, world, approver, settings, executions, django_capture_on_commit_callbacks
+):
     settings.AIRLOCK_ALLOW_PRIVATE_CALLBACKS = True
     receiver = Receiver().start()
     try:
@@ -55,11 +59,13 @@ def test_batch_of_confirms_decided_in_any_order_reaches_the_agent(agent_client, 
             decide_approval(approval=first, user=approver, decision="decline", reason="duplicate request")
 
         feed = _events(agent_client, run["run_id"], after=cursor)
-        completed = {e["payload"]["call_id"]: e["payload"]["result"] for e in feed["events"]
-                     if e["kind"] == "call.completed"}
+        completed = {
+            e["payload"]["call_id"]: e["payload"]["result"] for e in feed["events"] if e["kind"] == "call.completed"
+        }
         assert completed["b"]["status"] == "ok" and completed["b"]["content"]["amount_cents"] == 200
-        assert completed["a"]["error"]["class"] == "declined" and "duplicate request" in completed["a"]["error"][
-            "message"]
+        assert (
+            completed["a"]["error"]["class"] == "declined" and "duplicate request" in completed["a"]["error"]["message"]
+        )
         assert feed["run_status"] == "running"
         assert [e["amount_cents"] for e in (x["result"] for x in worker_tools.executions())] == [200]
         assert [arguments["amount_cents"] for arguments in executions] == [200]
@@ -70,14 +76,19 @@ def test_batch_of_confirms_decided_in_any_order_reaches_the_agent(agent_client, 
         receiver.stop()
 
 
-def test_edited_arguments_run_through_the_gate(agent_client, world, approver, executions,
-                                               django_capture_on_commit_callbacks):
+def test_edited_arguments_run_through_the_gate(
+    agent_client, world, approver, executions, django_capture_on_commit_callbacks
+):
     run = start_run(agent_client)
     result = post_calls(agent_client, run["run_id"], [_refund("a", 5000)]).json()["results"][0]
     approval = ApprovalRequest.objects.get(pk=result["approval_id"])
     with django_capture_on_commit_callbacks(execute=True):
-        decide_approval(approval=approval, user=approver, decision="approve",
-                        arguments={**shown_arguments(approval, approver), "amount_cents": 2500})
+        decide_approval(
+            approval=approval,
+            user=approver,
+            decision="approve",
+            arguments={**shown_arguments(approval, approver), "amount_cents": 2500},
+        )
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.EXECUTED and approval.outcome["content"]["amount_cents"] == 2500
     assert worker_tools.executions()[0]["result"]["amount_cents"] == 2500
@@ -85,16 +96,20 @@ def test_edited_arguments_run_through_the_gate(agent_client, world, approver, ex
     from traces.models import Span
 
     kinds = set(Span.objects.filter(trace__run_id=run["run_id"]).values_list("kind", "name"))
-    assert {("approval_request", "approval.requested"), ("approval_decision", "approval.approved"),
-            ("approval", "approval.resumed")} <= kinds
+    assert {
+        ("approval_request", "approval.requested"),
+        ("approval_decision", "approval.approved"),
+        ("approval", "approval.resumed"),
+    } <= kinds
 
 
 class WorkerKilled(BaseException):
     """Stands for SIGKILL between the downstream effect and Airlock recording it."""
 
 
-def test_worker_killed_after_execution_rerun_executes_once_and_keeps_outcome(agent_client, world, approver,
-                                                                           executions, monkeypatch):
+def test_worker_killed_after_execution_rerun_executes_once_and_keeps_outcome(
+    agent_client, world, approver, executions, monkeypatch
+):
     run = start_run(agent_client)
     result = post_calls(agent_client, run["run_id"], [_refund("a")]).json()["results"][0]
     approval = ApprovalRequest.objects.get(pk=result["approval_id"])
@@ -121,8 +136,9 @@ def test_worker_killed_after_execution_rerun_executes_once_and_keeps_outcome(age
     assert Run.objects.get(pk=run["run_id"]).status == "running"
 
 
-def test_two_person_through_the_gate(agent_client, world, approver, second_approver, executions,
-                                     django_capture_on_commit_callbacks):
+def test_two_person_through_the_gate(
+    agent_client, world, approver, second_approver, executions, django_capture_on_commit_callbacks
+):
     run = start_run(agent_client)
     result = post_calls(agent_client, run["run_id"], [{**_refund("a"), "name": "iam.revoke_access"}]).json()
     approval = ApprovalRequest.objects.get(pk=result["results"][0]["approval_id"])

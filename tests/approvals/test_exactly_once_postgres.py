@@ -42,11 +42,17 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 CHARGE = "billing.charge_card"  # a write the downstream does not deduplicate
 SYNC = "billing.sync_invoice"  # a write the manifest declares idempotent
-SCHEMA = {"type": "object", "properties": {"customer_id": {"type": "string"}, "amount_cents": {"type": "integer"}},
-          "required": ["customer_id", "amount_cents"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"customer_id": {"type": "string"}, "amount_cents": {"type": "integer"}},
+    "required": ["customer_id", "amount_cents"],
+    "additionalProperties": False,
+}
 ARGUMENTS = {"customer_id": "c-9", "amount_cents": 4200}
-WORKER = ("import sys, django; django.setup(); from tests.approvals.exactly_once_tools import resume_main; "
-          "resume_main(int(sys.argv[1]))")
+WORKER = (
+    "import sys, django; django.setup(); from tests.approvals.exactly_once_tools import resume_main; "
+    "resume_main(int(sys.argv[1]))"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -61,8 +67,9 @@ def _ledger(tmp_path, monkeypatch):
 @pytest.fixture
 def world(acme) -> None:
     for name, idempotent in ((CHARGE, False), (SYNC, True)):
-        body = manifest(name, effect="external", approval="required", schema=SCHEMA,
-                        adapter="python:exactly_once.charge")
+        body = manifest(
+            name, effect="external", approval="required", schema=SCHEMA, adapter="python:exactly_once.charge"
+        )
         if idempotent:
             body["execution"]["idempotent"] = True
         create_active_version(body, publish=False)
@@ -74,8 +81,9 @@ def world(acme) -> None:
 def broker(monkeypatch) -> list[int]:
     """The resume task's queue: what decisions enqueued (after their commit), delivered by the test."""
     queued: list[int] = []
-    monkeypatch.setattr(resume_call, "delay_on_commit",
-                        lambda approval_id: transaction.on_commit(lambda: queued.append(approval_id)))
+    monkeypatch.setattr(
+        resume_call, "delay_on_commit", lambda approval_id: transaction.on_commit(lambda: queued.append(approval_id))
+    )
     return queued
 
 
@@ -84,17 +92,22 @@ def worker_env() -> dict[str, str]:
     """A worker process on the same test database, whose downstream dies right after its effect."""
     database = settings.DATABASES["default"]
     password = f":{database['PASSWORD']}" if database.get("PASSWORD") else ""
-    return {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings",
-            "DATABASE_URL": f"postgres://{database['USER']}{password}@{database['HOST']}:{database['PORT']}/"
-                            f"{database['NAME']}",
-            downstream.LEDGER_ENV: str(downstream.ledger_path()), downstream.DIE_ENV: "1"}
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DATABASE_URL": f"postgres://{database['USER']}{password}@{database['HOST']}:{database['PORT']}/"
+        f"{database['NAME']}",
+        downstream.LEDGER_ENV: str(downstream.ledger_path()),
+        downstream.DIE_ENV: "1",
+    }
 
 
 def _approved_through_gate(agent_client, approver, broker: list[int], skill: str) -> ApprovalRequest:
     """An agent's call paused by the real gate, approved by a person; its resume is queued, not run."""
     run = start_run(agent_client)
-    [result] = post_calls(agent_client, run["run_id"], [
-        {"call_id": "pay-1", "name": skill, "arguments": ARGUMENTS}]).json()["results"]
+    [result] = post_calls(
+        agent_client, run["run_id"], [{"call_id": "pay-1", "name": skill, "arguments": ARGUMENTS}]
+    ).json()["results"]
     assert result["status"] == "approval_required", result
     approval = ApprovalRequest.objects.get(pk=result["approval_id"])
     decide_approval(approval=approval, user=approver, decision="approve")
@@ -143,19 +156,30 @@ def _concurrently(action: Callable[[], Any], times: int, hold: downstream.Hold) 
 
 
 def _deliver_in_worker(approval_id: int, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", WORKER, str(approval_id)], env=env, cwd=settings.BASE_DIR,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", WORKER, str(approval_id)],
+        env=env,
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _expire_lease(call: ToolCall) -> None:
     """Test setup of the clock: the worker holding the call stopped renewing long enough ago."""
-    assert ToolCall.objects.filter(pk=call.pk, status=CallStatus.EXECUTING).update(
-        lease_expires_at=timezone.now() - timedelta(seconds=1)) == 1
+    assert (
+        ToolCall.objects.filter(pk=call.pk, status=CallStatus.EXECUTING).update(
+            lease_expires_at=timezone.now() - timedelta(seconds=1)
+        )
+        == 1
+    )
 
 
 def _open_items(call: ToolCall):
-    return ReconciliationItem.objects.filter(call=call, reason=ReconciliationReason.TIMEOUT,
-                                             status=ReconciliationStatus.OPEN)
+    return ReconciliationItem.objects.filter(
+        call=call, reason=ReconciliationReason.TIMEOUT, status=ReconciliationStatus.OPEN
+    )
 
 
 def test_ten_concurrent_deliveries_of_one_resume_execute_once(agent_client, approver, world, broker):
@@ -236,8 +260,7 @@ def test_expired_lease_on_an_idempotent_skill_reruns_once(agent_client, approver
     assert lifecycle.claim_approved(call, timeout_s=timeout_of(call.skill_version.manifest))
     _expire_lease(call)
 
-    outcomes = _concurrently(lambda: execute_approved_call(call=call, arguments=arguments), 2,
-                             downstream.hold_next())
+    outcomes = _concurrently(lambda: execute_approved_call(call=call, arguments=arguments), 2, downstream.hold_next())
     [result] = [o for o in outcomes if isinstance(o, dict)]
     assert result["status"] == "ok", outcomes
     assert sum(isinstance(o, CallHeldElsewhere) for o in outcomes) == 1, outcomes

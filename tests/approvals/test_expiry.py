@@ -14,8 +14,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _age(request, *, by: timedelta) -> None:
-    ApprovalRequest.objects.filter(pk=request.pk).update(created_at=request.created_at - by,
-                                                         expires_at=request.expires_at - by)
+    ApprovalRequest.objects.filter(pk=request.pk).update(
+        created_at=request.created_at - by, expires_at=request.expires_at - by
+    )
 
 
 def test_beat_expires_stale_requests_as_a_decline(acme, agent, executions, django_capture_on_commit_callbacks):
@@ -43,8 +44,9 @@ def test_deciding_after_expiry_is_refused_even_before_beat_ran(acme, agent, appr
     assert request.status == ApprovalStatus.EXPIRED and executions == []
 
 
-def test_overdue_requests_are_escalated_once_by_email_to_tenant_admins(acme, agent, tenant_admin,
-                                                                      django_capture_on_commit_callbacks):
+def test_overdue_requests_are_escalated_once_by_email_to_tenant_admins(
+    acme, agent, tenant_admin, django_capture_on_commit_callbacks
+):
     request = open_request(tenant=acme, agent=agent)
     open_request(tenant=acme, agent=agent)  # young: not escalated
     _age(request, by=timedelta(minutes=20))

@@ -32,8 +32,9 @@ def test_inbox_is_newest_first_and_filters(client, approver, acme, agent):
     assert body.index(f"approval-{newer.pk}") < body.index(f"approval-{older.pk}")
     body = client.get(reverse("approvals:inbox"), {"effect": "destructive"}).content.decode()
     assert f'id="approval-{newer.pk}"' not in body
-    body = client.get(reverse("approvals:inbox"), {"skill": "refund", "agent": "support-bot",
-                                                   "tenant": "acme"}).content.decode()
+    body = client.get(
+        reverse("approvals:inbox"), {"skill": "refund", "agent": "support-bot", "tenant": "acme"}
+    ).content.decode()
     assert f'id="approval-{newer.pk}"' in body
 
 
@@ -66,8 +67,11 @@ def test_decide_happy_path_redirects_and_approves(client, approver, pending, exe
 
 
 def test_decide_via_htmx_returns_the_decided_note(client, approver, pending, executions):
-    response = login(client, approver).post(reverse("approvals:decide", args=[pending.pk]),
-                                            {"decision": "decline", "reason": "nope"}, HTTP_HX_REQUEST="true")
+    response = login(client, approver).post(
+        reverse("approvals:decide", args=[pending.pk]),
+        {"decision": "decline", "reason": "nope"},
+        HTTP_HX_REQUEST="true",
+    )
     assert response.status_code == 200 and "declined by approver" in response.content.decode()
 
 
@@ -81,8 +85,9 @@ def test_double_click_says_already_decided(client, approver, pending, executions
 
 
 def test_decline_without_reason_is_refused(client, approver, pending):
-    response = login(client, approver).post(reverse("approvals:decide", args=[pending.pk]),
-                                            {"decision": "decline", "reason": ""})
+    response = login(client, approver).post(
+        reverse("approvals:decide", args=[pending.pk]), {"decision": "decline", "reason": ""}
+    )
     assert response.status_code == 400 and "reason" in response.content.decode()
     pending.refresh_from_db()
     assert pending.status == ApprovalStatus.PENDING
@@ -118,8 +123,9 @@ def test_detail_shows_audit_trail_with_edit_diff(client, approver, pending, exec
     edited = {**shown_arguments(pending, approver), "amount_cents": 300}
     import json
 
-    client.post(reverse("approvals:decide", args=[pending.pk]), {"decision": "approve",
-                                                                "arguments": json.dumps(edited)})
+    client.post(
+        reverse("approvals:decide", args=[pending.pk]), {"decision": "approve", "arguments": json.dumps(edited)}
+    )
     body = client.get(reverse("approvals:detail", args=[pending.pk])).content.decode()
     assert "Audit trail" in body and "replace /amount_cents: 1250 → 300" in body
     assert "tok_live_secret" not in body

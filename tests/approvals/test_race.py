@@ -20,8 +20,9 @@ def _concurrently(approval, people_and_decisions) -> list:
     def act(index, person, decision):
         try:
             barrier.wait()
-            outcomes[index] = decide_approval(approval=approval, user=person, decision=decision,
-                                              reason="too risky" if decision == "decline" else "").status
+            outcomes[index] = decide_approval(
+                approval=approval, user=person, decision=decision, reason="too risky" if decision == "decline" else ""
+            ).status
         except (AlreadyDecided, DecisionRefused) as exc:
             outcomes[index] = exc
         finally:

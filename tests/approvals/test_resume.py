@@ -28,8 +28,7 @@ def _approved(acme, agent, approver):
     return request
 
 
-def test_crash_after_claim_before_execution_then_rerun_executes_once(acme, agent, approver, executions,
-                                                                     monkeypatch):
+def test_crash_after_claim_before_execution_then_rerun_executes_once(acme, agent, approver, executions, monkeypatch):
     request = _approved(acme, agent, approver)
     import approvals.services as services
 

@@ -13,8 +13,21 @@ from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 
-RESPELLINGS_OF_BOB = ["bob", "ｂｏｂ", "bob\u200b", "b\u200do\u2060b", "\ufeffbob", "BOB", "Bob ", "user:bob",
-                      "User: BOB", "username:bob", "mailto:Bob@Example.com", "BOB@EXAMPLE.COM", "user:ｂｏｂ\u200b"]
+RESPELLINGS_OF_BOB = [
+    "bob",
+    "ｂｏｂ",
+    "bob\u200b",
+    "b\u200do\u2060b",
+    "\ufeffbob",
+    "BOB",
+    "Bob ",
+    "user:bob",
+    "User: BOB",
+    "username:bob",
+    "mailto:Bob@Example.com",
+    "BOB@EXAMPLE.COM",
+    "user:ｂｏｂ\u200b",
+]
 
 
 @pytest.fixture
@@ -23,22 +36,21 @@ def bob(acme):
 
 
 @pytest.mark.parametrize("end_user", RESPELLINGS_OF_BOB)
-def test_bob_cannot_approve_a_run_for_any_spelling_of_himself(acme, agent, bob, second_approver, executions,
-                                                              end_user):
+def test_bob_cannot_approve_a_run_for_any_spelling_of_himself(acme, agent, bob, second_approver, executions, end_user):
     request = open_request(tenant=acme, agent=agent, end_user=end_user)
     with pytest.raises(DecisionRefused, match="your own behalf"):
         decide_approval(approval=request, user=bob, decision="approve")
     request.refresh_from_db()
     assert request.status == ApprovalStatus.PENDING
-    assert decide_approval(approval=request, user=second_approver, decision="approve").status == \
-        ApprovalStatus.APPROVED
+    assert decide_approval(approval=request, user=second_approver, decision="approve").status == ApprovalStatus.APPROVED
 
 
 def test_the_api_and_the_inbox_apply_the_same_rule(client, acme, agent, bob, executions):
     request = open_request(tenant=acme, agent=agent, end_user="user:ＢＯＢ")
     api, _ = _pat_client(bob)
-    refused = api.post(reverse("approvals_api:approval_decision", args=[request.pk]), {"decision": "approve"},
-                       format="json")
+    refused = api.post(
+        reverse("approvals_api:approval_decision", args=[request.pk]), {"decision": "approve"}, format="json"
+    )
     assert refused.status_code == 403 and "own behalf" in refused.json()["error"]["message"]
     client.force_login(bob)
     client.post(reverse("approvals:decide", args=[request.pk]), {"decision": "approve"})
@@ -52,8 +64,7 @@ def test_an_end_user_bound_to_an_account_id_is_compared_by_that_id(acme, agent, 
         decide_approval(approval=request, user=bob, decision="approve")
     # The id binds: a username that happens to read like the binding is somebody else.
     assert not is_same_person(f"account:{bob.pk}", second_approver)
-    assert decide_approval(approval=request, user=second_approver, decision="approve").status == \
-        ApprovalStatus.APPROVED
+    assert decide_approval(approval=request, user=second_approver, decision="approve").status == ApprovalStatus.APPROVED
 
 
 def test_other_people_are_still_other_people(bob):

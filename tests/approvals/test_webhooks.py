@@ -33,7 +33,8 @@ def test_signature_is_hmac_over_timestamp_and_body():
 
 
 def test_events_are_delivered_signed_and_retried_with_the_same_delivery_id(
-        settings, acme, agent, approver, executions, receiver, django_capture_on_commit_callbacks):
+    settings, acme, agent, approver, executions, receiver, django_capture_on_commit_callbacks
+):
     settings.AIRLOCK_ALLOW_PRIVATE_CALLBACKS = True
     receiver.statuses = [500, 503]  # the first two attempts fail, the third succeeds
     with django_capture_on_commit_callbacks(execute=True):
@@ -45,8 +46,12 @@ def test_events_are_delivered_signed_and_retried_with_the_same_delivery_id(
     event = verifier.verify(receiver.requests[-1].headers, receiver.requests[-1].body)
     assert event["kind"] == "approval.requested" and event["payload"]["approval_id"] == request.pk
     for attempt in receiver.requests:  # every attempt carries a valid signature over the same body
-        assert verify(secret=SECRET, timestamp=attempt.headers["X-Airlock-Timestamp"], body=attempt.body,
-                      signature=attempt.headers["X-Airlock-Signature"])
+        assert verify(
+            secret=SECRET,
+            timestamp=attempt.headers["X-Airlock-Timestamp"],
+            body=attempt.body,
+            signature=attempt.headers["X-Airlock-Signature"],
+        )
     delivery = WebhookDelivery.objects.get()
     assert (delivery.status, delivery.attempts, str(delivery.id)) == (DeliveryStatus.DELIVERED, 3, ids.pop())
 
@@ -76,8 +81,9 @@ def test_backoff_is_exponential_and_capped(settings):
     assert all(1.0 <= backoff_seconds(1) <= 2.0 for _ in range(50))
 
 
-def test_private_callbacks_are_blocked_and_nothing_is_sent(settings, acme, agent, receiver,
-                                                           django_capture_on_commit_callbacks):
+def test_private_callbacks_are_blocked_and_nothing_is_sent(
+    settings, acme, agent, receiver, django_capture_on_commit_callbacks
+):
     settings.AIRLOCK_ALLOW_PRIVATE_CALLBACKS = False
     with django_capture_on_commit_callbacks(execute=True):
         open_request(tenant=acme, agent=agent, callback_url=receiver.url, webhook_secret=SECRET)
@@ -86,9 +92,21 @@ def test_private_callbacks_are_blocked_and_nothing_is_sent(settings, acme, agent
     assert receiver.requests == []
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1/x", "http://localhost:8000/", "http://169.254.169.254/latest",
-                                 "http://10.0.0.5/", "http://192.168.1.1/", "http://[::1]/", "http://0.0.0.0/",
-                                 "http://[::ffff:127.0.0.1]/", "ftp://example.com/", "http:///nohost"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/x",
+        "http://localhost:8000/",
+        "http://169.254.169.254/latest",
+        "http://10.0.0.5/",
+        "http://192.168.1.1/",
+        "http://[::1]/",
+        "http://0.0.0.0/",
+        "http://[::ffff:127.0.0.1]/",
+        "ftp://example.com/",
+        "http:///nohost",
+    ],
+)
 def test_ssrf_checks_refuse_internal_addresses(settings, url):
     settings.AIRLOCK_ALLOW_PRIVATE_CALLBACKS = False
     with pytest.raises(UnsafeCallbackURL):

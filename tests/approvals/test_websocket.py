@@ -20,9 +20,12 @@ PATH = "/ws/approvals/"
 def layer(request, settings):
     """Run each test on the in-memory layer and, with REDIS_URL, on channels_redis."""
     if request.param == "redis":
-        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                               "CONFIG": {"hosts": [settings.REDIS_URL],
-                                                          "prefix": "airlock-test-ws"}}}
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": "airlock-test-ws"},
+            }
+        }
     else:
         settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     channel_layers.backends.clear()
@@ -48,8 +51,7 @@ async def _open(tenant, agent):
     return await database_sync_to_async(open_request)(tenant=tenant, agent=agent)
 
 
-async def test_approver_receives_own_tenants_requests_never_anothers(layer, acme, globex, approver, outsider,
-                                                                     agent):
+async def test_approver_receives_own_tenants_requests_never_anothers(layer, acme, globex, approver, outsider, agent):
     from console.services import create_agent
 
     globex_agent, _ = await database_sync_to_async(create_agent)(tenant=globex, name="billing-bot", role="billing")
@@ -58,8 +60,12 @@ async def test_approver_receives_own_tenants_requests_never_anothers(layer, acme
 
     acme_request = await _open(acme, agent)
     message = await acme_socket.receive_json_from(timeout=3)
-    assert message == {"type": "approval.changed", "approval_id": acme_request.pk, "tenant": "acme",
-                       "status": "pending"}
+    assert message == {
+        "type": "approval.changed",
+        "approval_id": acme_request.pk,
+        "tenant": "acme",
+        "status": "pending",
+    }
     assert await globex_socket.receive_nothing(timeout=0.3)
 
     globex_request = await _open(globex, globex_agent)
@@ -89,8 +95,9 @@ async def test_viewer_joins_no_group(layer, acme, viewer, agent):
     await socket.disconnect()
 
 
-async def test_a_decision_reaches_every_other_approvers_socket(layer, acme, approver, second_approver, agent,
-                                                               executions):
+async def test_a_decision_reaches_every_other_approvers_socket(
+    layer, acme, approver, second_approver, agent, executions
+):
     request = await _open(acme, agent)
     mine, theirs = await _connect(approver), await _connect(second_approver)
     assert (await mine.connect())[0] and (await theirs.connect())[0]

@@ -36,9 +36,15 @@ def _logged_in_browser(user) -> Client:
 
 async def _socket(browser: Client) -> WebsocketCommunicator:
     cookie = browser.cookies[settings.SESSION_COOKIE_NAME].value
-    socket = WebsocketCommunicator(application, "/ws/approvals/", headers=[
-        (b"origin", b"http://testserver"), (b"host", b"testserver"),
-        (b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode())])
+    socket = WebsocketCommunicator(
+        application,
+        "/ws/approvals/",
+        headers=[
+            (b"origin", b"http://testserver"),
+            (b"host", b"testserver"),
+            (b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode()),
+        ],
+    )
     connected, _ = await socket.connect()
     assert connected
     return socket

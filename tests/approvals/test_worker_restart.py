@@ -28,10 +28,25 @@ VISIBILITY_TIMEOUT = 30  # the shortest the settings allow; the call's lease (it
 
 
 def _worker(name: str, log: Path, env: dict) -> subprocess.Popen:
-    command = [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool=solo", "-n", f"{name}@%h",
-               "-I", "tests.approvals.worker_tools", "--loglevel=INFO", "--without-gossip", "--without-mingle"]
-    return subprocess.Popen(command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True, cwd=settings.BASE_DIR)
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "console",
+        "worker",
+        "--pool=solo",
+        "-n",
+        f"{name}@%h",
+        "-I",
+        "tests.approvals.worker_tools",
+        "--loglevel=INFO",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    return subprocess.Popen(
+        command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, cwd=settings.BASE_DIR
+    )
 
 
 def _wait_for(predicate, timeout: float, what: str) -> None:
@@ -48,11 +63,16 @@ def worker_env(tmp_path, monkeypatch):
     ledger = tmp_path / "ledger.jsonl"
     monkeypatch.setenv("AIRLOCK_TEST_LEDGER", str(ledger))
     database = settings.DATABASES["default"]
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings",
-           "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-           "REDIS_URL": settings.REDIS_URL, "CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
-           "AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS": "20", "AIRLOCK_JOB_CHECK_CAP_SECONDS": "20",  # below the timeout
-           "AIRLOCK_TEST_LEDGER": str(ledger)}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
+        "AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS": "20",
+        "AIRLOCK_JOB_CHECK_CAP_SECONDS": "20",  # below the timeout
+        "AIRLOCK_TEST_LEDGER": str(ledger),
+    }
     celery_app.conf.task_always_eager = False
     celery_app.control.purge()  # no stale tasks from earlier runs
     yield env
@@ -66,14 +86,22 @@ def test_killed_worker_task_reruns_and_executes_once(agent_client, acme, approve
     try:
         _wait_for(lambda: "ready" in (tmp_path / "first.log").read_text(), 30, "the first worker")
         run = start_run(agent_client)
-        result = post_calls(agent_client, run["run_id"], [
-            {"call_id": "a", "name": "billing.create_refund", "arguments": {"customer_id": "c-1", "amount_cents": 99}}
-        ]).json()["results"][0]
+        result = post_calls(
+            agent_client,
+            run["run_id"],
+            [
+                {
+                    "call_id": "a",
+                    "name": "billing.create_refund",
+                    "arguments": {"customer_id": "c-1", "amount_cents": 99},
+                }
+            ],
+        ).json()["results"][0]
         approval = ApprovalRequest.objects.get(pk=result["approval_id"])
         decide_approval(approval=approval, user=approver, decision="approve")  # enqueued on commit
         delivered_at = time.time()
 
-        marker = (tmp_path / "ledger.executed")
+        marker = tmp_path / "ledger.executed"
         _wait_for(marker.exists, 30, "the downstream effect in the first worker")
         os.killpg(first.pid, signal.SIGKILL)  # mid-task: executed downstream, outcome not yet recorded
         first.wait(10)
@@ -82,11 +110,17 @@ def test_killed_worker_task_reruns_and_executes_once(agent_client, acme, approve
 
         # A worker restores unacknowledged messages older than the visibility timeout when it starts
         # (and then only every ~100 s by kombu's default sweep), so restart it after the timeout.
-        _wait_for(lambda: time.time() > delivered_at + VISIBILITY_TIMEOUT + 1, VISIBILITY_TIMEOUT + 5,
-                  "the visibility timeout")
+        _wait_for(
+            lambda: time.time() > delivered_at + VISIBILITY_TIMEOUT + 1,
+            VISIBILITY_TIMEOUT + 5,
+            "the visibility timeout",
+        )
         second = _worker("second", tmp_path / "second.log", worker_env)
-        _wait_for(lambda: ApprovalRequest.objects.get(pk=approval.pk).completed_at is not None,
-                  30, "the re-delivered task to finish")
+        _wait_for(
+            lambda: ApprovalRequest.objects.get(pk=approval.pk).completed_at is not None,
+            30,
+            "the re-delivered task to finish",
+        )
         approval.refresh_from_db()
         assert approval.status == ApprovalStatus.EXECUTED and approval.outcome["status"] == "ok"
         assert len(worker_tools.executions()) == 1  # the downstream effect happened once

@@ -85,8 +85,11 @@ def refund(*, arguments, context):
             entry = json.loads(line)
             if context.idempotency_key and entry["key"] == context.idempotency_key:
                 return entry["result"]
-        result = {"refund_id": f"rf_{uuid.uuid4().hex[:12]}",
-                  "amount_cents": arguments.get("amount_cents"), "customer_id": arguments.get("customer_id")}
+        result = {
+            "refund_id": f"rf_{uuid.uuid4().hex[:12]}",
+            "amount_cents": arguments.get("amount_cents"),
+            "customer_id": arguments.get("customer_id"),
+        }
         ledger.write(json.dumps({"key": context.idempotency_key, "pid": os.getpid(), "result": result}) + "\n")
         ledger.flush()
     slow = float(os.environ.get("AIRLOCK_TEST_SLOW_AFTER", "0") or 0)

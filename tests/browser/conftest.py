@@ -46,8 +46,13 @@ import pytest
 
 CHROMIUM = os.environ.get("AIRLOCK_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts" / "browser"
 
@@ -96,8 +101,7 @@ def asgi_live_server(transactional_db, settings, monkeypatch) -> Iterator[LiveSe
             raise RuntimeError("The ASGI live server did not start")
         time.sleep(0.02)
     try:
-        yield LiveServer(url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}", host="127.0.0.1",
-                         port=port)
+        yield LiveServer(url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}", host="127.0.0.1", port=port)
     finally:
         server.should_exit = True
         thread.join(timeout=10)

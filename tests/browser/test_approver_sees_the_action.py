@@ -82,10 +82,16 @@ def test_an_approver_reads_edits_and_follows_a_confidential_refund(asgi_live_ser
 def test_a_viewer_never_sees_the_arguments(asgi_live_server, demo, login_as):
     page = login_as(demo["users"]["olivia"])  # a viewer of acme, not an approver
     values = ("ord_5001", REFUND_NOTE, "129.00", "ada@example.org", "Hello Ada")
-    for path in (f"/approvals/{demo['refund'].pk}/", f"/approvals/{demo['mail'].pk}/",
-                 f"/approvals/{demo['refund'].pk}/card/", "/approvals/", "/approvals/?partial=list",
-                 f"/api/v1/approvals/{demo['refund'].pk}", f"/api/v1/approvals/{demo['mail'].pk}",
-                 "/api/v1/approvals?status=all"):
+    for path in (
+        f"/approvals/{demo['refund'].pk}/",
+        f"/approvals/{demo['mail'].pk}/",
+        f"/approvals/{demo['refund'].pk}/card/",
+        "/approvals/",
+        "/approvals/?partial=list",
+        f"/api/v1/approvals/{demo['refund'].pk}",
+        f"/api/v1/approvals/{demo['mail'].pk}",
+        "/api/v1/approvals?status=all",
+    ):
         response = page.request.get(f"{asgi_live_server.url}{path}")
         assert response.status in (200, 404), (path, response.status)
         text = response.text()

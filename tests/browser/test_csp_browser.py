@@ -35,28 +35,52 @@ def console_world(acme, agent_client, owner_team, settings):
     def echo(*, arguments, context):
         return {"echo": arguments.get("text")}
 
-    schema = {"type": "object", "properties": {"text": {"type": "string", "pattern": "^[a-z ]+$"}},
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"text": {"type": "string", "pattern": "^[a-z ]+$"}},
+        "additionalProperties": False,
+    }
     make_skill("csp.read_page", adapter="python:csp.echo", schema=schema, publish=False)
-    make_skill("csp.post_reply", adapter="python:csp.echo", schema=schema, effect="external", approval="required",
-               publish=False)
+    make_skill(
+        "csp.post_reply",
+        adapter="python:csp.echo",
+        schema=schema,
+        effect="external",
+        approval="required",
+        publish=False,
+    )
     grant(acme, "csp.*")
     publish_snapshot(reason="csp")
-    run = agent_client.post(reverse("runs_api:run_create"), {"end_user": "u-1", "task": "reply"},
-                            format="json").json()
-    results = agent_client.post(reverse("runs_api:run_calls", kwargs={"run_id": run["run_id"]}), {"calls": [
-        {"call_id": "c1", "name": "csp.read_page", "arguments": {"text": "hello"}},
-        {"call_id": "c2", "name": "csp.post_reply", "arguments": {"text": "hi there"}}]}, format="json").json()
+    run = agent_client.post(reverse("runs_api:run_create"), {"end_user": "u-1", "task": "reply"}, format="json").json()
+    results = agent_client.post(
+        reverse("runs_api:run_calls", kwargs={"run_id": run["run_id"]}),
+        {
+            "calls": [
+                {"call_id": "c1", "name": "csp.read_page", "arguments": {"text": "hello"}},
+                {"call_id": "c2", "name": "csp.post_reply", "arguments": {"text": "hi there"}},
+            ]
+        },
+        format="json",
+    ).json()
     assert [r["status"] for r in results["results"]] == ["ok", "approval_required"], results
     from traces.models import Trace
 
     policy = Policy.objects.create(name="csp policy", scope="tenant", tenant=acme)
-    PolicyVersion.objects.create(policy=policy, number=1, status="draft", rules=[
-        {"id": "r1", "verdict": "allow", "condition": "true", "reason": "fine"}])
+    PolicyVersion.objects.create(
+        policy=policy,
+        number=1,
+        status="draft",
+        rules=[{"id": "r1", "verdict": "allow", "condition": "true", "reason": "fine"}],
+    )
     user = make_user("csp-everything", tenant=acme, roles=[Role.APPROVER, Role.VIEWER, Role.ADMIN], superuser=True)
     owner_team.members.add(user)
-    return {"user": user, "approval_id": results["results"][1]["approval_id"], "run_id": run["run_id"],
-            "trace": Trace.objects.get(run_id=run["run_id"]), "policy": policy}
+    return {
+        "user": user,
+        "approval_id": results["results"][1]["approval_id"],
+        "run_id": run["run_id"],
+        "trace": Trace.objects.get(run_id=run["run_id"]),
+        "policy": policy,
+    }
 
 
 def _visit(page, url: str, problems: list[str]) -> None:  # noqa: F811 - the page fixture's object
@@ -67,14 +91,17 @@ def _visit(page, url: str, problems: list[str]) -> None:  # noqa: F811 - the pag
     problems += [f"{url}: {v}" for v in page.evaluate("window.__csp")]
 
 
-def test_main_pages_load_under_the_policy_and_htmx_still_works(asgi_live_server, page, login_as,  # noqa: F811
-                                                               console_world):
+def test_main_pages_load_under_the_policy_and_htmx_still_works(
+    asgi_live_server,
+    page,
+    login_as,  # noqa: F811
+    console_world,
+):
     errors: list[str] = []
     page.context.add_init_script(WATCH_VIOLATIONS)
     page.on("console", lambda message: message.type == "error" and errors.append(message.text))
     page.on("pageerror", lambda error: errors.append(f"page error: {error}"))
-    page.on("response", lambda response: response.status >= 400 and errors.append(
-        f"{response.status} {response.url}"))
+    page.on("response", lambda response: response.status >= 400 and errors.append(f"{response.status} {response.url}"))
     login_as(console_world["user"])
     base, violations = asgi_live_server.url, []
     trace, policy = console_world["trace"], console_world["policy"]
@@ -125,8 +152,13 @@ def test_main_pages_load_under_the_policy_and_htmx_still_works(asgi_live_server,
     assert page.evaluate("getComputedStyle(document.getElementById('injected')).position") != "fixed"
 
 
-def test_confirm_dialogs_still_guard_destructive_forms(asgi_live_server, page, login_as, console_world,  # noqa: F811
-                                                       acme):
+def test_confirm_dialogs_still_guard_destructive_forms(
+    asgi_live_server,
+    page,
+    login_as,
+    console_world,  # noqa: F811
+    acme,
+):
     """The revoke buttons used onsubmit="return confirm(...)"; now static/js/console.js asks."""
     from policies.models import Grant
 

@@ -26,8 +26,11 @@ def test_approver_home_counts_in_plural_and_says_when_nothing_waits(client, appr
     from tests.runs.conftest import call, post_calls, start_run
 
     second = start_run(agent_client)
-    post_calls(agent_client, second["run_id"], [call("c1", "support.send_email",
-                                                     {"to": "b@example.org", "subject": "s", "body_text": "t"})])
+    post_calls(
+        agent_client,
+        second["run_id"],
+        [call("c1", "support.send_email", {"to": "b@example.org", "subject": "s", "body_text": "t"})],
+    )
     assert "2 requests wait for your decision" in client.get(reverse("console:home")).content.decode()
 
 
@@ -45,8 +48,9 @@ def test_outsider_home_does_not_count_another_tenants_requests(client, outsider,
     assert "Nothing waits for your decision" in html and "1 request waits" not in html
 
 
-@pytest.mark.parametrize("page", ["console:member_list", "console:agent_list", "policies:grant_list",
-                                  "reliability:credential_list"])
+@pytest.mark.parametrize(
+    "page", ["console:member_list", "console:agent_list", "policies:grant_list", "reliability:credential_list"]
+)
 def test_admin_tabs_include_grants_on_every_admin_page(client, tenant_admin, page):
     login(client, tenant_admin)
     html = client.get(reverse(page, args=["acme"])).content.decode()

@@ -47,6 +47,7 @@ def mailed_link(message) -> str:
 
 # --- the admin's side: no listing, no oracle, no membership without consent ----------------------
 
+
 def test_an_admin_cannot_list_or_search_platform_users(client, tenant_admin, stranger, outsider):
     login(client, tenant_admin)
     for query in ({}, {"q": "str"}, {"search": "stra"}, {"user": "s"}, {"address": "out"}):
@@ -58,10 +59,12 @@ def test_an_admin_cannot_list_or_search_platform_users(client, tenant_admin, str
     assert not [p for p in console_patterns if "user" in str(p.pattern) and "members" not in str(p.pattern)]
 
 
-@pytest.mark.parametrize(("existing", "missing"),
-                         [("stranger", "ghost"), ("stranger@example.com", "ghost@example.com")])
-def test_the_answer_is_the_same_whether_or_not_an_account_exists(client, tenant_admin, stranger, existing, missing,
-                                                                 django_capture_on_commit_callbacks):
+@pytest.mark.parametrize(
+    ("existing", "missing"), [("stranger", "ghost"), ("stranger@example.com", "ghost@example.com")]
+)
+def test_the_answer_is_the_same_whether_or_not_an_account_exists(
+    client, tenant_admin, stranger, existing, missing, django_capture_on_commit_callbacks
+):
     login(client, tenant_admin)
     answers = []
     for address in (existing, missing):
@@ -100,8 +103,9 @@ def test_an_invited_user_is_not_a_member_until_they_accept(client, tenant_admin,
     assert list(log) == [("invited", "admin"), ("accepted", "stranger")]
 
 
-def test_the_mailed_link_works_for_the_addressed_account_only(client, tenant_admin, stranger, viewer, acme,
-                                                              django_capture_on_commit_callbacks):
+def test_the_mailed_link_works_for_the_addressed_account_only(
+    client, tenant_admin, stranger, viewer, acme, django_capture_on_commit_callbacks
+):
     login(client, tenant_admin)
     with django_capture_on_commit_callbacks(execute=True):
         invite(client, "Stranger@Example.com", roles=["viewer"])
@@ -109,7 +113,8 @@ def test_the_mailed_link_works_for_the_addressed_account_only(client, tenant_adm
     assert message.to == ["stranger@example.com"] and "Acme Corp" in message.subject
     link = mailed_link(message)
     assert Invitation.objects.get().token_hash not in message.body and link.split("/")[-2] not in str(
-        Invitation.objects.values_list().get())  # the token is stored only as a hash
+        Invitation.objects.values_list().get()
+    )  # the token is stored only as a hash
 
     login(client, viewer)  # someone else holding the link
     assert client.get(link).status_code == 404
@@ -174,6 +179,7 @@ def test_an_invitation_addressed_to_someone_else_is_404(client, tenant_admin, st
 
 # --- revoking, and the other tenant's admin --------------------------------------------------------
 
+
 def test_the_tenants_admin_revokes_and_it_is_audited(client, tenant_admin, stranger, acme):
     invitation, _ = invitation_with_token(tenant=acme, address="stranger", invited_by=tenant_admin)
     login(client, tenant_admin)
@@ -192,8 +198,12 @@ def test_another_tenants_admin_can_neither_see_nor_revoke_acmes_invitations(clie
     assert client.get(reverse("console:member_list", args=["acme"])).status_code == 404
     assert client.post(reverse("console:invitation_revoke", args=["acme", invitation.pk])).status_code == 404
     assert client.post(reverse("console:invitation_revoke", args=["globex", invitation.pk])).status_code == 404
-    assert client.post(reverse("console:invitation_create", args=["acme"]),
-                       {"address": "outsider", "roles": ["admin"]}).status_code == 404
+    assert (
+        client.post(
+            reverse("console:invitation_create", args=["acme"]), {"address": "outsider", "roles": ["admin"]}
+        ).status_code
+        == 404
+    )
     globex_page = client.get(reverse("console:member_list", args=["globex"])).content.decode()
     assert "someone@example.com" not in globex_page
     invitation.refresh_from_db()
@@ -209,6 +219,7 @@ def test_a_member_without_the_admin_role_cannot_invite_or_revoke(client, tenant_
 
 
 # --- forms, methods, CSRF ------------------------------------------------------------------------
+
 
 def test_an_invitation_needs_a_role_and_a_well_formed_address(client, tenant_admin):
     login(client, tenant_admin)
@@ -231,8 +242,12 @@ def test_wrong_methods(client, tenant_admin, stranger, acme):
 def test_inviting_and_accepting_enforce_csrf(tenant_admin, stranger, acme):
     admin = Client(enforce_csrf_checks=True)
     admin.force_login(tenant_admin)
-    assert admin.post(reverse("console:invitation_create", args=["acme"]),
-                      {"address": "stranger", "roles": ["viewer"]}).status_code == 403
+    assert (
+        admin.post(
+            reverse("console:invitation_create", args=["acme"]), {"address": "stranger", "roles": ["viewer"]}
+        ).status_code
+        == 403
+    )
     invitation, _ = invitation_with_token(tenant=acme, address="stranger", invited_by=tenant_admin)
     invitee = Client(enforce_csrf_checks=True)
     invitee.force_login(stranger)
@@ -248,8 +263,9 @@ def test_seed_demo_still_creates_its_memberships_directly(db):
     assert not Invitation.objects.exists()
 
 
-def test_the_members_page_query_count_does_not_grow_with_invitations(client, tenant_admin, acme,
-                                                                      django_assert_max_num_queries):
+def test_the_members_page_query_count_does_not_grow_with_invitations(
+    client, tenant_admin, acme, django_assert_max_num_queries
+):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 

@@ -55,8 +55,9 @@ def _endpoints(run_id) -> dict:
     }
 
 
-def test_the_guesser_gets_429_with_retry_after_everywhere_and_the_valid_key_still_works(acme, agent,
-                                                                                        agent_and_key, approver):
+def test_the_guesser_gets_429_with_retry_after_everywhere_and_the_valid_key_still_works(
+    acme, agent, agent_and_key, approver
+):
     assert _guess(LIMIT) == [401] * LIMIT
     run = make_run(tenant=acme, agent=agent)
     guesser = _client(_wrong_agent_key(999))
@@ -79,8 +80,12 @@ def test_the_guesser_gets_429_with_retry_after_everywhere_and_the_valid_key_stil
 
 def test_guessing_the_secret_of_a_known_key_from_many_addresses_is_limited_but_the_key_is_not(agent, agent_and_key):
     lookup = agent_and_key[1].split("_")[1]  # shown in the console as ak_<lookup>_…
-    statuses = [_client(f"ak_{lookup}_{'y' * 39}{i % 10}", addr=f"198.51.100.{i}").get(
-        reverse("registry_api:tools")).status_code for i in range(LIMIT + 5)]
+    statuses = [
+        _client(f"ak_{lookup}_{'y' * 39}{i % 10}", addr=f"198.51.100.{i}")
+        .get(reverse("registry_api:tools"))
+        .status_code
+        for i in range(LIMIT + 5)
+    ]
     assert statuses[:LIMIT] == [401] * LIMIT and set(statuses[LIMIT:]) == {429}
     assert _client(agent_and_key[1], addr="198.51.100.200").get(reverse("registry_api:tools")).status_code == 200
 

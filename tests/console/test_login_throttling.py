@@ -41,8 +41,10 @@ def test_the_lock_ends_after_the_cool_off(approver, settings):
     for i in range(settings.AXES_FAILURE_LIMIT):
         _attempt(attacker, "approver", f"guess-{i}")
     assert _attempt(Client(), "approver", "pw", addr="198.51.100.20").status_code == 429
-    AccessAttempt.objects.update(attempt_time=AccessAttempt.objects.first().attempt_time - timedelta(
-        minutes=settings.AIRLOCK_LOGIN_LOCKOUT_MINUTES + 1))
+    AccessAttempt.objects.update(
+        attempt_time=AccessAttempt.objects.first().attempt_time
+        - timedelta(minutes=settings.AIRLOCK_LOGIN_LOCKOUT_MINUTES + 1)
+    )
     owner = Client()
     assert _attempt(owner, "approver", "pw", addr="198.51.100.20").status_code == 302
     assert owner.session[SESSION_KEY] == str(approver.pk)
@@ -65,11 +67,15 @@ def test_spraying_many_accounts_from_one_address_locks_that_address(approver, se
 
 
 def test_the_limits_come_from_the_environment():
-    shown = run_python("import django; django.setup(); from django.conf import settings as s; "
-                       "print(s.AXES_FAILURE_LIMIT, int(s.AXES_COOLOFF_TIME.total_seconds()), "
-                       "s.AIRLOCK_TOKEN_MAX_DAYS, s.AIRLOCK_BAD_KEYS_PER_MINUTE)",
-                       AIRLOCK_LOGIN_FAILURE_LIMIT="3", AIRLOCK_LOGIN_LOCKOUT_MINUTES="2", AIRLOCK_TOKEN_MAX_DAYS="60",
-                       AIRLOCK_BAD_KEYS_PER_MINUTE="5")
+    shown = run_python(
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.AXES_FAILURE_LIMIT, int(s.AXES_COOLOFF_TIME.total_seconds()), "
+        "s.AIRLOCK_TOKEN_MAX_DAYS, s.AIRLOCK_BAD_KEYS_PER_MINUTE)",
+        AIRLOCK_LOGIN_FAILURE_LIMIT="3",
+        AIRLOCK_LOGIN_LOCKOUT_MINUTES="2",
+        AIRLOCK_TOKEN_MAX_DAYS="60",
+        AIRLOCK_BAD_KEYS_PER_MINUTE="5",
+    )
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.split()[-4:] == ["3", "120", "60", "5"]
     assert "AIRLOCK_LOGIN_FAILURE_LIMIT" in refusal(AIRLOCK_LOGIN_FAILURE_LIMIT="0")

@@ -41,8 +41,9 @@ def test_members_pages_refuse_members_without_the_admin_role(client, approver, a
 def test_members_pages_of_another_tenant_are_404(client, outsider, approver):
     login(client, outsider)
     assert client.get(reverse("console:member_list", args=["acme"])).status_code == 404
-    response = client.post(reverse("console:invitation_create", args=["acme"]),
-                           {"address": "outsider", "roles": ["admin"]})
+    response = client.post(
+        reverse("console:invitation_create", args=["acme"]), {"address": "outsider", "roles": ["admin"]}
+    )
     assert response.status_code == 404
     assert client.post(reverse("console:member_edit", args=["acme", approver.pk]), {"roles": []}).status_code == 404
     assert Membership.objects.filter(user=outsider, tenant__slug="acme").count() == 0

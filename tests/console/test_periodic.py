@@ -32,9 +32,15 @@ def test_the_schedule_holds_every_apps_periodic_tasks_and_they_exist():
 def test_once_runs_every_periodic_task(monkeypatch, settings):
     settings.REDIS_URL = ""
     CALLS.clear()
-    monkeypatch.setitem(app.conf.beat_schedule, "test: record", {
-        "task": "tests.console.record_call", "schedule": 30.0, "args": ("tick",),
-    })
+    monkeypatch.setitem(
+        app.conf.beat_schedule,
+        "test: record",
+        {
+            "task": "tests.console.record_call",
+            "schedule": 30.0,
+            "args": ("tick",),
+        },
+    )
     out = StringIO()
     call_command("run_periodic", "--once", stdout=out)
     assert CALLS == ["tick"]

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.django_db
 
 def test_creating_a_token_shows_it_once_and_it_authenticates_as_the_user(client, approver):
     login(client, approver)
-    response = client.post(reverse("console:token_list"), {"name": "slack-bot", "scopes": ["read", "approve"],
-                                                            "expires_in_days": 7})
+    response = client.post(
+        reverse("console:token_list"), {"name": "slack-bot", "scopes": ["read", "approve"], "expires_in_days": 7}
+    )
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
     key = response.context["key"]
@@ -50,10 +51,12 @@ def test_the_form_offers_scopes_and_a_bounded_lifetime(client, approver, setting
     page = client.get(reverse("console:token_list")).content.decode()
     assert 'name="scopes" value="read"' in page and 'name="scopes" value="approve"' in page
     assert 'name="expires_in_days"' in page and 'value="30"' in page and 'max="90"' in page
-    for bad in ({"name": "x", "scopes": ["read"], "expires_in_days": 91},  # longer than allowed
-                {"name": "x", "scopes": [], "expires_in_days": 7},  # no scope
-                {"name": "x", "scopes": ["admin"], "expires_in_days": 7},  # no such scope
-                {"name": "x", "scopes": ["read"], "expires_in_days": 0}):
+    for bad in (
+        {"name": "x", "scopes": ["read"], "expires_in_days": 91},  # longer than allowed
+        {"name": "x", "scopes": [], "expires_in_days": 7},  # no scope
+        {"name": "x", "scopes": ["admin"], "expires_in_days": 7},  # no such scope
+        {"name": "x", "scopes": ["read"], "expires_in_days": 0},
+    ):
         response = client.post(reverse("console:token_list"), bad)
         assert response.status_code == 200 and "key" not in response.context, bad
     assert not PersonalAccessToken.objects.exists()

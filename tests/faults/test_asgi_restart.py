@@ -31,9 +31,25 @@ def _free_port() -> int:
 
 
 def _serve(port: int, env: dict, log) -> subprocess.Popen:
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "airlock.asgi:application", "--host", "127.0.0.1",
-                               "--port", str(port), "--log-level", "warning"], env=env, cwd=settings.BASE_DIR,
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "airlock.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        cwd=settings.BASE_DIR,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -48,18 +64,23 @@ def test_the_sdk_wait_survives_a_server_restart(acme, agent_and_key, approver, t
     monkeypatch.setenv("AIRLOCK_TEST_LEDGER", str(tmp_path / "ledger.jsonl"))
     build_refund_world(acme)
     database = settings.DATABASES["default"]
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings", "REDIS_URL": "",
-           "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT'] or 5432}/"
-                           f"{database['NAME']}",
-           "AIRLOCK_SIGNING_KEY": str(settings.AIRLOCK_SIGNING_KEY_FILE)}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "REDIS_URL": "",
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT'] or 5432}/"
+        f"{database['NAME']}",
+        "AIRLOCK_SIGNING_KEY": str(settings.AIRLOCK_SIGNING_KEY_FILE),
+    }
     port = _free_port()
     log = (tmp_path / "server.log").open("w")
     server = _serve(port, env, log)
     try:
         client = Airlock(f"http://127.0.0.1:{port}", agent_and_key[1], retries=3)
         run = client.start_run(end_user="customer-9", task="refund")
-        [pending] = run.call([{"name": "billing.create_refund", "arguments": {"customer_id": "c-9",
-                                                                              "amount_cents": 321}}])
+        [pending] = run.call(
+            [{"name": "billing.create_refund", "arguments": {"customer_id": "c-9", "amount_cents": 321}}]
+        )
         assert isinstance(pending, ApprovalRequired)
         outcome: dict = {}
         waiter = threading.Thread(target=lambda: outcome.setdefault("result", run.wait(pending, timeout=60)))
@@ -71,8 +92,9 @@ def test_the_sdk_wait_survives_a_server_restart(acme, agent_and_key, approver, t
         # The SDK meets refused connections and keeps retrying while uvicorn starts again (over a second).
         server = _serve(port, env, log)
 
-        decide_approval(approval=ApprovalRequest.objects.get(pk=pending.approval_id), user=approver,
-                        decision="approve")  # eager: executed and recorded while the agent polls the new server
+        decide_approval(
+            approval=ApprovalRequest.objects.get(pk=pending.approval_id), user=approver, decision="approve"
+        )  # eager: executed and recorded while the agent polls the new server
         waiter.join(30)
         assert not waiter.is_alive(), "the SDK's wait never returned"
         result = outcome["result"]

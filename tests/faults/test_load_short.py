@@ -11,8 +11,10 @@ def test_twenty_agents_for_ten_seconds_balance_the_books(monkeypatch):
     from bench import load
 
     database = settings.DATABASES["default"]
-    monkeypatch.setenv("AIRLOCK_LOAD_DATABASE_URL", f"postgres://{database['USER']}@{database['HOST']}:"
-                                                    f"{database['PORT'] or 5432}/{database['NAME']}_load")
+    monkeypatch.setenv(
+        "AIRLOCK_LOAD_DATABASE_URL",
+        f"postgres://{database['USER']}@{database['HOST']}:{database['PORT'] or 5432}/{database['NAME']}_load",
+    )
     monkeypatch.setenv("AIRLOCK_LOAD_REDIS_URL", settings.REDIS_URL)
     try:
         result = load.load(20, 10, log=lambda line: None)

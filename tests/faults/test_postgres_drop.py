@@ -30,8 +30,9 @@ def _request_backend_pid() -> int:
 def _terminate(pid: int) -> bool:
     """Only that one connection: other threads' connections (live servers, async helpers) live on."""
     db = settings.DATABASES["default"]
-    with psycopg.connect(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname="postgres",
-                         autocommit=True) as admin:
+    with psycopg.connect(
+        host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname="postgres", autocommit=True
+    ) as admin:
         return admin.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0]
 
 
@@ -71,8 +72,12 @@ def test_a_dropped_persistent_connection_is_replaced_before_the_next_request(wor
 
 def test_a_connection_dropped_mid_request_writes_nothing_half(world, agent_client):
     run_id = agent_client.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json").json()["run_id"]
-    batch = {"calls": [{"call_id": "c1", "name": "faults.lookup", "arguments": {}},
-                       {"call_id": "c2", "name": "faults.lookup", "arguments": {}}]}
+    batch = {
+        "calls": [
+            {"call_id": "c1", "name": "faults.lookup", "arguments": {}},
+            {"call_id": "c2", "name": "faults.lookup", "arguments": {}},
+        ]
+    }
     url = reverse("runs_api:run_calls", kwargs={"run_id": run_id})
     agent_client.raise_request_exception = False
     KILL["pid"] = _request_backend_pid()
@@ -83,11 +88,14 @@ def test_a_connection_dropped_mid_request_writes_nothing_half(world, agent_clien
     # The reads ran but could not be recorded: no side effect, so the agent is told to send the batch again.
     assert failed.status_code == 200, failed.content
     assert [(r["status"], r["error"]["class"], r["error"]["code"]) for r in failed.json()["results"]] == [
-        ("error", "transient", "not_recorded")] * 2
+        ("error", "transient", "not_recorded")
+    ] * 2
     assert ToolCall.objects.filter(run_id=run_id).count() == 0  # all of the batch or none of it
 
     retried = agent_client.post(url, batch, format="json")
     assert retried.status_code == 200, retried.content
     assert [r["status"] for r in retried.json()["results"]] == ["ok", "ok"]
     assert sorted(ToolCall.objects.filter(run_id=run_id).values_list("call_id", "status")) == [
-        ("c1", "succeeded"), ("c2", "succeeded")]
+        ("c1", "succeeded"),
+        ("c2", "succeeded"),
+    ]

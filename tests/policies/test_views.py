@@ -13,10 +13,13 @@ pytestmark = pytest.mark.django_db
 
 # Grants -------------------------------------------------------------------------------------------
 
+
 def test_grant_create_happy_path(client, acme, tenant_admin):
     login(client, tenant_admin)
-    response = client.post(reverse("policies:grant_create", args=["acme"]),
-                           {"skill_pattern": "billing.*", "agent_role": "support", "oauth_scopes": "b a"})
+    response = client.post(
+        reverse("policies:grant_create", args=["acme"]),
+        {"skill_pattern": "billing.*", "agent_role": "support", "oauth_scopes": "b a"},
+    )
     assert response.status_code == 302
     created = Grant.objects.get()
     assert (created.skill_pattern, created.oauth_scopes, created.granted_by) == ("billing.*", ["a", "b"], tenant_admin)
@@ -26,8 +29,9 @@ def test_grant_create_happy_path(client, acme, tenant_admin):
 
 def test_grant_create_rejects_bad_pattern(client, acme, tenant_admin):
     login(client, tenant_admin)
-    response = client.post(reverse("policies:grant_create", args=["acme"]),
-                           {"skill_pattern": "billing.*.x", "agent_role": "support"})
+    response = client.post(
+        reverse("policies:grant_create", args=["acme"]), {"skill_pattern": "billing.*.x", "agent_role": "support"}
+    )
     assert response.status_code == 400 and not Grant.objects.exists()
 
 
@@ -70,8 +74,11 @@ def test_grants_api_for_admin_with_token(acme, tenant_admin):
     _, key = create_personal_token(user=tenant_admin, name="bot")
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-    created = api.post(reverse("policies_api:tenant_grants", args=["acme"]),
-                       {"skill_pattern": "orders.*", "agent_role": "support"}, format="json")
+    created = api.post(
+        reverse("policies_api:tenant_grants", args=["acme"]),
+        {"skill_pattern": "orders.*", "agent_role": "support"},
+        format="json",
+    )
     assert created.status_code == 201 and created.json()["granted_by"] == "admin"
     listed = api.get(reverse("policies_api:tenant_grants", args=["acme"])).json()["results"]
     assert [g["skill_pattern"] for g in listed] == ["orders.*"]
@@ -85,19 +92,27 @@ def test_grants_api_refuses_agents(agent_client, acme):
 
 # Policies -----------------------------------------------------------------------------------------
 
+
 def test_policy_create_and_edit_draft(client, acme, tenant_admin):
     login(client, tenant_admin)
-    response = client.post(reverse("policies:policy_create"), {"name": "Guardrails", "scope": "tenant",
-                                                               "tenant": "acme"})
+    response = client.post(
+        reverse("policies:policy_create"), {"name": "Guardrails", "scope": "tenant", "tenant": "acme"}
+    )
     policy = Policy.objects.get()
     assert response.status_code == 302 and policy.tenant == acme
-    saved = client.post(reverse("policies:draft_save", args=[policy.pk]), {
-        "rule_id": ["mail", ""], "verdict": ["confirm", "allow"],
-        "condition": ['skill.name == "support.send_email"', ""], "reason": ["ask first", ""]})
+    saved = client.post(
+        reverse("policies:draft_save", args=[policy.pk]),
+        {
+            "rule_id": ["mail", ""],
+            "verdict": ["confirm", "allow"],
+            "condition": ['skill.name == "support.send_email"', ""],
+            "reason": ["ask first", ""],
+        },
+    )
     assert saved.status_code == 302
-    assert services.draft_of(policy).rules == [{"id": "mail", "verdict": "confirm",
-                                                "condition": 'skill.name == "support.send_email"',
-                                                "reason": "ask first"}]
+    assert services.draft_of(policy).rules == [
+        {"id": "mail", "verdict": "confirm", "condition": 'skill.name == "support.send_email"', "reason": "ask first"}
+    ]
     page = client.get(reverse("policies:policy_detail", args=[policy.pk]))
     assert page.status_code == 200 and b"support.send_email" in page.content
 
@@ -105,8 +120,10 @@ def test_policy_create_and_edit_draft(client, acme, tenant_admin):
 def test_draft_with_errors_is_shown_inline(client, acme, tenant_admin):
     policy = tenant_policy(acme)
     login(client, tenant_admin)
-    response = client.post(reverse("policies:draft_save", args=[policy.pk]), {
-        "rule_id": ["x"], "verdict": ["deny"], "condition": ["args.to.endsWith("], "reason": ["r"]})
+    response = client.post(
+        reverse("policies:draft_save", args=[policy.pk]),
+        {"rule_id": ["x"], "verdict": ["deny"], "condition": ["args.to.endsWith("], "reason": ["r"]},
+    )
     assert response.status_code == 400 and b"Syntax error" in response.content
 
 
@@ -120,8 +137,12 @@ def test_condition_check_partial_for_htmx(client, tenant_admin):
 
 def test_condition_check_uses_the_row_that_triggered(client, tenant_admin):
     login(client, tenant_admin)
-    response = client.post(reverse("policies:condition_check"), {"condition": ["run.tainted", "args.x ==", ""]},
-                           HTTP_HX_REQUEST="true", HTTP_HX_TRIGGER="cond-1")
+    response = client.post(
+        reverse("policies:condition_check"),
+        {"condition": ["run.tainted", "args.x ==", ""]},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TRIGGER="cond-1",
+    )
     assert b"Syntax error" in response.content
 
 
@@ -157,8 +178,10 @@ def test_publish_refused_by_failing_test_shows_message(client, acme, tenant_admi
 def test_test_add(client, acme, tenant_admin):
     policy = tenant_policy(acme)
     login(client, tenant_admin)
-    client.post(reverse("policies:test_add", args=[policy.pk]), {
-        "name": "t", "call": '{"run": {"tainted": true}}', "expected_verdict": "allow"})
+    client.post(
+        reverse("policies:test_add", args=[policy.pk]),
+        {"name": "t", "call": '{"run": {"tainted": true}}', "expected_verdict": "allow"},
+    )
     assert PolicyTest.objects.get().call == {"run": {"tainted": True}}
 
 
@@ -185,14 +208,19 @@ def test_policy_views_outsider_404_member_without_role_403(client, acme, outside
 def test_skill_policy_editable_by_owning_team_only(client, acme, owner, tenant_admin):
     make_skill("support.send_note", adapter="python:test.echo")
     login(client, owner)
-    client.post(reverse("policies:policy_create"), {"name": "note rules", "scope": "skill",
-                                                    "skill_name": "support.send_note"})
+    client.post(
+        reverse("policies:policy_create"), {"name": "note rules", "scope": "skill", "skill_name": "support.send_note"}
+    )
     policy = Policy.objects.get(scope=Scope.SKILL)
     assert client.get(reverse("policies:policy_detail", args=[policy.pk])).status_code == 200
     login(client, tenant_admin)  # a tenant admin is not the skill's owner
     assert client.get(reverse("policies:policy_detail", args=[policy.pk])).status_code == 403
-    assert client.post(reverse("policies:policy_create"), {"name": "x", "scope": "skill",
-                                                           "skill_name": "support.send_note"}).status_code == 403
+    assert (
+        client.post(
+            reverse("policies:policy_create"), {"name": "x", "scope": "skill", "skill_name": "support.send_note"}
+        ).status_code
+        == 403
+    )
 
 
 def test_platform_policy_only_for_platform_admins(client, tenant_admin, platform_admin):

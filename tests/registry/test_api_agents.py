@@ -86,8 +86,13 @@ def test_etag_changes_when_a_new_snapshot_changes_what_the_agent_sees(catalog, o
 
 def test_the_signed_snapshot_names_the_agent_that_fetched_it(catalog, agent, agent_client, outsider_agent_client):
     mine = agent_client.get(reverse("registry_api:snapshot-latest")).json()["snapshot"]["audience"]
-    assert mine == {"tenant": "acme", "agent_id": agent.pk, "agent_name": "support-bot",
-                    "key_lookup": agent.key_lookup, "agent_role": "support"}
+    assert mine == {
+        "tenant": "acme",
+        "agent_id": agent.pk,
+        "agent_name": "support-bot",
+        "key_lookup": agent.key_lookup,
+        "agent_role": "support",
+    }
     theirs = outsider_agent_client.get(reverse("registry_api:snapshot-latest")).json()
     assert theirs["snapshot"]["audience"]["tenant"] == "globex"
     assert theirs["snapshot"]["audience"]["key_lookup"] != agent.key_lookup

@@ -32,11 +32,21 @@ def _source_files() -> list[Path]:
 
 def _key_read(node: ast.AST) -> tuple[ast.AST, str] | None:
     """(the object read from, the literal key) for `obj.get("key", …)` or `obj["key"]`."""
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
         return node.func.value, node.args[0].value
-    if (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Constant)
-            and isinstance(node.slice.value, str)):
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+    ):
         return node.value, node.slice.value
     return None
 
@@ -58,7 +68,7 @@ def _is_manifest(node: ast.AST) -> bool:
 
 
 def _section_read(node: ast.AST) -> str | None:
-    """"risk" for `<m>.get("risk")`, `<m>["risk"]`, or either `or {}`."""
+    """ "risk" for `<m>.get("risk")`, `<m>["risk"]`, or either `or {}`."""
     read = _key_read(_strip_default(node))
     return read[1] if read and _is_manifest(read[0]) else None
 
@@ -117,9 +127,19 @@ def schema_allows(field: str) -> bool:
 def test_the_scan_finds_the_reads_it_is_meant_to():
     reads = manifest_reads()
     assert {"name", "version", "execution", "risk", "input_schema", "output_schema"} <= set(reads)
-    assert {"execution.adapter", "execution.idempotent", "execution.max_attempts", "execution.job_status",
-            "execution.reconcile", "execution.credential", "risk.effect", "risk.approval",
-            "risk.approval_ttl_seconds", "permissions.allowed_tenants", "ownership.team"} <= set(reads)
+    assert {
+        "execution.adapter",
+        "execution.idempotent",
+        "execution.max_attempts",
+        "execution.job_status",
+        "execution.reconcile",
+        "execution.credential",
+        "risk.effect",
+        "risk.approval",
+        "risk.approval_ttl_seconds",
+        "permissions.allowed_tenants",
+        "ownership.team",
+    } <= set(reads)
     assert not schema_allows("risk.no_such_field") and not schema_allows("no_such_section")
 
 

@@ -65,8 +65,11 @@ def http_server_url():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "tests/registry/mcp_demo_server.py", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "tests/registry/mcp_demo_server.py", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -86,8 +89,9 @@ def test_console_form_imports_over_streamable_http(client, owner, owner_team, ht
     from tests.conftest import login
 
     login(client, owner)
-    response = client.post(reverse("registry:import_mcp"),
-                           {"target": http_server_url, "team": "support-tools", "server_name": "helpdesk"})
+    response = client.post(
+        reverse("registry:import_mcp"), {"target": http_server_url, "team": "support-tools", "server_name": "helpdesk"}
+    )
     assert response.status_code == 200, response.content.decode()[:2000]
     assert "mcp.helpdesk.delete_ticket" in response.content.decode()
     assert SkillVersion.objects.filter(skill__namespace="mcp.helpdesk").count() == 3

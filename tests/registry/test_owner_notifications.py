@@ -32,8 +32,9 @@ def test_the_same_dedupe_key_is_queued_once(owner_team, monkeypatch):
     make_skill("billing.refund", team=owner_team)
     queued = []
     monkeypatch.setattr(email_owners, "delay", lambda **kwargs: queued.append(kwargs))
-    results = [notify_owners(skill_name="billing.refund", subject="s", body="b", dedupe_key="contract:x")
-               for _ in range(3)]
+    results = [
+        notify_owners(skill_name="billing.refund", subject="s", body="b", dedupe_key="contract:x") for _ in range(3)
+    ]
     assert results == [True, False, False] and len(queued) == 1
 
 

@@ -51,32 +51,53 @@ def test_catastrophic_pattern_properties_fail_fast_with_additional_properties_fa
 
 
 def test_the_gate_answers_an_agents_long_input_at_once(agent_client, acme):
-    make_skill("orders.lookup_code", adapter="python:test.echo", schema=_schema(code={"type": "string",
-                                                                                      "pattern": EVIL}))
+    make_skill(
+        "orders.lookup_code", adapter="python:test.echo", schema=_schema(code={"type": "string", "pattern": EVIL})
+    )
     grant(acme, "orders.*")
     run = start_run(agent_client)
     started = time.monotonic()
-    response = post_calls(agent_client, run["run_id"], [call("c1", "orders.lookup_code", {"code": LONG}),
-                                                        call("c2", "orders.lookup_code", {"code": "aaaa"})])
+    response = post_calls(
+        agent_client,
+        run["run_id"],
+        [call("c1", "orders.lookup_code", {"code": LONG}), call("c2", "orders.lookup_code", {"code": "aaaa"})],
+    )
     assert time.monotonic() - started < GENEROUS_SECONDS * 3
     first, second = response.json()["results"]
     assert first["status"] == "error" and first["error"]["class"] == "validation", first
     assert second["status"] == "ok", second
 
 
-@pytest.mark.parametrize(("where", "schema", "path"), [
-    ("backreference", _schema(code={"type": "string", "pattern": r"^(ab)\1$"}),
-     "$.input_schema.properties.code.pattern"),
-    ("lookahead, nested", _schema(address=_schema(zip={"type": "string", "pattern": r"^(?=\d)\d{5}$"})),
-     "$.input_schema.properties.address.properties.zip.pattern"),
-    ("lookbehind in patternProperties", {"type": "object", "patternProperties": {r"(?<=x)_id$": {"type": "string"}},
-                                         "additionalProperties": False},
-     "$.input_schema.patternProperties.(?<=x)_id$"),
-    ("repetition over 1000", _schema(pin={"type": "string", "pattern": "^[0-9]{2000}$"}),
-     "$.input_schema.properties.pin.pattern"),
-    ("inside anyOf", _schema(tag={"anyOf": [{"type": "integer"}, {"type": "string", "pattern": r"(x)\1"}]}),
-     "$.input_schema.properties.tag.anyOf[1].pattern"),
-])
+@pytest.mark.parametrize(
+    ("where", "schema", "path"),
+    [
+        (
+            "backreference",
+            _schema(code={"type": "string", "pattern": r"^(ab)\1$"}),
+            "$.input_schema.properties.code.pattern",
+        ),
+        (
+            "lookahead, nested",
+            _schema(address=_schema(zip={"type": "string", "pattern": r"^(?=\d)\d{5}$"})),
+            "$.input_schema.properties.address.properties.zip.pattern",
+        ),
+        (
+            "lookbehind in patternProperties",
+            {"type": "object", "patternProperties": {r"(?<=x)_id$": {"type": "string"}}, "additionalProperties": False},
+            "$.input_schema.patternProperties.(?<=x)_id$",
+        ),
+        (
+            "repetition over 1000",
+            _schema(pin={"type": "string", "pattern": "^[0-9]{2000}$"}),
+            "$.input_schema.properties.pin.pattern",
+        ),
+        (
+            "inside anyOf",
+            _schema(tag={"anyOf": [{"type": "integer"}, {"type": "string", "pattern": r"(x)\1"}]}),
+            "$.input_schema.properties.tag.anyOf[1].pattern",
+        ),
+    ],
+)
 def test_a_pattern_re2_cannot_run_is_refused_at_publish_with_its_path(where, schema, path):
     errors = validate_manifest(manifest(input_schema=schema))
     refusals = [e for e in errors if e["code"] == "unsupported_pattern"]
@@ -87,12 +108,17 @@ def test_a_pattern_re2_cannot_run_is_refused_at_publish_with_its_path(where, sch
 def test_output_schema_patterns_are_checked_too():
     body = manifest(output_schema={"type": "object", "properties": {"id": {"type": "string", "pattern": r"(a)\1"}}})
     assert [e["path"] for e in validate_manifest(body) if e["code"] == "unsupported_pattern"] == [
-        "$.output_schema.properties.id.pattern"]
+        "$.output_schema.properties.id.pattern"
+    ]
 
 
 def test_unevaluated_properties_beside_pattern_properties_is_refused():
-    schema = {"type": "object", "patternProperties": {"^x_": {"type": "string"}}, "unevaluatedProperties": False,
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "patternProperties": {"^x_": {"type": "string"}},
+        "unevaluatedProperties": False,
+        "additionalProperties": False,
+    }
     errors = [e for e in validate_manifest(manifest(input_schema=schema)) if e["code"] == "unsupported_pattern"]
     assert [e["path"] for e in errors] == ["$.input_schema.unevaluatedProperties"]
 
@@ -109,8 +135,9 @@ def test_the_owner_api_refuses_a_backreference_with_the_clear_error(owner):
     response = client.post(reverse("registry_api:skills"), {"manifest": body}, format="json")
     assert response.status_code == 400
     errors = response.json()["error"]["errors"]
-    assert [(e["path"], e["code"]) for e in errors] == [("$.input_schema.properties.code.pattern",
-                                                         "unsupported_pattern")]
+    assert [(e["path"], e["code"]) for e in errors] == [
+        ("$.input_schema.properties.code.pattern", "unsupported_pattern")
+    ]
     assert "Backreferences" in errors[0]["message"]
     assert not Skill.objects.exists()
 

@@ -137,8 +137,9 @@ def mcp_url():
     """A real MCP server over streamable HTTP in a subprocess (tests/reliability/mcp_flaky_server.py)."""
     port = free_port()
     script = Path(__file__).with_name("mcp_flaky_server.py")
-    process = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
@@ -163,8 +164,15 @@ def _fast_backoff(settings):
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 
 
-def skill(name: str, adapter: str, *, effect: str = "read", output_schema: dict | None = None,
-          timeout_ms: int = 3000, **execution):
+def skill(
+    name: str,
+    adapter: str,
+    *,
+    effect: str = "read",
+    output_schema: dict | None = None,
+    timeout_ms: int = 3000,
+    **execution,
+):
     """An active skill on `adapter` (extra `execution` fields allowed), owned by support-tools."""
     from console.models import Team
     from registry.models import Skill, SkillVersion
@@ -175,10 +183,18 @@ def skill(name: str, adapter: str, *, effect: str = "read", output_schema: dict 
     body["execution"].update(execution)
     if output_schema is not None:
         body["output_schema"] = output_schema
-    entry, _ = Skill.objects.get_or_create(name=name, defaults={
-        "skill_id": body["skill_id"], "namespace": name.split(".")[0], "owner_team": team})
-    return SkillVersion.objects.create(skill=entry, version="1.0.0", major=1, status="active", manifest=body,
-                                       effect=effect, data_classification="internal")
+    entry, _ = Skill.objects.get_or_create(
+        name=name, defaults={"skill_id": body["skill_id"], "namespace": name.split(".")[0], "owner_team": team}
+    )
+    return SkillVersion.objects.create(
+        skill=entry,
+        version="1.0.0",
+        major=1,
+        status="active",
+        manifest=body,
+        effect=effect,
+        data_classification="internal",
+    )
 
 
 @pytest.fixture

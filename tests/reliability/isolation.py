@@ -9,10 +9,12 @@ from tests.runs.factories import run_for
 
 def item_kwargs(world) -> dict:
     run = run_for(world.acme_agent)
-    call = ToolCall.objects.create(run=run, call_id="c1", name="billing.refund", effect="write",
-                                   status=CallStatus.TIMEOUT_UNKNOWN)
-    item = ReconciliationItem.objects.create(tenant=world.acme, run=run, call=call, skill_name="billing.refund",
-                                             reason="timeout")
+    call = ToolCall.objects.create(
+        run=run, call_id="c1", name="billing.refund", effect="write", status=CallStatus.TIMEOUT_UNKNOWN
+    )
+    item = ReconciliationItem.objects.create(
+        tenant=world.acme, run=run, call=call, skill_name="billing.refund", reason="timeout"
+    )
     return {"item_id": item.pk}
 
 
@@ -25,8 +27,13 @@ def binding_kwargs(world) -> dict:
     from reliability.services import bind_credential
 
     save_credential(tenant=world.acme, name="zendesk_token", value="v")
-    binding = bind_credential(tenant=world.acme, credential_name="zendesk_token", skill_pattern="helpdesk.*",
-                              endpoint="https://helpdesk.example", user=None)
+    binding = bind_credential(
+        tenant=world.acme,
+        credential_name="zendesk_token",
+        skill_pattern="helpdesk.*",
+        endpoint="https://helpdesk.example",
+        user=None,
+    )
     return {"tenant_slug": world.acme.slug, "binding_id": binding.pk}
 
 
@@ -37,6 +44,7 @@ def run_kwargs(world) -> dict:
 def pipeline_kwargs(world) -> dict:
     run = run_for(world.acme_agent)
     pipeline = Pipeline.objects.create(run=run, tenant=world.acme, pipeline_id="p1")
-    PipelineStep.objects.create(pipeline=pipeline, step_id="s1", position=0, name="orders.get_order",
-                                sealed_arguments=seal({}))
+    PipelineStep.objects.create(
+        pipeline=pipeline, step_id="s1", position=0, name="orders.get_order", sealed_arguments=seal({})
+    )
     return {"run_id": run.pk, "pipeline_id": "p1"}

@@ -20,8 +20,14 @@ slow_writes_may_finish = threading.Event()
 
 def _key(ctx: Context) -> str:
     meta = ctx.request_context.meta or {}
-    return str((meta.get("airlock/idempotency_key") if isinstance(meta, dict) else getattr(meta, "get", lambda *_: "")(
-        "airlock/idempotency_key")) or "")
+    return str(
+        (
+            meta.get("airlock/idempotency_key")
+            if isinstance(meta, dict)
+            else getattr(meta, "get", lambda *_: "")("airlock/idempotency_key")
+        )
+        or ""
+    )
 
 
 def _remember_headers(ctx: Context) -> None:
@@ -38,8 +44,12 @@ def lookup(item_id: str, ctx: Context) -> dict:
     _remember_headers(ctx)
     if item_id.startswith("missing"):
         return {"found": False, "item_id": item_id}
-    return {"found": True, "item_id": item_id, "name": f"Item {item_id}",
-            "html": "<b>ok</b><script>alert(1)</script><a href=\"javascript:alert(2)\" onclick=\"x()\">x</a>"}
+    return {
+        "found": True,
+        "item_id": item_id,
+        "name": f"Item {item_id}",
+        "html": '<b>ok</b><script>alert(1)</script><a href="javascript:alert(2)" onclick="x()">x</a>',
+    }
 
 
 @server.tool()

@@ -45,9 +45,13 @@ def test_breaker_opens_fails_fast_half_opens_and_closes(world, flaky, clock):
     assert probe["status"] == "ok" and flaky.hits["/item"] == 4
     assert breakers.state_of(domain) == "closed"
     assert list(BreakerTransition.objects.order_by("at").values_list("from_state", "to_state")) == [
-        ("closed", "open"), ("half_open", "closed")]
+        ("closed", "open"),
+        ("half_open", "closed"),
+    ]
     assert [m.subject for m in mail.outbox] == [
-        f"[Airlock] circuit open for {domain}", f"[Airlock] circuit closed for {domain}"]
+        f"[Airlock] circuit open for {domain}",
+        f"[Airlock] circuit closed for {domain}",
+    ]
     assert all(m.to == ["owners@example.com"] for m in mail.outbox)
 
 
@@ -92,12 +96,14 @@ def test_failures_are_tenant_specific_when_the_skill_uses_tenant_credentials(wor
         bind(tenant, "helpdesk_token", "helpdesk.get_ticket", flaky.url)
     grant(globex, "*")
     globex_agent, _ = create_agent(tenant=globex, name="g", role="support")
-    flaky.default("/ticket", lambda handler: (503, {}) if "acme" in handler.headers["Authorization"]
-                  else (200, {"ticket": 1}))
+    flaky.default(
+        "/ticket", lambda handler: (503, {}) if "acme" in handler.headers["Authorization"] else (200, {"ticket": 1})
+    )
     run = None
     for i in range(4):
-        run, results = gate(world["agent"], [{"call_id": f"a{i}", "name": "helpdesk.get_ticket", "arguments": {}}],
-                            run=run)
+        run, results = gate(
+            world["agent"], [{"call_id": f"a{i}", "name": "helpdesk.get_ticket", "arguments": {}}], run=run
+        )
     assert results[0]["error"]["code"] == "circuit_open"
     _, other = gate(globex_agent, [{"call_id": "g1", "name": "helpdesk.get_ticket", "arguments": {}}])
     assert other[0]["status"] == "ok"

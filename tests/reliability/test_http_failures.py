@@ -108,8 +108,15 @@ def test_idempotent_write_is_retried_with_the_same_key(world, flaky):
 
 
 def test_write_timeout_opens_reconciliation_and_is_never_repeated(world, flaky):
-    skill("billing.refund", f"{flaky.url}/refund", effect="write", timeout_ms=400, max_attempts=3, idempotent=True,
-          reconcile=f"{flaky.url}/refunds/{{idempotency_key}}")
+    skill(
+        "billing.refund",
+        f"{flaky.url}/refund",
+        effect="write",
+        timeout_ms=400,
+        max_attempts=3,
+        idempotent=True,
+        reconcile=f"{flaky.url}/refunds/{{idempotency_key}}",
+    )
     publish()
     flaky.plan("/refund", ("hold", {"refund_id": "re_1"}))
     run, result = one(world["agent"], "billing.refund", {"cents": 500})
@@ -144,8 +151,13 @@ def test_write_timeout_opens_reconciliation_and_is_never_repeated(world, flaky):
 
 
 def test_reconciliation_hears_not_found_as_did_not_take_effect(world, flaky):
-    skill("billing.refund", f"{flaky.url}/refund", effect="write", timeout_ms=300,
-          reconcile=f"{flaky.url}/refunds/{{idempotency_key}}")
+    skill(
+        "billing.refund",
+        f"{flaky.url}/refund",
+        effect="write",
+        timeout_ms=300,
+        reconcile=f"{flaky.url}/refunds/{{idempotency_key}}",
+    )
     publish()
     flaky.plan("/refund", ("hold", {}))
     run, result = one(world["agent"], "billing.refund", {"cents": 1})
@@ -173,9 +185,11 @@ def test_wrong_shape_is_an_internal_error_a_marked_span_and_an_owner_alert(world
     publish()
     flaky.default("/item", {"items": [1, 2]})
     run, result = one(world["agent"], "catalog.get_item")
-    assert result["error"] == {"class": "internal", "code": "contract_violation",
-                               "message": "The tool returned an unexpected shape; the result was withheld and the "
-                                          "owners were told."}
+    assert result["error"] == {
+        "class": "internal",
+        "code": "contract_violation",
+        "message": "The tool returned an unexpected shape; the result was withheld and the owners were told.",
+    }
     span = Span.objects.get(trace__run=run, kind="execution_attempt")
     assert span.outcome == "contract_violation" and "item" in span.attributes["airlock.contract_violation"]
     assert mail.outbox and mail.outbox[0].to == ["owners@example.com"]
@@ -183,9 +197,12 @@ def test_wrong_shape_is_an_internal_error_a_marked_span_and_an_owner_alert(world
 
 
 def test_typed_not_found_variant_is_preserved(world, flaky):
-    schema = {"oneOf": [
-        {"type": "object", "required": ["found", "item"], "properties": {"found": {"const": True}}},
-        {"type": "object", "required": ["found"], "properties": {"found": {"const": False}}}]}
+    schema = {
+        "oneOf": [
+            {"type": "object", "required": ["found", "item"], "properties": {"found": {"const": True}}},
+            {"type": "object", "required": ["found"], "properties": {"found": {"const": False}}},
+        ]
+    }
     skill("catalog.get_item", f"{flaky.url}/item", output_schema=schema)
     publish()
     flaky.default("/item", {"found": False})
@@ -196,8 +213,13 @@ def test_typed_not_found_variant_is_preserved(world, flaky):
 def test_active_content_is_stripped_and_provenance_marked(world, flaky):
     skill("support.read_email", f"{flaky.url}/email")
     publish()
-    flaky.default("/email", {"body": 'Hi <script>fetch("/x")</script><img src=x onerror="steal()">'
-                                     '<a href="javascript:alert(1)">refund</a>'})
+    flaky.default(
+        "/email",
+        {
+            "body": 'Hi <script>fetch("/x")</script><img src=x onerror="steal()">'
+            '<a href="javascript:alert(1)">refund</a>'
+        },
+    )
     _, result = one(world["agent"], "support.read_email")
     body = result["content"]["body"]
     assert "<script" not in body and "onerror" not in body and "javascript:" not in body

@@ -21,8 +21,13 @@ EXPORT = {"call_id": "c1", "name": "reports.export", "arguments": {"month": "202
 def export(world, flaky, settings):
     settings.AIRLOCK_JOB_FIRST_CHECK_SECONDS = settings.AIRLOCK_JOB_CHECK_BASE_SECONDS = 0
     settings.AIRLOCK_JOB_MAX_CHECKS = 3
-    skill("reports.export", f"{flaky.url}/export", effect="write",
-          output_schema={"type": "object", "required": ["rows"]}, job_status=f"{flaky.url}/jobs/{{job_id}}")
+    skill(
+        "reports.export",
+        f"{flaky.url}/export",
+        effect="write",
+        output_schema={"type": "object", "required": ["rows"]},
+        job_status=f"{flaky.url}/jobs/{{job_id}}",
+    )
     publish()
     flaky.default("/export", ("status", 202, {}, {"job_id": "job-42", "status": "running"}))
     return flaky
@@ -58,8 +63,9 @@ def test_restart_follows_the_job_again_but_never_starts_it_twice(world, export):
     check_job(job_id=job.pk)
     assert export.hits["/jobs/job-42"] == 0
     # After the lease, the beat sweep (a restarted deployment) picks the job up again.
-    LongJob.objects.filter(pk=job.pk).update(claimed_until=timezone.now() - timedelta(seconds=1),
-                                             next_check_at=timezone.now() - timedelta(seconds=1))
+    LongJob.objects.filter(pk=job.pk).update(
+        claimed_until=timezone.now() - timedelta(seconds=1), next_check_at=timezone.now() - timedelta(seconds=1)
+    )
     export.default("/jobs/job-42", {"status": "succeeded", "result": {"rows": 1}})
     assert sweep_due_work() >= 1
     assert LongJob.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED
@@ -82,8 +88,12 @@ def test_callback_completes_the_job_and_a_bad_result_shape_is_withheld(world, ex
     job = LongJob.objects.get(run=run)
     url = reverse("reliability_api:job_complete", args=[job.callback_token])
     client = APIClient()
-    assert client.post(reverse("reliability_api:job_complete", args=["forged"]), {"status": "succeeded"},
-                       format="json").status_code == 404
+    assert (
+        client.post(
+            reverse("reliability_api:job_complete", args=["forged"]), {"status": "succeeded"}, format="json"
+        ).status_code
+        == 404
+    )
     response = client.post(url, {"status": "succeeded", "result": {"unexpected": True}}, format="json")
     assert response.status_code == 200 and response.json()["status"] == "succeeded"
     call = ToolCall.objects.get(run=run, call_id="c1")
@@ -92,11 +102,14 @@ def test_callback_completes_the_job_and_a_bad_result_shape_is_withheld(world, ex
 
 def test_the_tool_is_told_where_to_call_back(world, export, flaky, settings):
     seen = {}
-    flaky.default("/export", lambda handler: (seen.update(cb=handler.headers.get("X-Airlock-Callback")) or 202,
-                                              {"job_id": "job-7"}))
+    flaky.default(
+        "/export",
+        lambda handler: (seen.update(cb=handler.headers.get("X-Airlock-Callback")) or 202, {"job_id": "job-7"}),
+    )
     settings.AIRLOCK_PUBLIC_URL = "https://airlock.example.com/gate"
     run, _ = gate(world["agent"], [EXPORT])
     job = LongJob.objects.get(run=run)
     # Absolute, under AIRLOCK_PUBLIC_URL (path prefix kept): the tool is elsewhere and cannot resolve a path.
-    assert seen["cb"] == "https://airlock.example.com/gate" + reverse("reliability_api:job_complete",
-                                                                      args=[job.callback_token])
+    assert seen["cb"] == "https://airlock.example.com/gate" + reverse(
+        "reliability_api:job_complete", args=[job.callback_token]
+    )

@@ -43,8 +43,12 @@ def test_read_through_mcp_with_server_headers_kept_out_of_manifest_and_trace(wor
     assert result["status"] == "ok"
     assert result["content"]["name"] == "Item i-1" and result["content"]["found"] is True
     assert "<script" not in result["content"]["html"] and "javascript:" not in result["content"]["html"]
-    assert result["provenance"] == {"source": "desk.lookup@1.0.0", "adapter": "mcp", "untrusted": True,
-                                    "active_content_removed": 3}
+    assert result["provenance"] == {
+        "source": "desk.lookup@1.0.0",
+        "adapter": "mcp",
+        "untrusted": True,
+        "active_content_removed": 3,
+    }
     seen = counts()["headers"]
     assert seen == {"authorization": "Bearer tenant-token-1", "x-server-secret": SERVER_SECRET}
     assert desk not in str(version.manifest) and SERVER_SECRET not in str(version.manifest)
@@ -61,8 +65,7 @@ def test_typed_not_found_variant_from_mcp_is_preserved(world, desk):
 
 
 def test_wrong_shape_from_mcp_is_a_contract_violation(world, desk):
-    skill("desk.bad_shape", "mcp://desk/bad_shape",
-          output_schema={"type": "object", "required": ["item_id"]})
+    skill("desk.bad_shape", "mcp://desk/bad_shape", output_schema={"type": "object", "required": ["item_id"]})
     publish()
     run, result = one(world["agent"], "desk.bad_shape", {"item_id": "x"})
     assert result["error"]["code"] == "contract_violation" and result["error"]["class"] == "internal"
@@ -70,8 +73,15 @@ def test_wrong_shape_from_mcp_is_a_contract_violation(world, desk):
 
 
 def test_slow_mcp_write_is_timeout_unknown_reconciled_through_the_tool_and_ran_once(world, desk):
-    skill("desk.create_note", "mcp://desk/create_note", effect="write", timeout_ms=800, max_attempts=3,
-          idempotent=True, reconcile="mcp://desk/note_status")
+    skill(
+        "desk.create_note",
+        "mcp://desk/create_note",
+        effect="write",
+        timeout_ms=800,
+        max_attempts=3,
+        idempotent=True,
+        reconcile="mcp://desk/note_status",
+    )
     publish()
     run, result = one(world["agent"], "desk.create_note", {"text": "slow"})
     assert result["error"]["class"] == "timeout_unknown"

@@ -28,16 +28,22 @@ def shop(world, flaky):
 
 
 def submit(agent_client, run_id, steps, pipeline_id="p1"):
-    return agent_client.post(reverse("reliability_api:pipeline_submit", args=[run_id]),
-                             {"pipeline_id": pipeline_id, "steps": steps}, format="json")
+    return agent_client.post(
+        reverse("reliability_api:pipeline_submit", args=[run_id]),
+        {"pipeline_id": pipeline_id, "steps": steps},
+        format="json",
+    )
 
 
 STEPS = [
     {"step_id": "order", "name": "orders.get_order", "arguments": {"order_id": "ord_1"}},
-    {"step_id": "refund", "name": "billing.create_refund", "when": [
-        {"step": "order", "path": "content.status", "equals": "paid"}],
-     "arguments": {"order_id": "${order.content.order_id}", "cents": "${order.content.total}"},
-     "compensation": {"name": "billing.cancel_refund", "arguments": {"refund_id": "${refund.content.refund_id}"}}},
+    {
+        "step_id": "refund",
+        "name": "billing.create_refund",
+        "when": [{"step": "order", "path": "content.status", "equals": "paid"}],
+        "arguments": {"order_id": "${order.content.order_id}", "cents": "${order.content.total}"},
+        "compensation": {"name": "billing.cancel_refund", "arguments": {"refund_id": "${refund.content.refund_id}"}},
+    },
     {"step_id": "note", "name": "crm.log_note", "arguments": {"text": "refund ${refund.content.refund_id}"}},
     {"step_id": "notify", "name": "mail.notify", "arguments": {"to": "ada@example.org"}},
 ]
@@ -60,8 +66,9 @@ def test_pipeline_runs_in_order_with_receipts_and_keys(agent_client, shop, djang
     assert shop.hits["/refund"] == 1 and shop.hits["/notify"] == 1
 
 
-def test_failure_compensates_and_reconciles_steps_without_an_inverse(agent_client, shop,
-                                                                    django_capture_on_commit_callbacks):
+def test_failure_compensates_and_reconciles_steps_without_an_inverse(
+    agent_client, shop, django_capture_on_commit_callbacks
+):
     shop.default("/notify", 422)
     run = start_run(agent_client)
     with django_capture_on_commit_callbacks(execute=True):
@@ -91,8 +98,10 @@ def test_false_precondition_skips_the_step(agent_client, shop, django_capture_on
 
 def test_malformed_pipelines_are_refused(agent_client, shop):
     run = start_run(agent_client)
-    bad = [{"step_id": "a", "name": "orders.get_order", "when": [{"step": "later"}]}, {"step_id": "later",
-                                                                                       "name": "orders.get_order"}]
+    bad = [
+        {"step_id": "a", "name": "orders.get_order", "when": [{"step": "later"}]},
+        {"step_id": "later", "name": "orders.get_order"},
+    ]
     response = submit(agent_client, run["run_id"], bad)
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_pipeline"
     assert submit(agent_client, run["run_id"], []).status_code == 400
@@ -101,12 +110,15 @@ def test_malformed_pipelines_are_refused(agent_client, shop):
 def test_another_tenants_agent_cannot_see_or_submit(agent_client, outsider_agent_client, shop):
     run = start_run(agent_client)
     assert submit(outsider_agent_client, run["run_id"], STEPS).status_code == 404
-    assert outsider_agent_client.get(reverse("reliability_api:pipeline_detail",
-                                             args=[run["run_id"], "p1"])).status_code == 404
+    assert (
+        outsider_agent_client.get(reverse("reliability_api:pipeline_detail", args=[run["run_id"], "p1"])).status_code
+        == 404
+    )
 
 
-def test_run_page_shows_steps_receipts_and_compensations(client, viewer, agent_client, shop,
-                                                         django_capture_on_commit_callbacks):
+def test_run_page_shows_steps_receipts_and_compensations(
+    client, viewer, agent_client, shop, django_capture_on_commit_callbacks
+):
     from tests.conftest import login
 
     shop.default("/notify", 422)
@@ -115,7 +127,7 @@ def test_run_page_shows_steps_receipts_and_compensations(client, viewer, agent_c
         submit(agent_client, run["run_id"], STEPS)
     login(client, viewer)
     page = client.get(reverse("runs:run_detail", args=[run["run_id"]])).content.decode()
-    assert "Pipeline <span class=\"mono\">p1</span>" in page
+    assert 'Pipeline <span class="mono">p1</span>' in page
     assert "Compensated" in page or "compensated" in page
     assert "billing.cancel_refund · done" in page
     assert "Done; no compensation declared" in page and "Reconciliation" in page

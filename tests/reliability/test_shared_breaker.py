@@ -13,8 +13,12 @@ from runs.plane import breakers
 
 pytestmark = pytest.mark.redis
 # The other processes get the breaker settings from their environment, as a deployment does.
-CONFIG = {"AIRLOCK_BREAKER_FAILURE_THRESHOLD": "3", "AIRLOCK_BREAKER_WINDOW_SECONDS": "30",
-          "AIRLOCK_BREAKER_OPEN_SECONDS": "30", "AIRLOCK_BREAKER_PROBE_SECONDS": "20"}
+CONFIG = {
+    "AIRLOCK_BREAKER_FAILURE_THRESHOLD": "3",
+    "AIRLOCK_BREAKER_WINDOW_SECONDS": "30",
+    "AIRLOCK_BREAKER_OPEN_SECONDS": "30",
+    "AIRLOCK_BREAKER_PROBE_SECONDS": "20",
+}
 SCRIPT = """
 import sys, django
 django.setup()
@@ -35,8 +39,13 @@ elif action == "succeed":
 
 def other_process(domain: str, action: str, count: int = 1) -> subprocess.Popen:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings", **CONFIG}
-    return subprocess.Popen([sys.executable, "-c", SCRIPT, domain, action, str(count), str(airlock_clock.offset())],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, domain, action, str(count), str(airlock_clock.offset())],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def result_of(process: subprocess.Popen) -> str:

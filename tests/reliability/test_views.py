@@ -22,15 +22,24 @@ def item(agent, owner_team):
 
     publish_snapshot(reason="views test")
     run = run_for(agent)
-    call = ToolCall.objects.create(run=run, call_id="c1", name="billing.refund", skill_version=version,
-                                   effect="write", status=CallStatus.TIMEOUT_UNKNOWN, idempotency_key=f"{run.pk}:c1",
-                                   arguments={"cents": 500})
+    call = ToolCall.objects.create(
+        run=run,
+        call_id="c1",
+        name="billing.refund",
+        skill_version=version,
+        effect="write",
+        status=CallStatus.TIMEOUT_UNKNOWN,
+        idempotency_key=f"{run.pk}:c1",
+        arguments={"cents": 500},
+    )
     return open_reconciliation(call=call, reason="timeout")
 
 
 def resolve(client, item, **data):
-    return client.post(reverse("reliability:reconciliation_resolve", args=[item.pk]),
-                       {"resolution": "failed", "note": "Checked the billing console: no refund.", **data})
+    return client.post(
+        reverse("reliability:reconciliation_resolve", args=[item.pk]),
+        {"resolution": "failed", "note": "Checked the billing console: no refund.", **data},
+    )
 
 
 def test_list_and_detail_show_the_tenants_items(client, viewer, item):
@@ -77,8 +86,9 @@ def test_resolve_wrong_method_outsider_and_member_without_role(client, outsider,
 def test_credentials_page_saves_sealed_and_never_shows_the_value(client, tenant_admin, acme):
     login(client, tenant_admin)
     url = reverse("reliability:credential_list", args=["acme"])
-    response = client.post(url, {"name": "zendesk_token", "value": "s3cr3t-value", "header": "Authorization",
-                                 "scheme": "Bearer"})
+    response = client.post(
+        url, {"name": "zendesk_token", "value": "s3cr3t-value", "header": "Authorization", "scheme": "Bearer"}
+    )
     assert response.status_code == 302
     page = client.get(url)
     assert b"zendesk_token" in page.content and b"s3cr3t-value" not in page.content
@@ -113,8 +123,9 @@ def test_mcp_servers_page_is_for_platform_admins(client, platform_admin, tenant_
     login(client, tenant_admin)
     assert client.get(url).status_code == 403
     login(client, platform_admin)
-    response = client.post(url, {"name": "desk", "transport": "http", "url": "https://mcp.example.com/mcp",
-                                 "headers": "X-Api-Key: abc123"})
+    response = client.post(
+        url, {"name": "desk", "transport": "http", "url": "https://mcp.example.com/mcp", "headers": "X-Api-Key: abc123"}
+    )
     assert response.status_code == 302
     page = client.get(url)
     assert b"mcp.example.com" in page.content and b"abc123" not in page.content

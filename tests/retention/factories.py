@@ -27,8 +27,9 @@ class World:
     approval: ApprovalRequest
 
 
-def closed_run(*, tenant, agent, approver, capture, status: str = RunStatus.COMPLETED, days_ago: int = 200,
-               calls: int = 1) -> World:
+def closed_run(
+    *, tenant, agent, approver, capture, status: str = RunStatus.COMPLETED, days_ago: int = 200, calls: int = 1
+) -> World:
     """A run with a declined approval (its audit rows), extra finished calls, run events, an
     idempotency record per call and a webhook delivery; closed `days_ago` days ago."""
     approval = open_request(tenant=tenant, agent=agent)
@@ -39,8 +40,9 @@ def closed_run(*, tenant, agent, approver, capture, status: str = RunStatus.COMP
         extra = make_paused_call(run=run)
         ToolCall.objects.filter(pk=extra.pk).update(status="succeeded", result={"content": {"ok": True}})
     event = append_event(run=run, kind="run.status", payload={"status": status})
-    WebhookDelivery.objects.create(run=run, event=event, url="https://hooks.example.com/airlock", body="{}",
-                                   status="delivered")
+    WebhookDelivery.objects.create(
+        run=run, event=event, url="https://hooks.example.com/airlock", body="{}", status="delivered"
+    )
     close(run, status=status, days_ago=days_ago)
     return World(run=run, approval=approval)
 

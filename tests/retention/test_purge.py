@@ -31,8 +31,10 @@ def _periods(settings):
 @pytest.fixture
 def world(acme, agent, approver, django_capture_on_commit_callbacks):
     def build(**kwargs):
-        return closed_run(tenant=acme, agent=agent, approver=approver, capture=django_capture_on_commit_callbacks,
-                          **kwargs)
+        return closed_run(
+            tenant=acme, agent=agent, approver=approver, capture=django_capture_on_commit_callbacks, **kwargs
+        )
+
     return build
 
 
@@ -58,7 +60,12 @@ def test_an_old_closed_run_goes_with_every_row_it_owns(world, status):
 
     assert rows_of(w.run) == dict.fromkeys(before, 0)
     assert (report.runs, report.calls, report.approvals, report.idempotency_records, report.deliveries) == (
-        1, 3, 1, 3, 1)
+        1,
+        3,
+        1,
+        3,
+        1,
+    )
     assert report.events == before["events"] and report.finished
 
 
@@ -101,8 +108,9 @@ def test_a_closed_run_with_a_live_call_stays(world, status):
 def test_a_closed_run_under_reconciliation_stays_until_resolved(world):
     w = world()
     call = ToolCall.objects.filter(run=w.run).first()
-    item = ReconciliationItem.objects.create(tenant=w.run.tenant, run=w.run, call=call, skill_name=call.name,
-                                             reason="timeout")
+    item = ReconciliationItem.objects.create(
+        tenant=w.run.tenant, run=w.run, call=call, skill_name=call.name, reason="timeout"
+    )
     assert purge_expired_records().runs == 0
     assert rows_of(w.run)["calls"] == 1
 
@@ -126,7 +134,11 @@ def test_audit_rows_survive_redacted_naming_who_decided_what_when_for_which_skil
         assert row.call_ref == w.approval.call.call_id and row.skill_version == w.approval.skill_version
         original = before[row.pk]
         assert (row.actor_label, row.action, row.to_status, row.created_at) == (
-            original.actor_label, original.action, original.to_status, original.created_at)
+            original.actor_label,
+            original.action,
+            original.to_status,
+            original.created_at,
+        )
         for secret in SECRET_VALUES:
             assert secret not in repr(row.detail), f"{secret!r} survived in the audit row {row.action}"
     declined = next(row for row in kept if row.action == "declined")
@@ -188,8 +200,9 @@ def test_running_twice_is_harmless(world):
     again = purge_expired_records()
 
     assert again.as_dict() == {**dict.fromkeys(again.as_dict(), 0), "batches": 0, "finished": True}
-    assert {row.pk: (row.detail, row.redacted_at)
-            for row in ApprovalEvent.objects.filter(approval_ref=w.approval.pk)} == audit
+    assert {
+        row.pk: (row.detail, row.redacted_at) for row in ApprovalEvent.objects.filter(approval_ref=w.approval.pk)
+    } == audit
     assert rows_of(keep.run)["runs"] == 1
 
 

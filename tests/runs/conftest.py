@@ -23,8 +23,11 @@ def boom(*, arguments, context):
 
 
 def start_run(agent_client, **extra) -> dict:
-    response = agent_client.post(reverse("runs_api:run_create"), {"end_user": "u-1", "end_user_roles": ["customer"],
-                                                                  "task": "help", **extra}, format="json")
+    response = agent_client.post(
+        reverse("runs_api:run_create"),
+        {"end_user": "u-1", "end_user_roles": ["customer"], "task": "help", **extra},
+        format="json",
+    )
     assert response.status_code == 201, response.content
     return response.json()
 

@@ -12,23 +12,28 @@ from tests.runs.factories import grant, make_skill, published_policy, rule
 
 pytestmark = pytest.mark.django_db
 
-ORDER_SCHEMA = {"type": "object", "properties": {"order_id": {"type": "string", "pattern": "^ord_"},
-                                                 "email": {"type": "string", "format": "email"}},
-                "required": ["order_id"], "additionalProperties": False}
+ORDER_SCHEMA = {
+    "type": "object",
+    "properties": {"order_id": {"type": "string", "pattern": "^ord_"}, "email": {"type": "string", "format": "email"}},
+    "required": ["order_id"],
+    "additionalProperties": False,
+}
 
 
 @pytest.fixture
 def catalog(acme):
     skills = {
-        "read": make_skill("orders.echo", effect="read", adapter="python:test.echo", schema=ORDER_SCHEMA,
-                           publish=False),
+        "read": make_skill(
+            "orders.echo", effect="read", adapter="python:test.echo", schema=ORDER_SCHEMA, publish=False
+        ),
         "write": make_skill("orders.write_echo", effect="write", adapter="python:test.echo", publish=False),
         "external": make_skill("support.external_echo", effect="external", adapter="python:test.echo", publish=False),
         "draft": make_skill("drafts.draft_echo", effect="draft", adapter="python:test.echo", publish=False),
         "destructive": make_skill("admin.wipe_echo", effect="destructive", adapter="python:test.echo", publish=False),
         "boom": make_skill("orders.boom", effect="read", adapter="python:test.boom", publish=False),
-        "inbox": make_skill("support.read_inbox", effect="read", adapter="python:test.echo", untrusted_output=True,
-                            publish=False),
+        "inbox": make_skill(
+            "support.read_inbox", effect="read", adapter="python:test.echo", untrusted_output=True, publish=False
+        ),
         "admin_only": make_skill("orders.admin_echo", adapter="python:test.echo", roles=["admin"], publish=False),
         "scoped": make_skill("scoped.echo", adapter="python:test.echo", scopes=["orders.read"], publish=False),
         "scoped_ok": make_skill("scopedok.echo", adapter="python:test.echo", scopes=["orders.read"], publish=False),
@@ -60,27 +65,44 @@ def test_start_run_pins_snapshot_and_binds_end_user(agent_client, catalog, agent
 def test_allowed_read_executes_and_returns_content(agent_client, catalog):
     _, body = run_and_call(agent_client, [call("c1", "orders.echo", {"order_id": "ord_1"})])
     [result] = body["results"]
-    assert result == {"call_id": "c1", "status": "ok", "is_error": False, "content": {"echo": {"order_id": "ord_1"}},
-                      "skill": {"name": "orders.echo", "version": "1.0.0"}, "truncated": False, "warnings": []}
+    assert result == {
+        "call_id": "c1",
+        "status": "ok",
+        "is_error": False,
+        "content": {"echo": {"order_id": "ord_1"}},
+        "skill": {"name": "orders.echo", "version": "1.0.0"},
+        "truncated": False,
+        "warnings": [],
+    }
     stored = ToolCall.objects.get(call_id="c1")
     assert stored.status == CallStatus.SUCCEEDED and stored.verdict == "allow"
     assert stored.decision["rule_id"] == "default:read" and stored.decision["scope"] == "default"
 
 
-@pytest.mark.parametrize("calls,error_class,code", [
-    ([call("c1", "orders.nope")], "not_found", "unknown_skill"),
-    ([call("c1", "orders.echo", {"order_id": "ord_1"}, version="9.9.9")], "not_found", "unknown_skill"),
-    ([call("c1", "orders.echo", {"order_id": "x"})], "validation", "invalid_arguments"),
-    ([call("c1", "orders.echo", {"order_id": "ord_1", "email": "not-an-email"})], "validation", "invalid_arguments"),
-    ([call("c1", "orders.echo", {})], "validation", "invalid_arguments"),
-    ([call("c1", "billing.not_granted")], "authorization", "no_grant"),
-    ([call("c1", "orders.admin_echo")], "authorization", "role_not_allowed"),
-    ([call("c1", "scoped.echo")], "authorization", "missing_scopes"),
-    ([{"name": "orders.echo"}], "validation", "malformed_call"),
-    ([call("c1", "orders.echo", {"order_id": "ord_1"}), call("c1", "orders.echo", {"order_id": "ord_1"})],
-     "validation", "duplicate_call_id"),
-    ([call("c1", "orders.boom")], "internal", "internal"),
-])
+@pytest.mark.parametrize(
+    "calls,error_class,code",
+    [
+        ([call("c1", "orders.nope")], "not_found", "unknown_skill"),
+        ([call("c1", "orders.echo", {"order_id": "ord_1"}, version="9.9.9")], "not_found", "unknown_skill"),
+        ([call("c1", "orders.echo", {"order_id": "x"})], "validation", "invalid_arguments"),
+        (
+            [call("c1", "orders.echo", {"order_id": "ord_1", "email": "not-an-email"})],
+            "validation",
+            "invalid_arguments",
+        ),
+        ([call("c1", "orders.echo", {})], "validation", "invalid_arguments"),
+        ([call("c1", "billing.not_granted")], "authorization", "no_grant"),
+        ([call("c1", "orders.admin_echo")], "authorization", "role_not_allowed"),
+        ([call("c1", "scoped.echo")], "authorization", "missing_scopes"),
+        ([{"name": "orders.echo"}], "validation", "malformed_call"),
+        (
+            [call("c1", "orders.echo", {"order_id": "ord_1"}), call("c1", "orders.echo", {"order_id": "ord_1"})],
+            "validation",
+            "duplicate_call_id",
+        ),
+        ([call("c1", "orders.boom")], "internal", "internal"),
+    ],
+)
 def test_error_branches(agent_client, catalog, calls, error_class, code):
     _, body = run_and_call(agent_client, calls)
     result = body["results"][-1]
@@ -144,14 +166,17 @@ def test_deprecated_skill_warns_with_replacement(agent_client, acme):
     assert "orders.get_v2" in body["results"][0]["warnings"][0]
 
 
-@pytest.mark.parametrize("effect_key,tainted,expected", [
-    ("read", False, "ok"),
-    ("draft", False, "ok"),
-    ("write", False, "ok"),
-    ("write", True, "approval_required"),
-    ("external", False, "approval_required"),
-    ("destructive", False, "approval_required"),
-])
+@pytest.mark.parametrize(
+    "effect_key,tainted,expected",
+    [
+        ("read", False, "ok"),
+        ("draft", False, "ok"),
+        ("write", False, "ok"),
+        ("write", True, "approval_required"),
+        ("external", False, "approval_required"),
+        ("destructive", False, "approval_required"),
+    ],
+)
 def test_default_verdict_by_effect(agent_client, catalog, effect_key, tainted, expected):
     name = catalog[effect_key].skill.name
     arguments = {"order_id": "ord_1"} if effect_key == "read" else {}
@@ -161,8 +186,9 @@ def test_default_verdict_by_effect(agent_client, catalog, effect_key, tainted, e
 
 
 def test_deny_rule_returns_authorization_error_with_reason(agent_client, catalog, acme):
-    published_policy([rule("no-writes", "deny", 'skill.effect == "write"', "writes are frozen today")],
-                     scope="tenant", tenant=acme)
+    published_policy(
+        [rule("no-writes", "deny", 'skill.effect == "write"', "writes are frozen today")], scope="tenant", tenant=acme
+    )
     _, body = run_and_call(agent_client, [call("c1", "orders.write_echo")])
     error = body["results"][0]["error"]
     assert (error["class"], error["message"]) == ("authorization", "writes are frozen today")
@@ -177,8 +203,9 @@ def test_confirm_pauses_run_opens_approval_and_seals_raw_arguments(agent_client,
     from lib.sealing import unseal
 
     secret = "sk-live-abcdefghijklmnopqrstu"
-    run, body = run_and_call(agent_client, [call("c1", "support.external_echo", {"to": "x@y.example",
-                                                                                  "token": secret})])
+    run, body = run_and_call(
+        agent_client, [call("c1", "support.external_echo", {"to": "x@y.example", "token": secret})]
+    )
     result = body["results"][0]
     approval = ApprovalRequest.objects.get()
     assert result["status"] == "approval_required" and result["approval_id"] == approval.pk
@@ -199,11 +226,12 @@ def test_cross_tenant_run_id_is_404(agent_client, outsider_agent_client, catalog
 
 
 def test_get_run_lists_calls(agent_client, catalog):
-    run, _ = run_and_call(agent_client, [call("c1", "orders.echo", {"order_id": "ord_1"}),
-                                         call("c2", "orders.nope")])
+    run, _ = run_and_call(agent_client, [call("c1", "orders.echo", {"order_id": "ord_1"}), call("c2", "orders.nope")])
     body = agent_client.get(reverse("runs_api:run_detail", args=[run["run_id"]])).json()
     assert [(c["call_id"], c["status"], c["error_class"]) for c in body["calls"]] == [
-        ("c1", "succeeded", ""), ("c2", "invalid", "not_found")]
+        ("c1", "succeeded", ""),
+        ("c2", "invalid", "not_found"),
+    ]
 
 
 def test_wrong_method_and_missing_key(client, agent_client, catalog):

@@ -18,8 +18,28 @@ def url(acme, agent):
     return reverse("runs_api:run_events", args=[make_run(tenant=acme, agent=agent).pk])
 
 
-@pytest.mark.parametrize("wait", ["nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e400", "-1", "-0.001", "soon",
-                                  "1s", "0x10", "١", "1_000", " 1", "1e", "."])
+@pytest.mark.parametrize(
+    "wait",
+    [
+        "nan",
+        "NaN",
+        "-nan",
+        "inf",
+        "-inf",
+        "Infinity",
+        "1e400",
+        "-1",
+        "-0.001",
+        "soon",
+        "1s",
+        "0x10",
+        "١",
+        "1_000",
+        " 1",
+        "1e",
+        ".",
+    ],
+)
 def test_a_wait_that_is_not_a_finite_non_negative_number_is_refused_at_once(agent_client, url, wait):
     started = time.monotonic()
     response = agent_client.get(url, {"wait": wait})
@@ -30,8 +50,9 @@ def test_a_wait_that_is_not_a_finite_non_negative_number_is_refused_at_once(agen
     assert "'wait' must be a number of seconds from 0 to 30" in error["message"]
 
 
-@pytest.mark.parametrize("after", ["-1", "x", "1.5", "1e3", " 1", "+1", "0x10", "²", "١", "9223372036854775808",
-                                  "9" * 5000])
+@pytest.mark.parametrize(
+    "after", ["-1", "x", "1.5", "1e3", " 1", "+1", "0x10", "²", "١", "9223372036854775808", "9" * 5000]
+)
 def test_an_after_that_is_not_an_event_id_is_refused(agent_client, url, after):
     response = agent_client.get(url, {"after": after})
     assert response.status_code == 400
@@ -40,8 +61,21 @@ def test_an_after_that_is_not_an_event_id_is_refused(agent_client, url, after):
     assert "'after' must be the id of an event" in error["message"] and len(error["message"]) < 200
 
 
-@pytest.mark.parametrize("text,seconds", [("", 0.0), ("0", 0.0), ("0.25", 0.25), ("30", 30.0), ("31", 30.0),
-                                          ("1e3", 30.0), ("1e308", 30.0), (".5", 0.5), ("2.", 2.0), ("0" * 40, 0.0)])
+@pytest.mark.parametrize(
+    "text,seconds",
+    [
+        ("", 0.0),
+        ("0", 0.0),
+        ("0.25", 0.25),
+        ("30", 30.0),
+        ("31", 30.0),
+        ("1e3", 30.0),
+        ("1e308", 30.0),
+        (".5", 0.5),
+        ("2.", 2.0),
+        ("0" * 40, 0.0),
+    ],
+)
 def test_wait_is_clamped_to_thirty_seconds(text, seconds):
     assert events_view._parse_wait(text) == seconds
 

@@ -51,11 +51,13 @@ def big(*, arguments, context):
 def skills(acme):
     made = {
         "read": make_skill("orders.rendezvous", adapter="python:test.rendezvous", publish=False),
-        "write": make_skill("orders.exclusive_write", effect="write", adapter="python:test.exclusive_write",
-                            publish=False),
+        "write": make_skill(
+            "orders.exclusive_write", effect="write", adapter="python:test.exclusive_write", publish=False
+        ),
         "slow_read": make_skill("orders.slow_read", adapter="python:test.slow", timeout_ms=200, publish=False),
-        "slow_write": make_skill("orders.slow_write", effect="write", adapter="python:test.slow", timeout_ms=200,
-                                 publish=False),
+        "slow_write": make_skill(
+            "orders.slow_write", effect="write", adapter="python:test.slow", timeout_ms=200, publish=False
+        ),
         "big": make_skill("orders.big", adapter="python:test.big", result_limit_bytes=1024, publish=False),
         "inbox": make_skill("support.read_inbox", adapter="python:test.echo", untrusted_output=True, publish=False),
     }
@@ -91,13 +93,22 @@ def test_idempotent_replay_returns_recorded_outcome_without_executing(agent_clie
     grant(acme, "billing.*")
     arguments = {"order_id": "ord_5001", "amount_cents": 500, "currency": "EUR", "reason_code": "damaged"}
     first_run = start_run(agent_client)
-    first = post_calls(agent_client, first_run["run_id"], [
-        call("c1", "billing.create_refund_request", arguments, idempotency_key="refund-ord_5001")]).json()
+    first = post_calls(
+        agent_client,
+        first_run["run_id"],
+        [call("c1", "billing.create_refund_request", arguments, idempotency_key="refund-ord_5001")],
+    ).json()
     second_run = start_run(agent_client)
-    second = post_calls(agent_client, second_run["run_id"], [
-        call("c9", "billing.create_refund_request", arguments, idempotency_key="refund-ord_5001")]).json()
-    assert first["results"][0]["content"] == second["results"][0]["content"] == {
-        "refund_request_id": "rr_0001", "status": "pending"}
+    second = post_calls(
+        agent_client,
+        second_run["run_id"],
+        [call("c9", "billing.create_refund_request", arguments, idempotency_key="refund-ord_5001")],
+    ).json()
+    assert (
+        first["results"][0]["content"]
+        == second["results"][0]["content"]
+        == {"refund_request_id": "rr_0001", "status": "pending"}
+    )
     assert second["results"][0]["call_id"] == "c9"
     assert len(demo_tools.refunds()) == 1
     assert IdempotencyRecord.objects.get(key="refund-ord_5001").outcome["content"]["refund_request_id"] == "rr_0001"
@@ -106,8 +117,9 @@ def test_idempotent_replay_returns_recorded_outcome_without_executing(agent_clie
 def test_key_reuse_with_other_arguments_is_validation_error(agent_client, skills):
     run = start_run(agent_client)
     post_calls(agent_client, run["run_id"], [call("c1", "orders.echo_write", {"a": 1}, idempotency_key="k1")])
-    body = post_calls(agent_client, run["run_id"], [call("c2", "orders.echo_write", {"a": 2},
-                                                         idempotency_key="k1")]).json()
+    body = post_calls(
+        agent_client, run["run_id"], [call("c2", "orders.echo_write", {"a": 2}, idempotency_key="k1")]
+    ).json()
     assert body["results"][0]["error"]["class"] == "validation"
     assert body["results"][0]["error"]["code"] == "idempotency_key_reused"
 
@@ -125,10 +137,14 @@ def test_mutating_call_gets_run_and_call_id_as_default_key(agent_client, skills)
 @pytest.mark.parametrize("mark", [True, "read inbound email from a stranger"])
 def test_agent_taint_flips_later_write_to_confirm(agent_client, skills, mark):
     run = start_run(agent_client)
-    body = post_calls(agent_client, run["run_id"], [
-        call("c1", "orders.echo_write", {"a": 1}),
-        call("c2", "orders.echo_write", {"a": 2}, taint=mark),
-    ]).json()
+    body = post_calls(
+        agent_client,
+        run["run_id"],
+        [
+            call("c1", "orders.echo_write", {"a": 1}),
+            call("c2", "orders.echo_write", {"a": 2}, taint=mark),
+        ],
+    ).json()
     assert [r["status"] for r in body["results"]] == ["ok", "approval_required"]
     assert body["tainted"] is True
     stored = Run.objects.get(pk=run["run_id"])
@@ -138,8 +154,11 @@ def test_agent_taint_flips_later_write_to_confirm(agent_client, skills, mark):
 
 def test_untrusted_output_taints_the_run_and_later_writes(agent_client, skills):
     run = start_run(agent_client)
-    body = post_calls(agent_client, run["run_id"], [call("c1", "support.read_inbox", {"ticket": "t"}),
-                                                    call("c2", "orders.echo_write", {"a": 1})]).json()
+    body = post_calls(
+        agent_client,
+        run["run_id"],
+        [call("c1", "support.read_inbox", {"ticket": "t"}), call("c2", "orders.echo_write", {"a": 1})],
+    ).json()
     assert [r["status"] for r in body["results"]] == ["ok", "approval_required"]
     assert "support.read_inbox" in Run.objects.get(pk=run["run_id"]).taint_source
     later = post_calls(agent_client, run["run_id"], [call("c3", "orders.echo_write", {"a": 3})]).json()
@@ -157,10 +176,13 @@ def test_result_over_limit_is_cut_with_explicit_note(agent_client, skills):
     assert ToolCall.objects.get(call_id="c1").truncated
 
 
-@pytest.mark.parametrize("name,error_class,status", [
-    ("orders.slow_read", "transient", CallStatus.FAILED),
-    ("orders.slow_write", "timeout_unknown", CallStatus.TIMEOUT_UNKNOWN),
-])
+@pytest.mark.parametrize(
+    "name,error_class,status",
+    [
+        ("orders.slow_read", "transient", CallStatus.FAILED),
+        ("orders.slow_write", "timeout_unknown", CallStatus.TIMEOUT_UNKNOWN),
+    ],
+)
 def test_timeouts(agent_client, skills, name, error_class, status):
     run = start_run(agent_client)
     result = post_calls(agent_client, run["run_id"], [call("c1", name, {"seconds": 1})]).json()["results"][0]
@@ -171,8 +193,9 @@ def test_timeouts(agent_client, skills, name, error_class, status):
 def test_rate_limit_per_agent_returns_retry_after(agent_client, skills, settings):
     settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = 2
     run = start_run(agent_client)
-    body = post_calls(agent_client, run["run_id"], [call(f"c{i}", "orders.echo_write", {"i": i})
-                                                    for i in range(3)]).json()
+    body = post_calls(
+        agent_client, run["run_id"], [call(f"c{i}", "orders.echo_write", {"i": i}) for i in range(3)]
+    ).json()
     assert [r["status"] for r in body["results"]] == ["ok", "ok", "error"]
     error = body["results"][2]["error"]
     assert error["class"] == "rate_limited" and 1 <= error["retry_after"] <= 61
@@ -181,9 +204,15 @@ def test_rate_limit_per_agent_returns_retry_after(agent_client, skills, settings
 def test_rate_limit_per_skill(agent_client, skills, settings):
     settings.AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE = 1
     run = start_run(agent_client)
-    body = post_calls(agent_client, run["run_id"], [call("c1", "orders.echo_write", {"i": 1}),
-                                                    call("c2", "orders.echo_write", {"i": 2}),
-                                                    call("c3", "support.read_inbox")]).json()
+    body = post_calls(
+        agent_client,
+        run["run_id"],
+        [
+            call("c1", "orders.echo_write", {"i": 1}),
+            call("c2", "orders.echo_write", {"i": 2}),
+            call("c3", "support.read_inbox"),
+        ],
+    ).json()
     assert [r["status"] for r in body["results"]] == ["ok", "error", "ok"]
     assert body["results"][1]["error"]["code"] == "skill_rate_limited"
 
@@ -201,8 +230,11 @@ def test_a_manifest_can_set_its_own_rate_limit(agent_client, acme):
     grant(acme, "orders.*")
     make_skill("orders.limited_echo", adapter="python:test.echo", rate_limit_per_minute=1)
     run = start_run(agent_client)
-    results = post_calls(agent_client, run["run_id"], [call("c1", "orders.limited_echo", {"i": 1}),
-                                                       call("c2", "orders.limited_echo", {"i": 2})]).json()["results"]
+    results = post_calls(
+        agent_client,
+        run["run_id"],
+        [call("c1", "orders.limited_echo", {"i": 1}), call("c2", "orders.limited_echo", {"i": 2})],
+    ).json()["results"]
     assert [r["status"] for r in results] == ["ok", "error"]
     assert results[1]["error"]["code"] == "skill_rate_limited" and "1 calls a minute" in results[1]["error"]["message"]
 
@@ -258,8 +290,11 @@ def test_rate_limit_counts_in_redis(agent_client, skills, settings):
     assert "redis" in type(caches["default"]).__module__
     settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = 1
     run = start_run(agent_client)
-    body = post_calls(agent_client, run["run_id"], [call("c1", "orders.echo_write", {"i": 1}),
-                                                    call("c2", "orders.echo_write", {"i": 2})]).json()
+    body = post_calls(
+        agent_client,
+        run["run_id"],
+        [call("c1", "orders.echo_write", {"i": 1}), call("c2", "orders.echo_write", {"i": 2})],
+    ).json()
     assert [r["status"] for r in body["results"]] == ["ok", "error"]
     assert body["results"][1]["error"]["retry_after"] >= 1
 
@@ -280,8 +315,9 @@ def test_concurrent_batches_with_one_key_execute_once(agent_client, acme):
 
     def propose(run_id):
         try:
-            return post_calls(agent_client, run_id, [call("c1", "billing.create_refund_request", arguments,
-                                                          idempotency_key="race-1")]).json()["results"][0]
+            return post_calls(
+                agent_client, run_id, [call("c1", "billing.create_refund_request", arguments, idempotency_key="race-1")]
+            ).json()["results"][0]
         finally:
             connections.close_all()
 
@@ -295,8 +331,9 @@ def test_concurrent_batches_with_one_key_execute_once(agent_client, acme):
 def test_concurrent_read_timeouts_run_from_each_start_not_in_sequence(agent_client, skills):
     run = start_run(agent_client)
     started = time.monotonic()
-    body = post_calls(agent_client, run["run_id"], [call(f"c{i}", "orders.slow_read", {"seconds": 2})
-                                                    for i in range(5)]).json()
+    body = post_calls(
+        agent_client, run["run_id"], [call(f"c{i}", "orders.slow_read", {"seconds": 2}) for i in range(5)]
+    ).json()
     elapsed = time.monotonic() - started
     assert [r["error"]["class"] for r in body["results"]] == ["transient"] * 5
     assert elapsed < 0.9  # five 200 ms timeouts waited one after another would take at least 1 s

@@ -43,13 +43,16 @@ def server():
     httpd.shutdown()
 
 
-@pytest.mark.parametrize("path,effect,status,error_class", [
-    ("/ok", "write", "ok", None),
-    ("/busy", "read", "error", "transient"),
-    ("/slow-down", "read", "error", "rate_limited"),
-    ("/bad", "read", "error", "validation"),
-    ("/boom", "read", "error", "unavailable"),
-])
+@pytest.mark.parametrize(
+    "path,effect,status,error_class",
+    [
+        ("/ok", "write", "ok", None),
+        ("/busy", "read", "error", "transient"),
+        ("/slow-down", "read", "error", "rate_limited"),
+        ("/bad", "read", "error", "validation"),
+        ("/boom", "read", "error", "unavailable"),
+    ],
+)
 def test_http_adapter(agent_client, acme, server, path, effect, status, error_class):
     make_skill("remote.thing", effect=effect, adapter=f"{server}{path}")
     grant(acme, "remote.*")

@@ -48,8 +48,11 @@ def _stray_writes(path: Path) -> list[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "save":
             for keyword in node.keywords:
                 receiver = _root_name(node.func).lower()
-                if keyword.arg == "update_fields" and "status" in ast.unparse(keyword.value) \
-                        and ("call" in receiver or "run" in receiver or receiver == "locked"):
+                if (
+                    keyword.arg == "update_fields"
+                    and "status" in ast.unparse(keyword.value)
+                    and ("call" in receiver or "run" in receiver or receiver == "locked")
+                ):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno} saves status with update_fields")
     return found
 
@@ -66,10 +69,12 @@ def test_nothing_but_runs_lifecycle_writes_call_or_run_status():
 
 def test_the_scan_finds_a_stray_write(tmp_path):
     sample = ROOT / "runs" / "_lifecycle_scan_sample.py"
-    sample.write_text("from runs.models import CallStatus, ToolCall\n"
-                      "def sneak(call):\n"
-                      "    call.status, call.error_class = CallStatus.SUCCEEDED, ''\n"
-                      "    ToolCall.objects.filter(pk=call.pk).update(status='failed')\n")
+    sample.write_text(
+        "from runs.models import CallStatus, ToolCall\n"
+        "def sneak(call):\n"
+        "    call.status, call.error_class = CallStatus.SUCCEEDED, ''\n"
+        "    ToolCall.objects.filter(pk=call.pk).update(status='failed')\n"
+    )
     try:
         assert len(_stray_writes(sample)) == 2
     finally:

@@ -102,8 +102,13 @@ def test_run_list_filters_never_show_another_tenants_runs(client, viewer, outsid
     secret.save()
     ToolCall.objects.create(run=secret, call_id="g1", name="support.send_email")
     login(client, viewer)  # a member of acme only
-    for query in ({"agent": "support-bot"}, {"end_user": "ann@example.com"}, {"skill": "support.send_email"},
-                  {"tenant": "globex"}, {"tenant": "globex", "agent": "support-bot"}):
+    for query in (
+        {"agent": "support-bot"},
+        {"end_user": "ann@example.com"},
+        {"skill": "support.send_email"},
+        {"tenant": "globex"},
+        {"tenant": "globex", "agent": "support-bot"},
+    ):
         assert str(secret.pk) not in _listed(client, **query), query
     assert "globex secret task" not in client.get(reverse("runs:run_list"), {"tenant": "globex"}).content.decode()
     login(client, outsider)  # every role in globex, nothing in acme
@@ -134,8 +139,9 @@ def test_filtered_run_list_query_count(client, viewer, agent, waiting, django_as
         assert client.get(reverse("runs:run_list"), query).status_code == 200
 
 
-def test_run_page_query_count_does_not_grow_with_calls(client, viewer, agent_client, acme,
-                                                      django_assert_max_num_queries):
+def test_run_page_query_count_does_not_grow_with_calls(
+    client, viewer, agent_client, acme, django_assert_max_num_queries
+):
     make_skill("support.peek", adapter="python:test.echo")
     run, _, _ = run_needing_approval(agent_client, acme)
     login(client, viewer)

@@ -69,20 +69,34 @@ def _attacks(world) -> dict[str, Callable[[], None]]:
         finish_run(run=Run.objects.get(pk=world["run"].pk), status="completed", reason="the agent is done")
 
     def policy_denies():
-        published_policy([rule("no-refunds", "deny", 'skill.name.startsWith("billing.")', "refunds are frozen")],
-                         name="freeze")
+        published_policy(
+            [rule("no-refunds", "deny", 'skill.name.startsWith("billing.")', "refunds are frozen")], name="freeze"
+        )
 
-    return {"agent_revoked": agent_revoked, "grant_revoked": grant_revoked, "skill_retired": skill_retired,
-            "run_closed": run_closed, "policy_denies": policy_denies}
+    return {
+        "agent_revoked": agent_revoked,
+        "grant_revoked": grant_revoked,
+        "skill_retired": skill_retired,
+        "run_closed": run_closed,
+        "policy_denies": policy_denies,
+    }
 
 
-LIVE_CODES = {"agent_revoked": ("authorization", "agent_revoked"), "grant_revoked": ("authorization", "grant_revoked"),
-              "skill_retired": ("authorization", "skill_retired"), "run_closed": ("authorization", "run_closed"),
-              "policy_denies": ("declined", "policy_changed")}
+LIVE_CODES = {
+    "agent_revoked": ("authorization", "agent_revoked"),
+    "grant_revoked": ("authorization", "grant_revoked"),
+    "skill_retired": ("authorization", "skill_retired"),
+    "run_closed": ("authorization", "run_closed"),
+    "policy_denies": ("declined", "policy_changed"),
+}
 # A pipeline step is a new gate call: the gate's own front door refuses it, with its own codes.
-FRONT_DOOR_CODES = {"agent_revoked": ("authorization", "agent_revoked"), "grant_revoked": ("authorization", "no_grant"),
-                    "skill_retired": ("not_found", "retired"), "run_closed": ("authorization", "run_closed"),
-                    "policy_denies": ("authorization", "denied_by_policy")}
+FRONT_DOOR_CODES = {
+    "agent_revoked": ("authorization", "agent_revoked"),
+    "grant_revoked": ("authorization", "no_grant"),
+    "skill_retired": ("not_found", "retired"),
+    "run_closed": ("authorization", "run_closed"),
+    "policy_denies": ("authorization", "denied_by_policy"),
+}
 CHECKS = list(LIVE_CODES)
 
 
@@ -96,8 +110,9 @@ def world(acme, agent, owner, owner_team, flaky):  # noqa: F811 - the fixture im
     flaky.default("/export", ("status", 202, {}, {"job_id": "job-9", "status": "running"}))
     skill("ops.trigger", "python:reauth.trigger", effect="write")
     refund = skill("billing.refund", f"{flaky.url}/refund", effect="write")
-    make_skill("billing.approved_refund", effect="write", approval="required", adapter=f"{flaky.url}/refund",
-               publish=False)
+    make_skill(
+        "billing.approved_refund", effect="write", approval="required", adapter=f"{flaky.url}/refund", publish=False
+    )
     skill("billing.local_refund", "client:refund", effect="write")
     skill("billing.export", f"{flaky.url}/export", effect="write", job_status=f"{flaky.url}/jobs/{{job_id}}")
     publish()
@@ -129,8 +144,7 @@ def _refusal_span(call: ToolCall, code: str) -> bool:
 def test_direct_write_is_checked_again_after_an_earlier_write(world, check):
     _attack.append(_attacks(world)[check])
     run = Run.objects.select_related("tenant", "agent", "snapshot").get(pk=world["run"].pk)
-    results = process_batch(run=run, calls=[{"call_id": "t1", "name": "ops.trigger", "arguments": {}},
-                                            _refund()])
+    results = process_batch(run=run, calls=[{"call_id": "t1", "name": "ops.trigger", "arguments": {}}, _refund()])
     assert results[0]["status"] == "ok"
     call = ToolCall.objects.get(run=run, call_id="r1")
     _assert_refused(world, call, results[1], LIVE_CODES[check])
@@ -182,9 +196,14 @@ def test_client_result_is_checked_again(world, check):
 def test_pipeline_step_is_checked_again(world, check):
     _attack.append(_attacks(world)[check])
     run = Run.objects.get(pk=world["run"].pk)
-    submit_pipeline(run=run, pipeline_id="p1", steps=[
-        {"step_id": "s1", "name": "ops.trigger", "arguments": {}},
-        {"step_id": "s2", "name": "billing.refund", "arguments": {"order_id": "o-1", "amount_cents": 500}}])
+    submit_pipeline(
+        run=run,
+        pipeline_id="p1",
+        steps=[
+            {"step_id": "s1", "name": "ops.trigger", "arguments": {}},
+            {"step_id": "s2", "name": "billing.refund", "arguments": {"order_id": "o-1", "amount_cents": 500}},
+        ],
+    )
     assert world["flaky"].hits["/refund"] == 0, "the downstream must count no execution"
     receipt = PipelineStep.objects.get(pipeline__run=run, step_id="s2").receipt
     assert (receipt["error"]["class"], receipt["error"]["code"]) == FRONT_DOOR_CODES[check]
@@ -218,20 +237,25 @@ def test_job_end_is_checked_again(world, check):
 
 
 def test_an_edit_the_policy_would_deny_is_refused_in_the_inbox_with_the_rule_reason(world, approver, client):
-    published_policy([rule("cap", "deny", "args.amount_cents > 10000", "refunds above $100 need finance")],
-                     name="refund cap")
+    published_policy(
+        [rule("cap", "deny", "args.amount_cents > 10000", "refunds above $100 need finance")], name="refund cap"
+    )
     approval = _pending_approval(world)  # 500 cents: the cap does not match, the skill needs approval
     client.force_login(approver)
-    response = client.post(reverse("approvals:decide", args=[approval.pk]), {
-        "decision": "approve", "arguments": json.dumps({"order_id": "o-1", "amount_cents": 50000})})
+    response = client.post(
+        reverse("approvals:decide", args=[approval.pk]),
+        {"decision": "approve", "arguments": json.dumps({"order_id": "o-1", "amount_cents": 50000})},
+    )
     assert response.status_code == 400
     assert "refunds above $100 need finance" in response.content.decode()
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.PENDING and world["flaky"].hits["/refund"] == 0
     with pytest.raises(InvalidDecision, match="refunds above"):  # the API and console share the service
-        decide_approval(approval=approval, user=approver, decision="approve",
-                        arguments={"order_id": "o-1", "amount_cents": 50000})
-    decide_approval(approval=approval, user=approver, decision="approve",
-                    arguments={"order_id": "o-1", "amount_cents": 9000})  # an edit within the rule is fine
+        decide_approval(
+            approval=approval, user=approver, decision="approve", arguments={"order_id": "o-1", "amount_cents": 50000}
+        )
+    decide_approval(
+        approval=approval, user=approver, decision="approve", arguments={"order_id": "o-1", "amount_cents": 9000}
+    )  # an edit within the rule is fine
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.EXECUTED and world["flaky"].hits["/refund"] == 1

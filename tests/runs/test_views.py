@@ -15,12 +15,24 @@ def run_with_calls(acme, agent_client):
     make_skill("support.note", effect="write", adapter="python:test.echo", publish=False)
     make_skill("support.peek", adapter="python:test.echo")
     grant(acme, "support.*")
-    published_policy([rule("no-notes-for-vips", "deny", 'skill.effect == "write" && "vip" in end_user.roles',
-                           "VIP accounts: humans only")],
-                     scope="tenant", tenant=acme)
+    published_policy(
+        [
+            rule(
+                "no-notes-for-vips",
+                "deny",
+                'skill.effect == "write" && "vip" in end_user.roles',
+                "VIP accounts: humans only",
+            )
+        ],
+        scope="tenant",
+        tenant=acme,
+    )
     run = start_run(agent_client, end_user_roles=["vip"])
-    post_calls(agent_client, run["run_id"], [call("c1", "support.peek", taint="read a customer email"),
-                                             call("c2", "support.note", {"text": "hi"})])
+    post_calls(
+        agent_client,
+        run["run_id"],
+        [call("c1", "support.peek", taint="read a customer email"), call("c2", "support.note", {"text": "hi"})],
+    )
     return run
 
 

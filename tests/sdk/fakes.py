@@ -34,8 +34,14 @@ class FakeAirlock:
 
     def client(self, tmp_path, **kwargs) -> Airlock:
         kwargs.setdefault("client_skills", ClientSkillRegistry())
-        return Airlock("http://airlock.test", "ak_test_key", cache_dir=tmp_path, retries=2,
-                       http_client=httpx.Client(transport=httpx.MockTransport(self)), **kwargs)
+        return Airlock(
+            "http://airlock.test",
+            "ak_test_key",
+            cache_dir=tmp_path,
+            retries=2,
+            http_client=httpx.Client(transport=httpx.MockTransport(self)),
+            **kwargs,
+        )
 
 
 def body(request: httpx.Request) -> dict:

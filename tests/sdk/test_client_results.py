@@ -80,8 +80,9 @@ def test_an_expired_token_is_refused(issued, agent_client, monkeypatch):
     assert response.status_code == 410 and response.json()["error"]["class"] == "expired"
 
 
-def test_wrong_method_missing_body_outsider_and_people_are_refused(issued, agent_client, outsider_agent_client,
-                                                                  acme, approver, client):
+def test_wrong_method_missing_body_outsider_and_people_are_refused(
+    issued, agent_client, outsider_agent_client, acme, approver, client
+):
     run_id, result = issued
     url = reverse("runs_api:client_result", args=[run_id, "n1"])
     assert agent_client.get(url).status_code == 405
@@ -92,6 +93,8 @@ def test_wrong_method_missing_body_outsider_and_people_are_refused(issued, agent
     sibling.credentials(HTTP_AUTHORIZATION=f"Bearer {sibling_key}")
     assert report(sibling, run_id, "n1", {"token": result["token"], "content": {}}).status_code == 404
     client.force_login(approver)
-    assert client.post(url, {"token": result["token"], "content": {}},
-                       content_type="application/json").status_code in (401, 403)
+    assert client.post(url, {"token": result["token"], "content": {}}, content_type="application/json").status_code in (
+        401,
+        403,
+    )
     assert ToolCall.objects.get(run_id=run_id, call_id="n1").status == "executing"

@@ -59,19 +59,31 @@ def switch() -> Switchable:
 
 @pytest.fixture
 def airlock(asgi_live_server, catalog, agent_and_key, switch, tmp_path) -> Airlock:
-    client = Airlock(asgi_live_server.url, agent_and_key[1], cache_dir=tmp_path, retries=1,
-                     client_skills=ClientSkillRegistry(), http_client=httpx.Client(transport=switch, timeout=40))
+    client = Airlock(
+        asgi_live_server.url,
+        agent_and_key[1],
+        cache_dir=tmp_path,
+        retries=1,
+        client_skills=ClientSkillRegistry(),
+        http_client=httpx.Client(transport=switch, timeout=40),
+    )
     yield client
     client.close()
 
 
 def decide(base_url: str, token: str, approval_id: int, decision: str, **extra) -> httpx.Response:
-    return httpx.post(f"{base_url}/api/v1/approvals/{approval_id}/decision", json={"decision": decision, **extra},
-                      headers={"Authorization": f"Bearer {token}"}, timeout=20)
+    return httpx.post(
+        f"{base_url}/api/v1/approvals/{approval_id}/decision",
+        json={"decision": decision, **extra},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=20,
+    )
 
 
-EMAIL = {"name": "support.send_email", "arguments": {"to": "ada@example.org", "subject": "Refund",
-                                                     "body": "Your refund is on its way."}}
+EMAIL = {
+    "name": "support.send_email",
+    "arguments": {"to": "ada@example.org", "subject": "Refund", "body": "Your refund is on its way."},
+}
 
 
 def test_discovery_lists_only_this_agents_skills_and_ranks_a_query(airlock):
@@ -88,15 +100,20 @@ def test_discovery_lists_only_this_agents_skills_and_ranks_a_query(airlock):
 
 def test_a_batch_with_mixed_outcomes_comes_back_typed_and_in_order(airlock):
     run = airlock.start_run(end_user="customer:c-100", task="Refund a damaged order", end_user_roles=["customer"])
-    results = run.call([
-        {"call_id": "orders", "name": "customer.list_orders", "arguments": {"customer_id": "c-100"}},
-        {"call_id": "refund", "name": "billing.create_refund_request",
-         "arguments": {"order_id": "o-5002", "amount_cents": 1500, "reason": "damaged"}},
-        {"call_id": "email", **EMAIL},
-        {"call_id": "nope", "name": "billing.teleport_money", "arguments": {}},
-        {"call_id": "admin", "name": "admin.delete_user_permanently", "arguments": {"customer_id": "c-101"}},
-        {"call_id": "bad", "name": "customer.list_orders", "arguments": {"customer_id": 42}},
-    ])
+    results = run.call(
+        [
+            {"call_id": "orders", "name": "customer.list_orders", "arguments": {"customer_id": "c-100"}},
+            {
+                "call_id": "refund",
+                "name": "billing.create_refund_request",
+                "arguments": {"order_id": "o-5002", "amount_cents": 1500, "reason": "damaged"},
+            },
+            {"call_id": "email", **EMAIL},
+            {"call_id": "nope", "name": "billing.teleport_money", "arguments": {}},
+            {"call_id": "admin", "name": "admin.delete_user_permanently", "arguments": {"customer_id": "c-101"}},
+            {"call_id": "bad", "name": "customer.list_orders", "arguments": {"customer_id": 42}},
+        ]
+    )
     assert [r.call_id for r in results] == ["orders", "refund", "email", "nope", "admin", "bad"]
     orders, refund, email, nope, admin, bad = results
     assert isinstance(orders, Ok) and {o["id"] for o in orders.content["orders"]} == {"o-5001", "o-5002"}
@@ -115,8 +132,15 @@ def test_a_lost_answer_is_resent_and_nothing_runs_twice(airlock, switch):
 
     run = airlock.start_run(end_user="customer:c-100", task="Refund")
     switch.lose_answers = 1
-    [refund] = run.call([{"call_id": "refund-1", "name": "billing.create_refund_request",
-                          "arguments": {"order_id": "o-5002", "amount_cents": 1500}}])
+    [refund] = run.call(
+        [
+            {
+                "call_id": "refund-1",
+                "name": "billing.create_refund_request",
+                "arguments": {"order_id": "o-5002", "amount_cents": 1500},
+            }
+        ]
+    )
     assert isinstance(refund, Ok) and refund.content["refund_id"] == "r-1"
     assert len(REFUNDS) == 1  # executed once, replayed for the resend
     assert any("nothing ran again" in warning for warning in refund.warnings)
@@ -126,8 +150,7 @@ def test_approval_wait_by_long_poll_returns_the_executed_result(airlock, asgi_li
     run = airlock.start_run(end_user="customer:c-100", task="Tell the customer")
     [pending] = run.call([EMAIL])
     assert isinstance(pending, ApprovalRequired)
-    decider = threading.Timer(1.0, decide, args=(asgi_live_server.url, approver_token, pending.approval_id,
-                                                  "approve"))
+    decider = threading.Timer(1.0, decide, args=(asgi_live_server.url, approver_token, pending.approval_id, "approve"))
     decider.start()
     started = time.monotonic()
     result = run.wait(pending.approval_id, timeout=30)
@@ -209,14 +232,20 @@ def test_a_tampered_snapshot_is_refused_and_the_last_good_one_kept(airlock, swit
     assert base64.b64decode(good.signature)
 
 
-def test_discovery_is_served_from_the_cache_while_the_control_plane_is_down(airlock, switch, agent_and_key,
-                                                                           asgi_live_server, tmp_path):
+def test_discovery_is_served_from_the_cache_while_the_control_plane_is_down(
+    airlock, switch, agent_and_key, asgi_live_server, tmp_path
+):
     live = airlock.tools(format="openai")
     switch.down = True
     cached = airlock.tools(format="openai")
     assert cached.stale and "unreachable" in cached.notice and list(cached) == list(live)
-    restarted = Airlock(asgi_live_server.url, agent_and_key[1], cache_dir=tmp_path, retries=0,
-                        http_client=httpx.Client(transport=switch))  # a new process, same disk cache
+    restarted = Airlock(
+        asgi_live_server.url,
+        agent_and_key[1],
+        cache_dir=tmp_path,
+        retries=0,
+        http_client=httpx.Client(transport=switch),
+    )  # a new process, same disk cache
     found = restarted.tools(format="openai", query="refund")
     assert found.stale and found[0]["name"] == "billing__create_refund_request"
     assert restarted.cache.snapshot is not None  # the verified snapshot came back from disk
@@ -231,8 +260,9 @@ def test_a_client_executed_skill_runs_in_the_agent_and_is_recorded_by_the_gate(a
         return {"customer_id": customer_id, "notes": ["Prefers email."]}
 
     run = airlock.start_run(end_user="customer:c-100", task="Prepare the call")
-    [result] = run.call([{"call_id": "notes", "name": "workspace.read_local_notes",
-                          "arguments": {"customer_id": "c-100"}}])
+    [result] = run.call(
+        [{"call_id": "notes", "name": "workspace.read_local_notes", "arguments": {"customer_id": "c-100"}}]
+    )
     assert isinstance(result, Ok) and result.executed_locally
     assert result.content == {"customer_id": "c-100", "notes": ["Prefers email."]} and ran == ["c-100"]
     call = ToolCall.objects.get(run_id=run.run_id, call_id="notes")

@@ -5,9 +5,12 @@ import sys
 
 
 def test_the_sdk_imports_without_django_or_the_server():
-    code = ("import sys, airlock_sdk, airlock_sdk.webhooks, airlock_sdk.snapshots; "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-            "{'django', 'rest_framework', 'console', 'runs', 'registry', 'lib', 'rfc8785'}); print(bad)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PATH": "/usr/bin:/bin"}, cwd="/")
+    code = (
+        "import sys, airlock_sdk, airlock_sdk.webhooks, airlock_sdk.snapshots; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'django', 'rest_framework', 'console', 'runs', 'registry', 'lib', 'rfc8785'}); print(bad)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"}, cwd="/"
+    )
     assert out.stdout.strip() == "[]"

@@ -34,8 +34,9 @@ def test_the_gentle_stream_leaves_approvals_a_tainted_run_and_a_denied_call(asgi
     assert ApprovalRequest.objects.filter(call__run__in=runs, status="pending").exists(), output
     tainted = runs.filter(tainted=True)
     assert tainted.exists(), output
-    assert ToolCall.objects.filter(run__in=tainted, name="admin.delete_user_permanently",
-                                   status=CallStatus.DENIED).exists(), output
+    assert ToolCall.objects.filter(
+        run__in=tainted, name="admin.delete_user_permanently", status=CallStatus.DENIED
+    ).exists(), output
     assert ToolCall.objects.filter(run__in=runs, name="workspace.read_local_notes", status="succeeded").exists()
     assert ToolCall.objects.filter(run__in=runs, error_class="timeout_unknown").exists(), output
     assert "outcomes:" in output

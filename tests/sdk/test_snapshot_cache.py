@@ -12,8 +12,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.sdk.fakes import FakeAirlock
 
-REFUND_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["order_id", "amount_cents"],
-                 "properties": {"order_id": {"type": "string"}, "amount_cents": {"type": "integer", "minimum": 1}}}
+REFUND_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["order_id", "amount_cents"],
+    "properties": {"order_id": {"type": "string"}, "amount_cents": {"type": "integer", "minimum": 1}},
+}
 
 
 @pytest.fixture(autouse=True)
@@ -27,17 +31,32 @@ def key():
 
 
 def pem(private) -> str:
-    return private.public_key().public_bytes(serialization.Encoding.PEM,
-                                             serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return (
+        private.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
 
 
 def snapshot(private, number: int = 4, schema=REFUND_SCHEMA) -> dict:
-    skill = {"name": "billing.create_refund_request", "version": "1.0.0", "status": "active",
-             "manifest": {"input_schema": schema}}
-    body = {"format": "airlock.snapshot/1", "number": number, "skills": [skill],
-            "audience": {"tenant": "acme", "key_lookup": "test"}}  # FakeAirlock's key is ak_test_key
-    return {"snapshot": body, "signature": base64.b64encode(private.sign(canonical_json(body))).decode(),
-            "algorithm": "Ed25519", "canonicalization": "RFC 8785"}
+    skill = {
+        "name": "billing.create_refund_request",
+        "version": "1.0.0",
+        "status": "active",
+        "manifest": {"input_schema": schema},
+    }
+    body = {
+        "format": "airlock.snapshot/1",
+        "number": number,
+        "skills": [skill],
+        "audience": {"tenant": "acme", "key_lookup": "test"},
+    }  # FakeAirlock's key is ak_test_key
+    return {
+        "snapshot": body,
+        "signature": base64.b64encode(private.sign(canonical_json(body))).decode(),
+        "algorithm": "Ed25519",
+        "canonicalization": "RFC 8785",
+    }
 
 
 def control_plane(private, served: dict) -> FakeAirlock:
@@ -106,8 +125,9 @@ def test_arguments_are_validated_locally_against_the_pinned_snapshot(key, tmp_pa
     fake.on("POST", "/api/v1/runs", httpx.Response(201, json={"run_id": "r-1", "status": "running", "snapshot": 4}))
     airlock = fake.client(tmp_path)
     run = airlock.start_run(end_user="u-1", task="refund")
-    [bad] = run.call([{"name": "billing.create_refund_request", "arguments": {"order_id": "o-1", "amount_cents": -5,
-                                                                              "note": "x"}}])
+    [bad] = run.call(
+        [{"name": "billing.create_refund_request", "arguments": {"order_id": "o-1", "amount_cents": -5, "note": "x"}}]
+    )
     assert bad.error_class == "validation" and bad.local
     assert {field["path"] for field in bad.fields} == {"/amount_cents", "/"}
     assert not fake.sent("POST", "/api/v1/runs/r-1/calls")  # no network hop

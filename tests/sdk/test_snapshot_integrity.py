@@ -62,14 +62,23 @@ class Attacker:
 
     def __init__(self) -> None:
         self.key = Ed25519PrivateKey.generate()
-        self.pem = self.key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                      serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+        self.pem = (
+            self.key.public_key()
+            .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+            .decode()
+        )
 
     def resign(self, genuine_body: dict, *, number_bump: int = 10) -> dict:
         body = json.loads(json.dumps(genuine_body))
         body["number"] += number_bump
-        body["skills"].append({"name": "admin.delete_user_permanently", "version": "9.0.0", "status": "active",
-                               "manifest": {"input_schema": {"type": "object"}}})
+        body["skills"].append(
+            {
+                "name": "admin.delete_user_permanently",
+                "version": "9.0.0",
+                "status": "active",
+                "manifest": {"input_schema": {"type": "object"}},
+            }
+        )
         return {"snapshot": body, "signature": base64.b64encode(self.key.sign(canonical_json(body))).decode()}
 
 
@@ -84,9 +93,15 @@ def connect(asgi_live_server, catalog, tmp_path):
     clients: list[Airlock] = []
 
     def make(key: str, transport: httpx.BaseTransport | None = None, cache=None, **kwargs) -> Airlock:
-        client = Airlock(asgi_live_server.url, key, cache_dir=cache or tmp_path / "cache", retries=0,
-                         client_skills=ClientSkillRegistry(),
-                         http_client=httpx.Client(transport=transport or httpx.HTTPTransport(), timeout=30), **kwargs)
+        client = Airlock(
+            asgi_live_server.url,
+            key,
+            cache_dir=cache or tmp_path / "cache",
+            retries=0,
+            client_skills=ClientSkillRegistry(),
+            http_client=httpx.Client(transport=transport or httpx.HTTPTransport(), timeout=30),
+            **kwargs,
+        )
         clients.append(client)
         return client
 
@@ -152,8 +167,7 @@ def foreign_key(request, acme, globex) -> tuple[str, str]:
     return "globex", create_agent(tenant=globex, name="globex-bot", role="support")[1]
 
 
-def test_another_agents_snapshot_served_by_the_network_is_refused(connect, agent_and_key, foreign_key, mitm,
-                                                                  tmp_path):
+def test_another_agents_snapshot_served_by_the_network_is_refused(connect, agent_and_key, foreign_key, mitm, tmp_path):
     airlock = connect(agent_and_key[1], mitm)
     mine = airlock.refresh_snapshot()
     publish_snapshot(reason="newer, so the foreign view is not also a rollback")
@@ -171,8 +185,9 @@ def test_another_agents_snapshot_served_by_the_network_is_refused(connect, agent
     assert airlock.snapshot_refusals == [refused.value]
 
 
-def test_another_agents_cache_file_copied_into_this_agents_cache_is_refused(connect, agent_and_key, foreign_key,
-                                                                           tmp_path):
+def test_another_agents_cache_file_copied_into_this_agents_cache_is_refused(
+    connect, agent_and_key, foreign_key, tmp_path
+):
     _, key = foreign_key
     foreign = connect(key, cache=tmp_path / "foreign-cache", trust_dir=tmp_path / "foreign-trust")
     foreign.refresh_snapshot()
@@ -204,9 +219,18 @@ def test_a_planted_cache_file_with_its_own_key_and_signature_is_refused(connect,
 
     attacker = Attacker()
     planted = attacker.resign(genuine.body)
-    airlock.cache.path.write_text(json.dumps({
-        "number": planted["snapshot"]["number"], "body": planted["snapshot"], "signature": planted["signature"],
-        "public_key": attacker.pem, "etag": "", "fetched_at": 0}))  # the old cache format carried its own key
+    airlock.cache.path.write_text(
+        json.dumps(
+            {
+                "number": planted["snapshot"]["number"],
+                "body": planted["snapshot"],
+                "signature": planted["signature"],
+                "public_key": attacker.pem,
+                "etag": "",
+                "fetched_at": 0,
+            }
+        )
+    )  # the old cache format carried its own key
 
     restarted = connect(agent_and_key[1])
     assert restarted.cache.snapshot is None
@@ -222,8 +246,11 @@ def test_a_planted_cache_file_is_not_trusted_before_any_key_is_pinned(connect, a
     planted = attacker.resign({"number": 1, "skills": [], "audience": {}}, number_bump=1000)
     probe = connect(agent_and_key[1])
     probe.cache.path.parent.mkdir(parents=True)
-    probe.cache.path.write_text(json.dumps({"number": 1001, "body": planted["snapshot"],
-                                            "signature": planted["signature"], "public_key": attacker.pem}))
+    probe.cache.path.write_text(
+        json.dumps(
+            {"number": 1001, "body": planted["snapshot"], "signature": planted["signature"], "public_key": attacker.pem}
+        )
+    )
 
     fresh = connect(agent_and_key[1])
     assert fresh.cache.snapshot is None  # no pinned key yet: nothing on disk can be verified
@@ -252,8 +279,9 @@ def test_a_key_pinned_on_first_use_is_not_replaced_by_a_later_different_key(conn
     assert _trusted(restarted)["public_key_pem"] == pinned
 
 
-def test_a_key_pinned_by_configuration_is_never_fetched_and_an_impostor_is_refused(connect, agent_and_key, mitm,
-                                                                                   tmp_path, monkeypatch):
+def test_a_key_pinned_by_configuration_is_never_fetched_and_an_impostor_is_refused(
+    connect, agent_and_key, mitm, tmp_path, monkeypatch
+):
     key_file = tmp_path / "airlock.pub"
     key_file.write_text(signing.public_key_pem())
     monkeypatch.setenv("AIRLOCK_PUBLIC_KEY", str(key_file))

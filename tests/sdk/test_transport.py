@@ -18,8 +18,7 @@ def _no_sleep(monkeypatch):
 
 def test_a_get_is_retried_after_a_read_timeout_and_a_503(tmp_path):
     fake = FakeAirlock()
-    fake.on("GET", "/api/v1/runs/r-1", httpx.ReadTimeout("slow"), httpx.Response(503),
-            httpx.Response(200, json=RUN))
+    fake.on("GET", "/api/v1/runs/r-1", httpx.ReadTimeout("slow"), httpx.Response(503), httpx.Response(200, json=RUN))
     run = fake.client(tmp_path, use_cache=False).get_run("r-1")
     assert run.run_id == "r-1"
     assert len(fake.sent("GET", "/api/v1/runs/r-1")) == 3
@@ -28,8 +27,12 @@ def test_a_get_is_retried_after_a_read_timeout_and_a_503(tmp_path):
 def test_a_batch_that_got_no_answer_is_resent_once_with_the_same_call_ids(tmp_path):
     fake = FakeAirlock()
     fake.on("GET", "/api/v1/runs/r-1", httpx.Response(200, json=RUN))
-    fake.on("POST", "/api/v1/runs/r-1/calls", httpx.ReadTimeout("gone"),
-            httpx.Response(200, json={"run_id": "r-1", "run_status": "running", "results": [OK]}))
+    fake.on(
+        "POST",
+        "/api/v1/runs/r-1/calls",
+        httpx.ReadTimeout("gone"),
+        httpx.Response(200, json={"run_id": "r-1", "run_status": "running", "results": [OK]}),
+    )
     run = fake.client(tmp_path, use_cache=False).get_run("r-1")
     [result] = run.call([{"call_id": "c1", "name": "a.b", "arguments": {}}])
     assert result.ok
@@ -51,8 +54,13 @@ def test_a_batch_that_gets_no_answer_twice_is_an_unknown_outcome(tmp_path):
 def test_a_batch_whose_connection_was_refused_is_retried_then_reported_unavailable(tmp_path):
     fake = FakeAirlock()
     fake.on("GET", "/api/v1/runs/r-1", httpx.Response(200, json=RUN))
-    fake.on("POST", "/api/v1/runs/r-1/calls", httpx.ConnectError("refused"), httpx.ConnectError("refused"),
-            httpx.Response(200, json={"run_id": "r-1", "run_status": "running", "tainted": False, "results": [OK]}))
+    fake.on(
+        "POST",
+        "/api/v1/runs/r-1/calls",
+        httpx.ConnectError("refused"),
+        httpx.ConnectError("refused"),
+        httpx.Response(200, json={"run_id": "r-1", "run_status": "running", "tainted": False, "results": [OK]}),
+    )
     run = fake.client(tmp_path, use_cache=False).get_run("r-1")
     [result] = run.call([{"call_id": "c1", "name": "a.b", "arguments": {}}])
     assert result.ok and result.content == {"x": 1}
@@ -74,9 +82,11 @@ def test_starting_a_run_is_not_retried_once_sent(tmp_path):
 
 def test_a_rate_limited_get_waits_and_retries_but_a_post_surfaces_retry_after(tmp_path):
     fake = FakeAirlock()
-    limited = httpx.Response(429, headers={"Retry-After": "2"},
-                             json={"error": {"class": "rate_limited", "code": "agent_rate_limited", "message": "slow",
-                                             "retry_after": 2}})
+    limited = httpx.Response(
+        429,
+        headers={"Retry-After": "2"},
+        json={"error": {"class": "rate_limited", "code": "agent_rate_limited", "message": "slow", "retry_after": 2}},
+    )
     fake.on("GET", "/api/v1/runs/r-1", limited, httpx.Response(200, json=RUN))
     fake.on("POST", "/api/v1/runs/r-1/calls", limited)
     run = fake.client(tmp_path, use_cache=False).get_run("r-1")

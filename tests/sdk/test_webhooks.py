@@ -10,8 +10,11 @@ SECRET = "whsec-test"
 def delivery(body: dict, *, secret: str = SECRET, timestamp: int | None = None, delivery_id: str = "d-1"):
     raw = json.dumps(body).encode()
     timestamp = int(time.time()) if timestamp is None else timestamp
-    headers = {"X-Airlock-Delivery": delivery_id, "X-Airlock-Timestamp": str(timestamp),
-               "X-Airlock-Signature": sign_webhook(secret, timestamp, raw)}
+    headers = {
+        "X-Airlock-Delivery": delivery_id,
+        "X-Airlock-Timestamp": str(timestamp),
+        "X-Airlock-Signature": sign_webhook(secret, timestamp, raw),
+    }
     return headers, raw
 
 
@@ -25,15 +28,20 @@ def test_signature_matches_the_contract_formula():
     import hashlib
     import hmac
 
-    assert sign_webhook("k", 1700000000, b'{"a":1}') == "v1=" + hmac.new(
-        b"k", b'1700000000.{"a":1}', hashlib.sha256).hexdigest()
+    assert (
+        sign_webhook("k", 1700000000, b'{"a":1}')
+        == "v1=" + hmac.new(b"k", b'1700000000.{"a":1}', hashlib.sha256).hexdigest()
+    )
 
 
-@pytest.mark.parametrize("tamper, reason", [
-    (lambda h, b: (h, b.replace(b"approved", b"declined")), "bad_signature"),
-    (lambda h, b: ({**h, "X-Airlock-Signature": "v1=" + "0" * 64}, b), "bad_signature"),
-    (lambda h, b: ({k: v for k, v in h.items() if k != "X-Airlock-Timestamp"}, b), "missing_header"),
-])
+@pytest.mark.parametrize(
+    "tamper, reason",
+    [
+        (lambda h, b: (h, b.replace(b"approved", b"declined")), "bad_signature"),
+        (lambda h, b: ({**h, "X-Airlock-Signature": "v1=" + "0" * 64}, b), "bad_signature"),
+        (lambda h, b: ({k: v for k, v in h.items() if k != "X-Airlock-Timestamp"}, b), "missing_header"),
+    ],
+)
 def test_tampered_deliveries_are_refused(tamper, reason):
     headers, raw = delivery({"kind": "approval.decided", "payload": {"decision": "approved"}})
     headers, raw = tamper(headers, raw)

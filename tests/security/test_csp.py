@@ -19,8 +19,11 @@ from tests.security.test_isolation_generated import _walk
 from tests.security.world import EXEMPT, FILLERS, build_world
 
 HTML_SKIP = ("django-admin/", "api/", "v1/", "healthz")
-ROUTES = [(route, name, params) for route, name, params in _walk(get_resolver())
-          if name and not route.startswith(HTML_SKIP) and name not in EXEMPT]
+ROUTES = [
+    (route, name, params)
+    for route, name, params in _walk(get_resolver())
+    if name and not route.startswith(HTML_SKIP) and name not in EXEMPT
+]
 TEMPLATES = Path(settings.BASE_DIR) / "templates"
 
 
@@ -52,7 +55,8 @@ class _InlineFinder(HTMLParser):
             elif name.startswith("on") or name.startswith("hx-on"):
                 self.found.append(f"{name}= on <{tag}>")
             elif name in ("href", "src", "action", "formaction") and (value or "").strip().lower().startswith(
-                    "javascript:"):
+                "javascript:"
+            ):
                 self.found.append(f"javascript: URL in <{tag} {name}>")
 
 

@@ -48,11 +48,14 @@ from traces.services import forward_spans, trace_settings_for
 
 pytestmark = pytest.mark.django_db
 PUBLIC = "93.184.215.14"  # a global address; the test network refuses it, nothing leaves the machine
-RAW_ERROR_TEXT = re.compile(r"Errno|Traceback|ConnectError|ConnectTimeout|Connection refused|"
-                            r"HTTPStatusError|ExceptionGroup|\[SSL")
+RAW_ERROR_TEXT = re.compile(
+    r"Errno|Traceback|ConnectError|ConnectTimeout|Connection refused|"
+    r"HTTPStatusError|ExceptionGroup|\[SSL"
+)
 
 
 # --- the edges: a listener, DNS and connect() ---------------------------------------------------
+
 
 class Listener:
     """A real HTTP server on 127.0.0.1 that records every request and answers `answer`."""
@@ -131,8 +134,12 @@ class Network:
         queue = self.answers[name]
         ips = queue.pop(0) if len(queue) > 1 else queue[0]
         port = int(port or 0)
-        return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", (ip, port, 0, 0)) if ":" in ip
-                else (socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port)) for ip in ips]
+        return [
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (ip, port, 0, 0))
+            if ":" in ip
+            else (socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))
+            for ip in ips
+        ]
 
     def _allow(self, address) -> bool:
         self.connects.append((address[0], address[1]))
@@ -181,6 +188,7 @@ def production(settings, listener, target):
 
 # --- the world and the paths ---------------------------------------------------------------------
 
+
 @register("egress_test.start_export")
 def _start_export(*, arguments, context):
     return {"job_id": "job-1", "status": "running"}
@@ -214,10 +222,18 @@ def _skill(name: str, adapter: str, *, effect: str = "read", **execution) -> Non
     team = Team.objects.get_or_create(slug="support-tools", defaults={"name": "Support tools"})[0]
     body = manifest(name, adapter=adapter, effect=effect, timeout_ms=3000)
     body["execution"].update(execution)
-    entry, _ = Skill.objects.get_or_create(name=name, defaults={
-        "skill_id": body["skill_id"], "namespace": name.split(".")[0], "owner_team": team})
-    SkillVersion.objects.create(skill=entry, version="1.0.0", major=1, status="active", manifest=body, effect=effect,
-                                data_classification="internal")
+    entry, _ = Skill.objects.get_or_create(
+        name=name, defaults={"skill_id": body["skill_id"], "namespace": name.split(".")[0], "owner_team": team}
+    )
+    SkillVersion.objects.create(
+        skill=entry,
+        version="1.0.0",
+        major=1,
+        status="active",
+        manifest=body,
+        effect=effect,
+        data_classification="internal",
+    )
     publish_snapshot(reason="egress test")
 
 
@@ -251,14 +267,16 @@ def via_webhook(base: str, w: World) -> str:
 def via_trace_forwarding(base: str, w: World) -> str:
     """An endpoint stored earlier (before the guard, or while its name pointed elsewhere)."""
     TraceSettings.objects.filter(pk=trace_settings_for(w.acme).pk).update(
-        forward_enabled=True, forward_endpoint=f"{base}/v1/traces")
+        forward_enabled=True, forward_endpoint=f"{base}/v1/traces"
+    )
     return _forward_and_show(w)
 
 
 def via_trace_settings_form(base: str, w: World) -> str:
     response = login(Client(), w.tenant_admin).post(
         reverse("traces:settings", args=[w.acme.slug]),
-        {"retention_days": 30, "forward_enabled": "on", "forward_endpoint": f"{base}/v1/traces", "forward_headers": ""})
+        {"retention_days": 30, "forward_enabled": "on", "forward_endpoint": f"{base}/v1/traces", "forward_headers": ""},
+    )
     if response.status_code == 400:  # refused when saved
         return response.content.decode()
     assert response.status_code == 302  # the name was public when it was checked: the send checks it again
@@ -273,8 +291,9 @@ def via_http_skill(base: str, w: World) -> str:
 
 
 def via_mcp_import(base: str, w: World) -> str:
-    response = login(Client(), w.owner).post(reverse("registry:import_mcp"),
-                                             {"target": f"{base}/mcp", "team": "support-tools", "server_name": "probe"})
+    response = login(Client(), w.owner).post(
+        reverse("registry:import_mcp"), {"target": f"{base}/mcp", "team": "support-tools", "server_name": "probe"}
+    )
     assert response.status_code == 400
     return response.content.decode()
 
@@ -296,8 +315,7 @@ def via_job_status(base: str, w: World) -> str:
 
 
 def via_reconciliation(base: str, w: World) -> str:
-    _skill("egress.note", "python:egress_test.write_note", effect="write",
-           reconcile=f"{base}/keys/{{idempotency_key}}")
+    _skill("egress.note", "python:egress_test.write_note", effect="write", reconcile=f"{base}/keys/{{idempotency_key}}")
     run, result = _gate(w, "egress.note")
     assert result["status"] == "ok", result
     item = open_reconciliation(call=ToolCall.objects.get(run=run, call_id="c1"), reason="timeout")
@@ -343,8 +361,9 @@ def _no_internal_connection(network: Network, *ports: int) -> None:
 
 @pytest.mark.parametrize("form_id,host,rule", ADDRESS_FORMS, ids=[f[0] for f in ADDRESS_FORMS])
 @pytest.mark.parametrize("path", list(PATHS))
-def test_every_server_side_path_refuses_every_internal_address(path, form_id, host, rule, production, network,
-                                                               listener, world):
+def test_every_server_side_path_refuses_every_internal_address(
+    path, form_id, host, rule, production, network, listener, world
+):
     network.resolve("internal.example.test", ["127.0.0.1"])
     network.resolve("intranet.example.test", ["10.20.30.40"])
     text = PATHS[path](f"http://{host.format(port=listener.port)}", world)
@@ -387,8 +406,10 @@ def test_a_redirect_to_loopback_is_not_followed(path, production, network, liste
 def test_the_mcp_server_form_refuses_internal_urls(form_id, host, rule, production, network, listener, world):
     network.resolve("internal.example.test", ["127.0.0.1"])
     network.resolve("intranet.example.test", ["10.20.30.40"])
-    response = login(Client(), world.platform_admin).post(reverse("reliability:mcp_server_list"), {
-        "name": "probe", "transport": "http", "url": f"http://{host.format(port=listener.port)}/mcp"})
+    response = login(Client(), world.platform_admin).post(
+        reverse("reliability:mcp_server_list"),
+        {"name": "probe", "transport": "http", "url": f"http://{host.format(port=listener.port)}/mcp"},
+    )
     assert response.status_code == 400
     assert rule in response.content.decode() or "Enter a valid URL" in response.content.decode()
     assert listener.requests == []
@@ -396,31 +417,57 @@ def test_the_mcp_server_form_refuses_internal_urls(form_id, host, rule, producti
 
 # --- the guard itself ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("address,rule", [
-    ("127.0.0.1", "loopback"), ("127.255.255.254", "loopback"), ("::1", "loopback"),
-    ("0.0.0.0", "unspecified address"), ("::", "unspecified address"),
-    ("10.0.0.1", "private range"), ("172.16.5.4", "private range"), ("192.168.1.1", "private range"),
-    ("fd00::1", "private range"), ("fec0::1", "private range"),
-    ("169.254.169.254", "link-local (cloud metadata)"), ("fe80::1", "link-local (cloud metadata)"),
-    ("100.64.0.1", "shared address space (CGNAT)"), ("100.127.255.254", "shared address space (CGNAT)"),
-    ("224.0.0.1", "multicast"), ("ff02::1", "multicast"),
-    ("240.0.0.1", "reserved range"), ("255.255.255.255", "reserved range"), ("192.0.2.1", "reserved range"),
-    ("198.18.0.1", "reserved range"),
-    ("::ffff:127.0.0.1", "loopback"), ("::ffff:169.254.169.254", "link-local (cloud metadata)"),
-    ("::127.0.0.1", "loopback"), ("64:ff9b::a00:1", "private range"), ("2002:7f00:1::", "loopback"),
-    ("2001:0:4136:e378:8000:63bf:80ff:fffe", "loopback"),  # Teredo, client 127.0.0.1
-    ("8.8.8.8", None), ("2606:4700:4700::1111", None), ("::ffff:8.8.8.8", None),
-])
+
+@pytest.mark.parametrize(
+    "address,rule",
+    [
+        ("127.0.0.1", "loopback"),
+        ("127.255.255.254", "loopback"),
+        ("::1", "loopback"),
+        ("0.0.0.0", "unspecified address"),
+        ("::", "unspecified address"),
+        ("10.0.0.1", "private range"),
+        ("172.16.5.4", "private range"),
+        ("192.168.1.1", "private range"),
+        ("fd00::1", "private range"),
+        ("fec0::1", "private range"),
+        ("169.254.169.254", "link-local (cloud metadata)"),
+        ("fe80::1", "link-local (cloud metadata)"),
+        ("100.64.0.1", "shared address space (CGNAT)"),
+        ("100.127.255.254", "shared address space (CGNAT)"),
+        ("224.0.0.1", "multicast"),
+        ("ff02::1", "multicast"),
+        ("240.0.0.1", "reserved range"),
+        ("255.255.255.255", "reserved range"),
+        ("192.0.2.1", "reserved range"),
+        ("198.18.0.1", "reserved range"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:169.254.169.254", "link-local (cloud metadata)"),
+        ("::127.0.0.1", "loopback"),
+        ("64:ff9b::a00:1", "private range"),
+        ("2002:7f00:1::", "loopback"),
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "loopback"),  # Teredo, client 127.0.0.1
+        ("8.8.8.8", None),
+        ("2606:4700:4700::1111", None),
+        ("::ffff:8.8.8.8", None),
+    ],
+)
 def test_address_rules(address, rule):
     assert egress.address_rule(ipaddress.ip_address(address)) == rule
 
 
-@pytest.mark.parametrize("url,message", [
-    ("ftp://example.com/", "only http and https"), ("file:///etc/passwd", "only http and https"),
-    ("gopher://127.0.0.1:70/", "only http and https"), ("http:///nohost", "no host"),
-    ("http://8.8.8.8:6379/", "port 6379 is not an allowed port"), ("http://8.8.8.8:99999/", "malformed"),
-    ("http://[::1/", "malformed"),
-])
+@pytest.mark.parametrize(
+    "url,message",
+    [
+        ("ftp://example.com/", "only http and https"),
+        ("file:///etc/passwd", "only http and https"),
+        ("gopher://127.0.0.1:70/", "only http and https"),
+        ("http:///nohost", "no host"),
+        ("http://8.8.8.8:6379/", "port 6379 is not an allowed port"),
+        ("http://8.8.8.8:99999/", "malformed"),
+        ("http://[::1/", "malformed"),
+    ],
+)
 def test_scheme_port_and_shape_are_refused_before_any_lookup(url, message, settings, network):
     settings.AIRLOCK_EGRESS_ALLOW_PRIVATE = False
     settings.AIRLOCK_EGRESS_PORTS = [80, 443, 8080, 8443]
@@ -507,6 +554,7 @@ async def test_the_async_client_pins_and_refuses_too(settings, network, listener
 
 # --- TLS to a pinned address still names and verifies the host -----------------------------------
 
+
 def _certificate(tmp_path: Path, name: str) -> tuple[Path, Path]:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -516,16 +564,23 @@ def _certificate(tmp_path: Path, name: str) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = datetime.now(UTC)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=5))
-            .not_valid_after(now + timedelta(hours=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_file, key_file
 
 
@@ -558,16 +613,24 @@ def test_tls_names_and_verifies_the_host_while_connecting_to_the_vetted_ip(setti
 # --- no path around the guard --------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[2]
-RAW_HTTP = re.compile(r"\bhttpx2?\.(get|post|put|patch|delete|request|stream|Client|AsyncClient)\(|"
-                      r"urllib\.request|http\.client|\burlopen\(|\brequests\.(get|post)\(")
+RAW_HTTP = re.compile(
+    r"\bhttpx2?\.(get|post|put|patch|delete|request|stream|Client|AsyncClient)\(|"
+    r"urllib\.request|http\.client|\burlopen\(|\brequests\.(get|post)\("
+)
 
 
 def test_no_server_code_sends_http_around_the_guard():
     """Every outgoing request of the server goes through lib/egress.py; `sdk/` (the agents' client),
     `simulation/` and `bench/` (tools that call Airlock itself) are not the server."""
     offenders = []
-    tops = [top for top in ROOT.iterdir() if top.is_dir() and not top.name.startswith(".") and top.name not in {
-        "tests", "sdk", "simulation", "bench", "var", "static", "templates", "docs", "airlock.egg-info"}]
+    tops = [
+        top
+        for top in ROOT.iterdir()
+        if top.is_dir()
+        and not top.name.startswith(".")
+        and top.name
+        not in {"tests", "sdk", "simulation", "bench", "var", "static", "templates", "docs", "airlock.egg-info"}
+    ]
     for path in [file for top in tops for file in top.rglob("*.py")]:
         relative = path.relative_to(ROOT)
         if relative == Path("lib/egress.py") or "migrations" in relative.parts:

@@ -40,8 +40,11 @@ def _walk(resolver: URLResolver, prefix: str = "", namespace: str | None = None)
 
 
 def routes_with_parameters() -> list[tuple[str, str, tuple[str, ...]]]:
-    return [(route, name, params) for route, name, params in _walk(get_resolver())
-            if params and not route.startswith(SKIP_PREFIXES)]
+    return [
+        (route, name, params)
+        for route, name, params in _walk(get_resolver())
+        if params and not route.startswith(SKIP_PREFIXES)
+    ]
 
 
 ROUTES = routes_with_parameters()
@@ -59,7 +62,8 @@ def test_every_route_with_a_parameter_has_a_filler():
     assert not missing, (
         "New routes take parameters the generated isolation suite cannot fill: "
         + "; ".join(f"{name} needs FILLERS[{params!r}]" for name, params in missing)
-        + ". Add a filler in tests/security/world.py that creates the object in tenant acme and returns the kwargs.")
+        + ". Add a filler in tests/security/world.py that creates the object in tenant acme and returns the kwargs."
+    )
 
 
 def test_the_walk_sees_every_app():
@@ -102,8 +106,13 @@ def test_outsiders_get_no_data(route, name, params, world, outsiders):
     for who in clients:
         for method in ("get", "post"):
             client = outsiders[who]
-            response = client.get(url) if method == "get" else client.post(url, {}, format="json") \
-                if who == "agent" else client.post(url, {})
+            response = (
+                client.get(url)
+                if method == "get"
+                else client.post(url, {}, format="json")
+                if who == "agent"
+                else client.post(url, {})
+            )
             status = response.status_code
             to_login = status == 302 and response["Location"].startswith(settings.LOGIN_URL)
             catalog_read = method == "get" and status == 200 and set(params) <= GLOBAL_READS
@@ -129,6 +138,7 @@ def test_acme_itself_reaches_the_route(route, name, params, world):
 
 # --- websockets ---------------------------------------------------------------------------------
 
+
 def _websocket_routes() -> list[str]:
     from airlock.routing import websocket_urlpatterns
 
@@ -137,7 +147,8 @@ def _websocket_routes() -> list[str]:
 
 def test_every_websocket_route_is_covered():
     assert set(_websocket_routes()) <= {"/ws/approvals/"}, (
-        "A new websocket route: add it to test_outsider_sockets_hear_nothing_of_acme with what it broadcasts")
+        "A new websocket route: add it to test_outsider_sockets_hear_nothing_of_acme with what it broadcasts"
+    )
 
 
 def _cookie(user) -> str:
@@ -167,9 +178,15 @@ async def test_outsider_sockets_hear_nothing_of_acme(settings):
     sockets = {}
     for who, user in (("acme", world.acme_user), ("globex", await database_sync_to_async(outsider)())):
         cookie = await database_sync_to_async(_cookie)(user)
-        sockets[who] = WebsocketCommunicator(application, "/ws/approvals/", headers=[
-            (b"origin", b"http://testserver"), (b"host", b"testserver"),
-            (b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode())])
+        sockets[who] = WebsocketCommunicator(
+            application,
+            "/ws/approvals/",
+            headers=[
+                (b"origin", b"http://testserver"),
+                (b"host", b"testserver"),
+                (b"cookie", f"{settings.SESSION_COOKIE_NAME}={cookie}".encode()),
+            ],
+        )
         assert (await sockets[who].connect())[0]
     request = await database_sync_to_async(open_request)(tenant=world.acme, agent=world.acme_agent)
     heard = await sockets["acme"].receive_json_from(timeout=3)

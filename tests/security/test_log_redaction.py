@@ -18,8 +18,12 @@ from django.conf import settings
 
 from lib.log_redaction import MaskSecretsFilter, mask_logged_text
 
-KEY, GITHUB, AWS, CARD = "sk-live-4eC39HqLyjWDarjtT1zdp7dc", "ghp_9aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456", \
-    "AKIAZ7Q3EXAMPLEKEY12", "4111 1111 1111 1111"
+KEY, GITHUB, AWS, CARD = (
+    "sk-live-4eC39HqLyjWDarjtT1zdp7dc",
+    "ghp_9aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456",
+    "AKIAZ7Q3EXAMPLEKEY12",
+    "4111 1111 1111 1111",
+)
 QUERY = {"q": f"my key {KEY} and {AWS} card {CARD}", "api_key": "Zebra77Quartz", "token": GITHUB}
 SECRETS = [KEY, GITHUB, AWS, CARD, CARD.replace(" ", ""), "Zebra77Quartz"]
 
@@ -34,8 +38,11 @@ def _written(record: logging.LogRecord) -> str:
 
 
 def test_query_strings_are_masked_encoded_or_not():
-    for path in (f"/api/v1/skills/search?{urlencode(QUERY)}", f"/api/v1/skills/search?q={KEY}&token={GITHUB}",
-                 "/x?q=" + KEY.replace("-", "%2D")):
+    for path in (
+        f"/api/v1/skills/search?{urlencode(QUERY)}",
+        f"/api/v1/skills/search?q={KEY}&token={GITHUB}",
+        "/x?q=" + KEY.replace("-", "%2D"),
+    ):
         line = _written(_record('%s - "%s %s HTTP/%s" %d', "10.0.0.1:5", "GET", path, "1.1", 200))
         assert not [s for s in SECRETS if s in line], line
         assert line.startswith('10.0.0.1:5 - "GET /') and line.endswith('HTTP/1.1" 200')
@@ -57,8 +64,10 @@ def test_dicts_exceptions_and_tracebacks_are_masked():
 
 
 def test_ordinary_lines_are_left_alone():
-    assert mask_logged_text('GET /api/v1/runs?after=3&wait=1.5 HTTP/1.1" 200') == \
-        'GET /api/v1/runs?after=3&wait=1.5 HTTP/1.1" 200'
+    assert (
+        mask_logged_text('GET /api/v1/runs?after=3&wait=1.5 HTTP/1.1" 200')
+        == 'GET /api/v1/runs?after=3&wait=1.5 HTTP/1.1" 200'
+    )
 
 
 def test_every_configured_handler_masks():
@@ -76,15 +85,35 @@ def _free_port() -> int:
 def test_the_real_uvicorn_access_log_masks_query_strings(tmp_path):
     """uvicorn configures its loggers first, then imports the app, which configures Django's LOGGING:
     the access lines it writes go through the masking filter."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "console.settings", "REDIS_URL": "",
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-           "AIRLOCK_SIGNING_KEY": str(settings.AIRLOCK_SIGNING_KEY_FILE)}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "REDIS_URL": "",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "AIRLOCK_SIGNING_KEY": str(settings.AIRLOCK_SIGNING_KEY_FILE),
+    }
     port = _free_port()
     log_path = tmp_path / "uvicorn.log"
     with log_path.open("w") as log:
-        server = subprocess.Popen([sys.executable, "-m", "uvicorn", "airlock.asgi:application", "--host", "127.0.0.1",
-                                   "--port", str(port), "--lifespan", "off"], env=env, cwd=settings.BASE_DIR,
-                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "airlock.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--lifespan",
+                "off",
+            ],
+            env=env,
+            cwd=settings.BASE_DIR,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + 30
             while True:

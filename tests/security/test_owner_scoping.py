@@ -85,11 +85,18 @@ def simulate_probes(client, user, policy) -> dict[str, str]:
 
 def globex_markers() -> list[str]:
     gx_calls = list(ToolCall.objects.filter(run__tenant__slug="globex"))
-    return [*GLOBEX_END_USERS, "globex.example", GLOBEX_TASK, "Globex",
-            *[c.call_id for c in gx_calls], *[str(c.run_id) for c in gx_calls]]
+    return [
+        *GLOBEX_END_USERS,
+        "globex.example",
+        GLOBEX_TASK,
+        "Globex",
+        *[c.call_id for c in gx_calls],
+        *[str(c.run_id) for c in gx_calls],
+    ]
 
 
 # --- policy simulation and shadow --------------------------------------------------------------
+
 
 def test_simulating_a_prefix_probe_on_globex_end_users_learns_nothing(client, world, owner_in_both):
     globex_calls(world)
@@ -116,8 +123,9 @@ def test_simulating_a_prefix_probe_on_globex_end_users_learns_nothing(client, wo
 
 def test_a_shadow_probe_lists_and_marks_no_globex_call(client, world):
     owner = world["owner"]
-    policy = policies.create_policy(name="probe", scope=Scope.SKILL, skill_name=SKILL, created_by=owner,
-                                    rules=[probe_rule("a")])
+    policy = policies.create_policy(
+        name="probe", scope=Scope.SKILL, skill_name=SKILL, created_by=owner, rules=[probe_rule("a")]
+    )
     policies.publish_policy_version(version=policies.draft_of(policy), user=owner, shadow=True)
     globex_calls(world)  # the shadow rule is evaluated live on globex's calls
     assert ToolCall.objects.get(call_id="gx-0").decision["shadow"][0]["differs"] is True  # the probe did bite
@@ -136,6 +144,7 @@ def test_a_shadow_probe_lists_and_marks_no_globex_call(client, world):
 
 
 # --- traces: titles, task text, end users -------------------------------------------------------
+
 
 def test_trace_pages_show_an_acme_owner_no_globex_task_or_end_user(client, world):
     globex_calls(world)
@@ -170,9 +179,16 @@ def test_filtering_traces_by_a_guessed_globex_end_user_answers_like_a_wrong_gues
 def test_skill_metrics_and_alert_pages_show_counts_not_task_text(client, world):
     globex_calls(world)
     rule_row = AlertRule.objects.create(skill_name=SKILL, kind="error_rate", threshold=0.1)
-    Alert.objects.create(rule=rule_row, skill_name=SKILL, value=1.0, message=f"{SKILL}: 3 of 4 calls failed",
-                         dedupe_key="x", window_start=rule_row.created_at, window_end=rule_row.created_at,
-                         fired_at=rule_row.created_at)
+    Alert.objects.create(
+        rule=rule_row,
+        skill_name=SKILL,
+        value=1.0,
+        message=f"{SKILL}: 3 of 4 calls failed",
+        dedupe_key="x",
+        window_start=rule_row.created_at,
+        window_end=rule_row.created_at,
+        fired_at=rule_row.created_at,
+    )
     client.force_login(world["owner"])
     metrics = client.get(reverse("traces:skill", args=[SKILL]))
     assert metrics.status_code == 200 and metrics.context["m"].calls == 4
@@ -186,12 +202,14 @@ def test_skill_metrics_and_alert_pages_show_counts_not_task_text(client, world):
 
 # --- registry: discovery misses -----------------------------------------------------------------
 
+
 @pytest.fixture
 def misses(world, acme, globex):
     globex_bot = create_agent(tenant=globex, name="gx-search", role="support")[0]
     acme_bot = create_agent(tenant=acme, name="acme-search", role="support")[0]
-    DiscoveryQuery.objects.create(query="globex secret project falcon", namespace="support", result_count=0,
-                                  agent=globex_bot)
+    DiscoveryQuery.objects.create(
+        query="globex secret project falcon", namespace="support", result_count=0, agent=globex_bot
+    )
     DiscoveryQuery.objects.create(query="acme lost words", namespace="support", result_count=0, agent=acme_bot)
 
 

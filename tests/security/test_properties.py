@@ -17,27 +17,42 @@ from runs.errors import ValidationFailed
 from runs.validation import clear_cache, validate_arguments
 from traces.redaction import redact
 
-PROPERTY_SETTINGS = settings(max_examples=150, deadline=None,
-                             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+PROPERTY_SETTINGS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
-json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=True) | st.text(
-    max_size=30)
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-    st.text(max_size=12), inner, max_size=4), max_leaves=25)
+json_scalars = (
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=True) | st.text(max_size=30)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=25,
+)
 
 
 def _valid_manifest() -> dict:
     return {
-        "skill_id": "skl_prop_refund", "name": "billing.create_refund", "version": "1.0.0",
+        "skill_id": "skl_prop_refund",
+        "name": "billing.create_refund",
+        "version": "1.0.0",
         "description": "Create a refund for one order. Sends money back to the customer; use it only after the "
-                       "order was checked. Cannot be undone.",
-        "input_schema": {"type": "object", "additionalProperties": False, "required": ["order_id"],
-                         "properties": {"order_id": {"type": "string", "description": "The order."}}},
+        "order was checked. Cannot be undone.",
+        "input_schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["order_id"],
+            "properties": {"order_id": {"type": "string", "description": "The order."}},
+        },
         "output_schema": {"type": "object", "properties": {"refund_id": {"type": "string"}}},
         "risk": {"effect": "external", "data_classification": "internal", "approval": "required"},
         "permissions": {"allowed_agent_roles": ["support"], "allowed_tenants": ["*"]},
-        "execution": {"adapter": "python:demo.create_refund", "timeout_ms": 5000, "max_attempts": 1,
-                      "result_limit_bytes": 16384},
+        "execution": {
+            "adapter": "python:demo.create_refund",
+            "timeout_ms": 5000,
+            "max_attempts": 1,
+            "result_limit_bytes": 16384,
+        },
         "ownership": {"team": "support-tools"},
     }
 
@@ -62,10 +77,23 @@ def test_manifest_validation_never_raises_and_always_locates_problems(team, valu
         assert all(e["path"].startswith("$") and e["code"] and e["message"] for e in errors)
 
 
-FIELDS = [("risk", "effect"), ("risk", "approval"), ("risk", "data_classification"), ("execution", "max_attempts"),
-          ("execution", "timeout_ms"), ("execution", "adapter"), ("execution", "idempotent"), ("ownership", "team"),
-          ("permissions", "allowed_tenants"), ("input_schema", "properties"), ("input_schema", "required"),
-          ("output_schema", "properties"), (None, "name"), (None, "version"), (None, "skill_id")]
+FIELDS = [
+    ("risk", "effect"),
+    ("risk", "approval"),
+    ("risk", "data_classification"),
+    ("execution", "max_attempts"),
+    ("execution", "timeout_ms"),
+    ("execution", "adapter"),
+    ("execution", "idempotent"),
+    ("ownership", "team"),
+    ("permissions", "allowed_tenants"),
+    ("input_schema", "properties"),
+    ("input_schema", "required"),
+    ("output_schema", "properties"),
+    (None, "name"),
+    (None, "version"),
+    (None, "skill_id"),
+]
 
 
 @PROPERTY_SETTINGS
@@ -115,19 +143,25 @@ def test_every_open_object_in_the_input_schema_is_refused(team, path):
 
 # --- arguments -------------------------------------------------------------------------------------
 
-FIELD_TYPES = {"string": st.text(max_size=20), "integer": st.integers(-10**6, 10**6), "boolean": st.booleans()}
+FIELD_TYPES = {"string": st.text(max_size=20), "integer": st.integers(-(10**6), 10**6), "boolean": st.booleans()}
 FRACTIONS = st.floats(0.5, 9.5).filter(lambda f: not f.is_integer())  # 1.0 is a valid JSON Schema integer
-WRONG = {"string": st.integers() | st.booleans() | st.none(), "integer": st.text(max_size=5) | FRACTIONS,
-         "boolean": st.integers(2, 9) | st.text(max_size=5)}
+WRONG = {
+    "string": st.integers() | st.booleans() | st.none(),
+    "integer": st.text(max_size=5) | FRACTIONS,
+    "boolean": st.integers(2, 9) | st.text(max_size=5),
+}
 
 
 @st.composite
 def schema_and_arguments(draw):
-    names = draw(st.lists(st.text(string.ascii_lowercase, min_size=1, max_size=8), min_size=1, max_size=5,
-                          unique=True))
+    names = draw(st.lists(st.text(string.ascii_lowercase, min_size=1, max_size=8), min_size=1, max_size=5, unique=True))
     types = {name: draw(st.sampled_from(sorted(FIELD_TYPES))) for name in names}
-    schema = {"type": "object", "additionalProperties": False, "required": names,
-              "properties": {name: {"type": kind} for name, kind in types.items()}}
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": names,
+        "properties": {name: {"type": kind} for name, kind in types.items()},
+    }
     arguments = {name: draw(FIELD_TYPES[kind]) for name, kind in types.items()}
     return schema, types, arguments
 
@@ -172,10 +206,13 @@ def test_a_reused_version_id_never_validates_against_the_old_schema():
 
 SECRET_BODY = st.text(string.ascii_letters + string.digits, min_size=20, max_size=32)
 secrets_st = st.one_of(
-    SECRET_BODY.map(lambda s: f"sk_live_{s}"), SECRET_BODY.map(lambda s: f"ghp_{s}"),
-    SECRET_BODY.map(lambda s: f"ak_{s}"), SECRET_BODY.map(lambda s: f"pat_{s}"),
+    SECRET_BODY.map(lambda s: f"sk_live_{s}"),
+    SECRET_BODY.map(lambda s: f"ghp_{s}"),
+    SECRET_BODY.map(lambda s: f"ak_{s}"),
+    SECRET_BODY.map(lambda s: f"pat_{s}"),
     st.text(string.ascii_uppercase + string.digits, min_size=16, max_size=16).map(lambda s: f"AKIA{s}"),
-    SECRET_BODY.map(lambda s: f"sk-proj-{s}"), SECRET_BODY.map(lambda s: f"xoxb-{s}"),
+    SECRET_BODY.map(lambda s: f"sk-proj-{s}"),
+    SECRET_BODY.map(lambda s: f"xoxb-{s}"),
     st.tuples(SECRET_BODY, SECRET_BODY, SECRET_BODY).map(lambda p: f"eyJ{p[0]}.{p[1]}.{p[2]}"),
 )
 filler = st.text(string.ascii_letters + " .,:;!?", max_size=20).map(lambda s: f" {s} ")
@@ -204,11 +241,15 @@ def test_a_secret_anywhere_in_a_payload_never_survives_redaction(data, secret):
 
 
 @PROPERTY_SETTINGS
-@given(key=st.sampled_from(["password", "api_key", "token", "Authorization", "client_secret", "cookie",
-                            "config.private_key"]),
-       value=st.text(string.ascii_letters + string.digits, min_size=8, max_size=40).filter(
-           lambda v: any(c not in string.hexdigits for c in v) and v not in '"redacted"secret_key"sensitive"'),
-       depth=st.integers(0, 3))
+@given(
+    key=st.sampled_from(
+        ["password", "api_key", "token", "Authorization", "client_secret", "cookie", "config.private_key"]
+    ),
+    value=st.text(string.ascii_letters + string.digits, min_size=8, max_size=40).filter(
+        lambda v: any(c not in string.hexdigits for c in v) and v not in '"redacted"secret_key"sensitive"'
+    ),
+    depth=st.integers(0, 3),
+)
 def test_values_under_credential_keys_are_replaced(key, value, depth):
     # (a value spelling the marker's own words, such as "redacted", would be found in the marker)
     payload: object = {key: value}

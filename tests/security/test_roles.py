@@ -32,12 +32,13 @@ OPEN_TO_MEMBERS = {
     "policies:condition_check": "checks a CEL condition, stores nothing",
     "approvals_api:approval_list": "a read (GET only)",
 }
+
+
 # The role depends on the body: post one that names acme (or acme's team).
 def _bodies(world) -> dict[str, dict]:
     from tests.runs.factories import manifest
 
-    new_skill = manifest("acme.brand_new", schema={"type": "object", "properties": {},
-                                                   "additionalProperties": False})
+    new_skill = manifest("acme.brand_new", schema={"type": "object", "properties": {}, "additionalProperties": False})
     new_skill["ownership"]["team"] = world.acme_team.slug
     return {
         "policies:policy_create": {"name": "p", "scope": "tenant", "tenant": world.acme.slug},
@@ -55,15 +56,22 @@ SKIP_PREFIXES = ("django-admin/", "api/schema/", "api/docs/", "healthz", "v1/")
 
 def _agent_side(name: str) -> bool:
     return name.startswith(("runs_api:", "traces_api:", "reliability_api:", "console_api:")) or name in {
-        "registry_api:snapshot-latest", "registry_api:public-key", "registry_api:skill-search", "registry_api:tools",
-        "registry_api:manifest-schema"}
+        "registry_api:snapshot-latest",
+        "registry_api:public-key",
+        "registry_api:skill-search",
+        "registry_api:tools",
+        "registry_api:manifest-schema",
+    }
 
 
 def _routes() -> list[tuple[str, str, tuple[str, ...]]]:
     from django.urls import get_resolver
 
-    return [(route, name, params) for route, name, params in _walk(get_resolver())
-            if name and not route.startswith(SKIP_PREFIXES) and not _agent_side(name) and name not in EXEMPT]
+    return [
+        (route, name, params)
+        for route, name, params in _walk(get_resolver())
+        if name and not route.startswith(SKIP_PREFIXES) and not _agent_side(name) and name not in EXEMPT
+    ]
 
 
 ALL_ROUTES = _routes()
@@ -92,9 +100,13 @@ def test_a_member_without_the_role_gets_403(route, name, params, viewer_only):
     kwargs = FILLERS[params](world) if params else {}
     url = reverse(name, kwargs=kwargs)
     body = _bodies(world).get(name, {})
-    response = client.post(url, body, content_type="application/json") if name.startswith("registry_api") \
+    response = (
+        client.post(url, body, content_type="application/json")
+        if name.startswith("registry_api")
         else client.post(url, body)
+    )
     allowed = {403, 405} | ({404} if name in REFUSED_WITH_404 else set())
     assert response.status_code in allowed, (
         f"POST {url} by a viewer answered {response.status_code}: check the role in the view or service, "
-        f"or list the route in OPEN_TO_MEMBERS with the reason ({response.content[:300]!r})")
+        f"or list the route in OPEN_TO_MEMBERS with the reason ({response.content[:300]!r})"
+    )

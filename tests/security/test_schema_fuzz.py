@@ -55,29 +55,44 @@ def fuzz_world(db, _keep_the_test_connection):
     grant(world.acme, "acme.*")
     approval = open_request(tenant=world.acme, agent=world.acme_agent)
     _, pat = create_personal_token(user=world.acme_user, name="fuzz")
-    return {"key": world.acme_agent_key, "pat": pat, "ids": {
-        "run_id": str(run_for(world.acme_agent).pk), "approval_id": approval.pk, "tenant_slug": world.acme.slug,
-        "name": skill.skill.name, "version": skill.version, "grant_id": grant(world.acme, "docs.*").pk,
-        "call_id": approval.call.call_id}}
+    return {
+        "key": world.acme_agent_key,
+        "pat": pat,
+        "ids": {
+            "run_id": str(run_for(world.acme_agent).pk),
+            "approval_id": approval.pk,
+            "tenant_slug": world.acme.slug,
+            "name": skill.skill.name,
+            "version": skill.version,
+            "grant_id": grant(world.acme, "docs.*").pk,
+            "call_id": approval.call.call_id,
+        },
+    }
 
 
 def _is_human(case) -> bool:
     path = case.operation.path
-    return path.startswith(HUMAN_PREFIXES) or (path.startswith("/api/v1/skills") and (
-        case.method.upper() != "GET" or "{name}" in path or (case.method.upper(), path) in HUMAN_SKILL_OPERATIONS)
-        and path not in ("/api/v1/skills/search", "/api/v1/skills/manifest-schema"))
+    return path.startswith(HUMAN_PREFIXES) or (
+        path.startswith("/api/v1/skills")
+        and (case.method.upper() != "GET" or "{name}" in path or (case.method.upper(), path) in HUMAN_SKILL_OPERATIONS)
+        and path not in ("/api/v1/skills/search", "/api/v1/skills/manifest-schema")
+    )
 
 
 @schema.parametrize()
-@settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 def test_the_api_never_answers_500_nor_breaks_its_schema(case, fuzz_world):
     for name, value in fuzz_world["ids"].items():
         if case.path_parameters and name in case.path_parameters:
             case.path_parameters[name] = value
     token = fuzz_world["pat"] if _is_human(case) else fuzz_world["key"]
     response = case.call(headers={"Authorization": f"Bearer {token}"})
-    assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.status_code} " \
-                                       f"{response.text[:500]}"
+    assert response.status_code < 500, (
+        f"{case.method} {case.formatted_path}: {response.status_code} {response.text[:500]}"
+    )
     case.validate_response(response, checks=[response_schema_conformance])

@@ -38,24 +38,39 @@ SECRETS = {
     "sensitive_output": "vault-plaintext-Kestrel",
     "sensitive_input": "vault-pin-Heron",
 }
-FREE_TEXT = (f"use {SECRETS['openai']} or {SECRETS['github']} with {SECRETS['aws']}, card {SECRETS['card']}, "
-             f"password={SECRETS['password']}, Authorization: Bearer {SECRETS['bearer']}, "
-             f"api_key={SECRETS['api_key']} and token: {SECRETS['token']}")
-INPUT_SCHEMA = {"type": "object", "additionalProperties": False, "properties": {
-    "note": {"type": "string"},
-    "order_id": {"type": "string", "pattern": "^ord_"},
-    "pin": {"type": "string", "writeOnly": True, "maxLength": 4},
-}}
-OUTPUT_SCHEMA = {"type": "object", "properties": {
-    "note": {"type": "string"}, "vault_value": {"type": "string", "writeOnly": True},
-    "recovery": {"type": "object", "x-airlock-sensitive": True}, "echo": {"type": "object"},
-}}
+FREE_TEXT = (
+    f"use {SECRETS['openai']} or {SECRETS['github']} with {SECRETS['aws']}, card {SECRETS['card']}, "
+    f"password={SECRETS['password']}, Authorization: Bearer {SECRETS['bearer']}, "
+    f"api_key={SECRETS['api_key']} and token: {SECRETS['token']}"
+)
+INPUT_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "note": {"type": "string"},
+        "order_id": {"type": "string", "pattern": "^ord_"},
+        "pin": {"type": "string", "writeOnly": True, "maxLength": 4},
+    },
+}
+OUTPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "note": {"type": "string"},
+        "vault_value": {"type": "string", "writeOnly": True},
+        "recovery": {"type": "object", "x-airlock-sensitive": True},
+        "echo": {"type": "object"},
+    },
+}
 
 
 @register("secrets_test.read")
 def _read(*, arguments, context):
-    return {"note": f"found {SECRETS['github']} and {SECRETS['openai']}", "vault_value": SECRETS["sensitive_output"],
-            "recovery": {"code": SECRETS["sensitive_output"]}, "echo": arguments}
+    return {
+        "note": f"found {SECRETS['github']} and {SECRETS['openai']}",
+        "vault_value": SECRETS["sensitive_output"],
+        "recovery": {"code": SECRETS["sensitive_output"]},
+        "echo": arguments,
+    }
 
 
 @register("secrets_test.rotate")
@@ -70,10 +85,19 @@ def _fail(*, arguments, context):
 
 @pytest.fixture
 def catalog(acme):
-    for name, adapter, approval in (("vault.read", "read", "not_required"), ("vault.rotate", "rotate", "required"),
-                                    ("vault.fail", "fail", "not_required")):
-        version = make_skill(name, effect="read" if approval == "not_required" else "write", approval=approval,
-                             adapter=f"python:secrets_test.{adapter}", schema=INPUT_SCHEMA, publish=False)
+    for name, adapter, approval in (
+        ("vault.read", "read", "not_required"),
+        ("vault.rotate", "rotate", "required"),
+        ("vault.fail", "fail", "not_required"),
+    ):
+        version = make_skill(
+            name,
+            effect="read" if approval == "not_required" else "write",
+            approval=approval,
+            adapter=f"python:secrets_test.{adapter}",
+            schema=INPUT_SCHEMA,
+            publish=False,
+        )
         version.manifest["output_schema"] = OUTPUT_SCHEMA
         version.save(update_fields=["manifest"])
     grant(acme, "vault.*")
@@ -84,8 +108,11 @@ def catalog(acme):
 def written_logs():
     """What the configured log handlers write (the console handler and uvicorn's access handler)."""
     stream = io.StringIO()
-    handlers = [h for h in logging.getLogger().handlers + logging.getLogger("uvicorn.access").handlers
-                if any(isinstance(f, MaskSecretsFilter) for f in h.filters)]
+    handlers = [
+        h
+        for h in logging.getLogger().handlers + logging.getLogger("uvicorn.access").handlers
+        if any(isinstance(f, MaskSecretsFilter) for f in h.filters)
+    ]
     assert handlers, "LOGGING has no handler with the masking filter"
     previous = [h.setStream(stream) for h in handlers]
     yield stream
@@ -98,36 +125,46 @@ def _leaks(text: str) -> list[str]:
 
 
 def _without_echoed_arguments(body: dict) -> dict:
-    results = [{**r, "proposed_action": {**r["proposed_action"], "arguments": "(echo of the agent's own input)"}}
-               if r.get("status") == "approval_required" else r for r in body.get("results", [])]
+    results = [
+        {**r, "proposed_action": {**r["proposed_action"], "arguments": "(echo of the agent's own input)"}}
+        if r.get("status") == "approval_required"
+        else r
+        for r in body.get("results", [])
+    ]
     return {**body, "results": results}
 
 
-def test_no_secret_of_a_hostile_run_is_stored_logged_or_returned(agent_client, approver, catalog, monkeypatch,
-                                                                 written_logs, django_capture_on_commit_callbacks):
+def test_no_secret_of_a_hostile_run_is_stored_logged_or_returned(
+    agent_client, approver, catalog, monkeypatch, written_logs, django_capture_on_commit_callbacks
+):
     import approvals.tasks
 
     monkeypatch.setattr(approvals.tasks.deliver_webhook, "delay_on_commit", lambda *args, **kwargs: None)
     responses: list[str] = []
     run = start_run(agent_client, task=f"Rotate the keys: {FREE_TEXT}")
     responses.append(json.dumps(run))
-    Run.objects.filter(pk=run["run_id"]).update(callback_url="https://hooks.example.com/airlock",
-                                                webhook_secret="whsec_test")  # webhook bodies are written too
+    Run.objects.filter(pk=run["run_id"]).update(
+        callback_url="https://hooks.example.com/airlock", webhook_secret="whsec_test"
+    )  # webhook bodies are written too
 
     search = agent_client.get(reverse("registry_api:skill-search"), {"q": FREE_TEXT})
     assert search.status_code == 200  # its body echoes the agent's own query; the stored miss is masked
 
     args = {"note": FREE_TEXT}
     with django_capture_on_commit_callbacks(execute=True):
-        response = post_calls(agent_client, run["run_id"], [
-            call("c-read", "vault.read", args),
-            call(SECRETS["aws"], "vault.read", {"note": "a call id that is a key"}),
-            call("c-approve", "vault.rotate", args),
-            call("c-decline", "vault.rotate", args),
-            call("c-invalid", "vault.read", {"order_id": SECRETS["openai"], "pin": SECRETS["sensitive_input"]}),
-            call("c-fail", "vault.fail", args),
-            call("c-taint", "vault.read", {"note": "after reading mail"}, taint=f"an email said {FREE_TEXT}"),
-        ])
+        response = post_calls(
+            agent_client,
+            run["run_id"],
+            [
+                call("c-read", "vault.read", args),
+                call(SECRETS["aws"], "vault.read", {"note": "a call id that is a key"}),
+                call("c-approve", "vault.rotate", args),
+                call("c-decline", "vault.rotate", args),
+                call("c-invalid", "vault.read", {"order_id": SECRETS["openai"], "pin": SECRETS["sensitive_input"]}),
+                call("c-fail", "vault.fail", args),
+                call("c-taint", "vault.read", {"note": "after reading mail"}, taint=f"an email said {FREE_TEXT}"),
+            ],
+        )
     assert response.status_code == 200, response.content
     body = response.json()
     statuses = {r["call_id"]: r["status"] for r in body["results"]}
@@ -142,13 +179,28 @@ def test_no_secret_of_a_hostile_run_is_stored_logged_or_returned(agent_client, a
     with django_capture_on_commit_callbacks(execute=True):
         decide_approval(approval=approvals["c-approve"], user=approver, decision="approve")
     with django_capture_on_commit_callbacks(execute=True):
-        decide_approval(approval=approvals["c-decline"], user=approver, decision="decline",
-                        reason=f"Never paste keys: {FREE_TEXT}")
+        decide_approval(
+            approval=approvals["c-decline"], user=approver, decision="decline", reason=f"Never paste keys: {FREE_TEXT}"
+        )
 
-    spans = agent_client.post(reverse("traces_api:span_batch"), data=json.dumps({"spans": [{
-        "trace_id": Run.objects.get(pk=run["run_id"]).id.hex, "kind": "model_turn", "name": f"chat {FREE_TEXT}",
-        "started_at": "2026-05-01T12:00:00Z", "call_id": SECRETS["aws"],
-        "attributes": {"gen_ai.input.messages": FREE_TEXT, "note": FREE_TEXT}}]}), content_type="application/json")
+    spans = agent_client.post(
+        reverse("traces_api:span_batch"),
+        data=json.dumps(
+            {
+                "spans": [
+                    {
+                        "trace_id": Run.objects.get(pk=run["run_id"]).id.hex,
+                        "kind": "model_turn",
+                        "name": f"chat {FREE_TEXT}",
+                        "started_at": "2026-05-01T12:00:00Z",
+                        "call_id": SECRETS["aws"],
+                        "attributes": {"gen_ai.input.messages": FREE_TEXT, "note": FREE_TEXT},
+                    }
+                ]
+            }
+        ),
+        content_type="application/json",
+    )
     assert spans.status_code in (200, 202), spans.content
     responses.append(spans.content.decode())
 
@@ -156,8 +208,11 @@ def test_no_secret_of_a_hostile_run_is_stored_logged_or_returned(agent_client, a
         got = agent_client.get(reverse(f"runs_api:{name}", args=[run["run_id"]]), **kwargs)
         assert got.status_code == 200, got.content
         responses.append(got.content.decode())
-    finished = agent_client.post(reverse("runs_api:run_finish", args=[run["run_id"]]),
-                                 {"status": "failed", "reason": f"gave up: {FREE_TEXT}"}, format="json")
+    finished = agent_client.post(
+        reverse("runs_api:run_finish", args=[run["run_id"]]),
+        {"status": "failed", "reason": f"gave up: {FREE_TEXT}"},
+        format="json",
+    )
     assert finished.status_code == 200, finished.content
     responses.append(finished.content.decode())
 
@@ -181,8 +236,11 @@ def test_an_event_payload_is_redacted_when_appended_so_the_webhook_body_is_too(a
 
     monkeypatch.setattr(approvals.tasks.deliver_webhook, "delay_on_commit", lambda *args, **kwargs: None)
     run = run_for(agent, callback_url="https://hooks.example.com/airlock", webhook_secret="whsec_test")
-    event = append_event(run=run, kind="call.completed", payload={
-        "call_id": "c-1", "result": {"content": {"note": FREE_TEXT, "password": SECRETS["password"]}}})
+    event = append_event(
+        run=run,
+        kind="call.completed",
+        payload={"call_id": "c-1", "result": {"content": {"note": FREE_TEXT, "password": SECRETS["password"]}}},
+    )
     event.refresh_from_db()
     delivery = WebhookDelivery.objects.get(event=event)
     assert _leaks(json.dumps(event.payload)) == [] and _leaks(delivery.body) == []

@@ -24,8 +24,11 @@ HTML_SKIP = ("django-admin/", "api/", "v1/", "healthz")
 
 
 def _html_routes():
-    return [(route, name, params) for route, name, params in _walk(get_resolver())
-            if name and not route.startswith(HTML_SKIP) and name not in EXEMPT]
+    return [
+        (route, name, params)
+        for route, name, params in _walk(get_resolver())
+        if name and not route.startswith(HTML_SKIP) and name not in EXEMPT
+    ]
 
 
 HTML_ROUTES = _html_routes()
@@ -91,17 +94,27 @@ def test_session_and_csrf_cookies_carry_their_flags(world):
 
 
 def test_production_settings_make_cookies_secure(tmp_path):
-    env = {**os.environ, "DEBUG": "0", "SECRET_KEY": "s" * 60, "ALLOWED_HOSTS": "airlock.example.com",
-           "AIRLOCK_PUBLIC_URL": "https://airlock.example.com",
-           "AIRLOCK_SIGNING_KEY": str(settings.VAR_DIR / "test_signing_key.pem"), "DJANGO_SETTINGS_MODULE":
-           "console.settings", "REDIS_URL": "", "DATABASE_URL": f"sqlite:///{tmp_path / 'x.sqlite3'}"}
+    env = {
+        **os.environ,
+        "DEBUG": "0",
+        "SECRET_KEY": "s" * 60,
+        "ALLOWED_HOSTS": "airlock.example.com",
+        "AIRLOCK_PUBLIC_URL": "https://airlock.example.com",
+        "AIRLOCK_SIGNING_KEY": str(settings.VAR_DIR / "test_signing_key.pem"),
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "REDIS_URL": "",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'x.sqlite3'}",
+    }
     for name in ("SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT"):
         env.pop(name, None)
-    code = ("import django, json; django.setup(); from django.conf import settings as s; print(json.dumps(["
-            "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SESSION_COOKIE_HTTPONLY, s.SESSION_COOKIE_SAMESITE,"
-            "s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS > 0]))")
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          cwd=settings.BASE_DIR, timeout=60)
+    code = (
+        "import django, json; django.setup(); from django.conf import settings as s; print(json.dumps(["
+        "s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SESSION_COOKIE_HTTPONLY, s.SESSION_COOKIE_SAMESITE,"
+        "s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS > 0]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=settings.BASE_DIR, timeout=60
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     secure, csrf_secure, httponly, samesite, redirect, hsts = json.loads(done.stdout.strip().splitlines()[-1])
     assert (secure, csrf_secure, httponly, samesite, redirect, hsts) == (True, True, True, "Lax", True, True)
@@ -139,8 +152,12 @@ def test_good_keys_are_never_counted(world, settings):
         assert agent.get(reverse("registry_api:tools")).status_code == 200
 
 
-SECRETS = ["sk_live_51HqZ8SECRETvalue0001", "tok_card_4242424242424242", "hunter2-password-value",
-           "AKIAIOSFODNN7EXAMPLE"]
+SECRETS = [
+    "sk_live_51HqZ8SECRETvalue0001",
+    "tok_card_4242424242424242",
+    "hunter2-password-value",
+    "AKIAIOSFODNN7EXAMPLE",
+]
 
 
 def test_secrets_never_reach_the_logs(world, caplog):
@@ -152,11 +169,20 @@ def test_secrets_never_reach_the_logs(world, caplog):
     def echo(*, arguments, context):
         return {"api_key": SECRETS[0], "card": "4242 4242 4242 4242", "echo": arguments}
 
-    schema = {"type": "object", "properties": {"password": {"type": "string"}, "card_token": {"type": "string"},
-                                               "note": {"type": "string"}}, "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"password": {"type": "string"}, "card_token": {"type": "string"}, "note": {"type": "string"}},
+        "additionalProperties": False,
+    }
     make_skill("security.echo", adapter="python:security.echo_secrets", schema=schema, publish=False)
-    make_skill("security.refund", adapter="python:security.echo_secrets", schema=schema, effect="external",
-               approval="required", publish=False)
+    make_skill(
+        "security.refund",
+        adapter="python:security.echo_secrets",
+        schema=schema,
+        effect="external",
+        approval="required",
+        publish=False,
+    )
     grant(world.acme, "security.*")
     from registry.snapshots import publish_snapshot
 
@@ -165,23 +191,36 @@ def test_secrets_never_reach_the_logs(world, caplog):
     agent.credentials(HTTP_AUTHORIZATION=f"Bearer {world.acme_agent_key}")
     arguments = {"password": SECRETS[2], "card_token": SECRETS[1], "note": f"my key is {SECRETS[3]}"}
     with caplog.at_level(logging.DEBUG):
-        run = agent.post(reverse("runs_api:run_create"), {"end_user": "u", "task": f"use {SECRETS[0]}"},
-                         format="json").json()
-        calls = agent.post(reverse("runs_api:run_calls", kwargs={"run_id": run["run_id"]}), {"calls": [
-            {"call_id": "c1", "name": "security.echo", "arguments": arguments},
-            {"call_id": "c2", "name": "security.refund", "arguments": arguments},
-            {"call_id": "c3", "name": "security.echo", "arguments": {"password": 7}}]}, format="json")
+        run = agent.post(
+            reverse("runs_api:run_create"), {"end_user": "u", "task": f"use {SECRETS[0]}"}, format="json"
+        ).json()
+        calls = agent.post(
+            reverse("runs_api:run_calls", kwargs={"run_id": run["run_id"]}),
+            {
+                "calls": [
+                    {"call_id": "c1", "name": "security.echo", "arguments": arguments},
+                    {"call_id": "c2", "name": "security.refund", "arguments": arguments},
+                    {"call_id": "c3", "name": "security.echo", "arguments": {"password": 7}},
+                ]
+            },
+            format="json",
+        )
         assert calls.status_code == 200
         results = calls.json()["results"]
         assert [r["status"] for r in results] == ["ok", "approval_required", "error"]
         from approvals.models import ApprovalRequest
         from approvals.services import decide_approval
 
-        decide_approval(approval=ApprovalRequest.objects.get(pk=results[1]["approval_id"]), user=world.acme_user,
-                        decision="approve")
+        decide_approval(
+            approval=ApprovalRequest.objects.get(pk=results[1]["approval_id"]), user=world.acme_user, decision="approve"
+        )
         # A failing request is logged too: its body must not be.
-        APIClient().post(reverse("runs_api:run_create"), {"password": SECRETS[2]}, format="json",
-                         HTTP_AUTHORIZATION=f"Bearer ak_{'0' * 12}_{SECRETS[2]}xxxxxxxxxxxx")
+        APIClient().post(
+            reverse("runs_api:run_create"),
+            {"password": SECRETS[2]},
+            format="json",
+            HTTP_AUTHORIZATION=f"Bearer ak_{'0' * 12}_{SECRETS[2]}xxxxxxxxxxxx",
+        )
     text = "\n".join(f"{r.getMessage()} {r.exc_text or ''} {getattr(r, 'args', '')}" for r in caplog.records)
     assert caplog.records, "nothing was logged at DEBUG: the test would prove nothing"
     for secret in SECRETS:

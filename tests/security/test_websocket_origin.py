@@ -19,13 +19,17 @@ def _cookie(user) -> str:
     return client.cookies[settings.SESSION_COOKIE_NAME].value
 
 
-async def _connects(user, origin: str | None, host: str = "testserver", extra: list | None = None,
-                    scheme: str | None = None) -> bool:
+async def _connects(
+    user, origin: str | None, host: str = "testserver", extra: list | None = None, scheme: str | None = None
+) -> bool:
     from airlock.asgi import application
 
     session = await database_sync_to_async(_cookie)(user)
-    headers = [(b"host", host.encode()), (b"cookie", f"{settings.SESSION_COOKIE_NAME}={session}".encode()),
-               *(extra or [])]
+    headers = [
+        (b"host", host.encode()),
+        (b"cookie", f"{settings.SESSION_COOKIE_NAME}={session}".encode()),
+        *(extra or []),
+    ]
     if origin is not None:
         headers.append((b"origin", origin.encode()))
     socket = WebsocketCommunicator(application, "/ws/approvals/", headers=headers)
@@ -36,16 +40,19 @@ async def _connects(user, origin: str | None, host: str = "testserver", extra: l
     return connected
 
 
-@pytest.mark.parametrize("origin", [
-    "http://testserver:9999",        # another port on the same host
-    "https://testserver",            # another scheme: the server here is http
-    "http://evil.example",           # another host
-    "http://testserver.evil.example",
-    "http://evil.example#testserver",
-    "ws://testserver",
-    "null",
-    "",
-])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://testserver:9999",  # another port on the same host
+        "https://testserver",  # another scheme: the server here is http
+        "http://evil.example",  # another host
+        "http://testserver.evil.example",
+        "http://evil.example#testserver",
+        "ws://testserver",
+        "null",
+        "",
+    ],
+)
 async def test_a_socket_from_any_other_origin_is_refused(approver, origin):
     assert not await _connects(approver, origin), f"a socket from {origin!r} was accepted"
 

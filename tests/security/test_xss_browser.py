@@ -29,32 +29,48 @@ def hostile_world(acme, approver, agent_client, settings):
     def echo(*, arguments, context):
         return {"echo": arguments.get("text"), "html": PAYLOAD}
 
-    schema = {"type": "object", "properties": {"text": {"type": "string", "description": PAYLOAD}},
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"text": {"type": "string", "description": PAYLOAD}},
+        "additionalProperties": False,
+    }
     reader = make_skill("xss.read_page", adapter="python:xss.echo", schema=schema, publish=False, status="draft")
     manifest = dict(reader.manifest, description=f"Reads a page. {PAYLOAD}")
     reader.manifest, reader.description = manifest, manifest["description"]
     reader.save(update_fields=["manifest", "description"])
     type(reader).objects.filter(pk=reader.pk).update(status="active")  # published versions are immutable
-    make_skill("xss.post_reply", adapter="python:xss.echo", schema=schema, effect="external", approval="required",
-               publish=False)
+    make_skill(
+        "xss.post_reply",
+        adapter="python:xss.echo",
+        schema=schema,
+        effect="external",
+        approval="required",
+        publish=False,
+    )
     grant(acme, "xss.*")
     from registry.snapshots import publish_snapshot
 
     publish_snapshot(reason="xss")
-    run = agent_client.post(reverse("runs_api:run_create"), {"end_user": f"user {IMG}", "task": PAYLOAD},
-                            format="json").json()
-    results = agent_client.post(reverse("runs_api:run_calls", kwargs={"run_id": run["run_id"]}), {"calls": [
-        {"call_id": "c1", "name": "xss.read_page", "arguments": {"text": PAYLOAD}},
-        {"call_id": "c2", "name": "xss.post_reply", "arguments": {"text": PAYLOAD}}]}, format="json").json()
+    run = agent_client.post(
+        reverse("runs_api:run_create"), {"end_user": f"user {IMG}", "task": PAYLOAD}, format="json"
+    ).json()
+    results = agent_client.post(
+        reverse("runs_api:run_calls", kwargs={"run_id": run["run_id"]}),
+        {
+            "calls": [
+                {"call_id": "c1", "name": "xss.read_page", "arguments": {"text": PAYLOAD}},
+                {"call_id": "c2", "name": "xss.post_reply", "arguments": {"text": PAYLOAD}},
+            ]
+        },
+        format="json",
+    ).json()
     statuses = [r["status"] for r in results["results"]]
     assert statuses == ["ok", "approval_required"], results
     from traces.models import Trace
 
     trace = Trace.objects.get(run_id=run["run_id"])
     span = trace.spans.exclude(call=None).first()
-    return {"approval_id": results["results"][1]["approval_id"], "run_id": run["run_id"], "trace": trace,
-            "span": span}
+    return {"approval_id": results["results"][1]["approval_id"], "run_id": run["run_id"], "trace": trace, "span": span}
 
 
 def _assert_inert(page, url: str) -> None:  # noqa: F811 - the page fixture's object
@@ -71,8 +87,14 @@ def _assert_inert(page, url: str) -> None:  # noqa: F811 - the page fixture's ob
     assert not dialogs, f"a dialog opened on {url}: {dialogs}"
 
 
-def test_hostile_text_is_inert_everywhere_it_is_shown(asgi_live_server, page, login_as, approver, owner,  # noqa: F811
-                                                        hostile_world):
+def test_hostile_text_is_inert_everywhere_it_is_shown(
+    asgi_live_server,
+    page,
+    login_as,
+    approver,
+    owner,  # noqa: F811
+    hostile_world,
+):
     login_as(approver)
     base = asgi_live_server.url
     pages = {
@@ -80,13 +102,16 @@ def test_hostile_text_is_inert_everywhere_it_is_shown(asgi_live_server, page, lo
         "approval": reverse("approvals:detail", kwargs={"approval_id": hostile_world["approval_id"]}),
         "approval card": reverse("approvals:card", kwargs={"approval_id": hostile_world["approval_id"]}),
         "timeline": reverse("traces:detail", kwargs={"pk": hostile_world["trace"].pk}),
-        "span": reverse("traces:span", kwargs={"pk": hostile_world["trace"].pk,
-                                               "span_id": hostile_world["span"].span_id}),
+        "span": reverse(
+            "traces:span", kwargs={"pk": hostile_world["trace"].pk, "span_id": hostile_world["span"].span_id}
+        ),
         "run": reverse("runs:run_detail", kwargs={"run_id": hostile_world["run_id"]}),
         "skill (registry)": reverse("registry:skill", kwargs={"name": "xss.read_page"}),
     }
-    owner_pages = {"skill (traces, owner)": reverse("traces:skill", kwargs={"skill_name": "xss.read_page"}),
-                   "skill (registry, owner)": reverse("registry:skill", kwargs={"name": "xss.read_page"})}
+    owner_pages = {
+        "skill (traces, owner)": reverse("traces:skill", kwargs={"skill_name": "xss.read_page"}),
+        "skill (registry, owner)": reverse("registry:skill", kwargs={"name": "xss.read_page"}),
+    }
     shown = {}
     for label, path in [*pages.items(), *owner_pages.items()]:
         if label == next(iter(owner_pages)):

@@ -75,8 +75,9 @@ def _skill(w: World) -> dict:
     """A skill of acme's team, allowed to tenant acme only."""
     from tests.runs.factories import make_skill
 
-    version = make_skill(f"acme.private_{secrets.token_hex(3)}", team=w.acme_team, tenants=["acme"], publish=False,
-                         status="draft")
+    version = make_skill(
+        f"acme.private_{secrets.token_hex(3)}", team=w.acme_team, tenants=["acme"], publish=False, status="draft"
+    )
     return {"name": version.skill.name, "version": version.version}
 
 
@@ -86,8 +87,16 @@ def _skill_with_acme_calls(w: World) -> str:
 
     name = _skill(w)["name"]
     call = _call(w)
-    record_span(run=call.run, kind="tool_call", name=name, started_at=timezone.now(), call=call, skill_name=name,
-                outcome="failed", error_class="internal")
+    record_span(
+        run=call.run,
+        kind="tool_call",
+        name=name,
+        started_at=timezone.now(),
+        call=call,
+        skill_name=name,
+        outcome="failed",
+        error_class="internal",
+    )
     return name
 
 
@@ -127,8 +136,9 @@ def _credential_binding(w: World):
     from reliability.models import CredentialBinding
 
     credential = _credential(w)
-    return CredentialBinding.objects.create(tenant=w.acme, credential_name=credential.name,
-                                            skill_pattern="acme.*", endpoint="https://acme-crm.example")
+    return CredentialBinding.objects.create(
+        tenant=w.acme, credential_name=credential.name, skill_pattern="acme.*", endpoint="https://acme-crm.example"
+    )
 
 
 def _pipeline(w: World) -> dict:
@@ -157,14 +167,17 @@ Filler = Callable[[World], dict]
 FILLERS: dict[tuple[str, ...], Filler] = {
     ("tenant_slug",): lambda w: {"tenant_slug": w.acme.slug},
     ("tenant_slug", "user_id"): lambda w: {"tenant_slug": w.acme.slug, "user_id": _member(w).pk},
-    ("agent_id", "tenant_slug"): lambda w: {"tenant_slug": w.acme.slug,
-                                            "agent_id": create_agent(tenant=w.acme, name="x", role="support")[0].pk},
+    ("agent_id", "tenant_slug"): lambda w: {
+        "tenant_slug": w.acme.slug,
+        "agent_id": create_agent(tenant=w.acme, name="x", role="support")[0].pk,
+    },
     ("token_id",): lambda w: {"token_id": create_personal_token(user=w.acme_user, name="t")[0].pk},
     ("name",): lambda w: {"name": _skill(w)["name"]},
     ("name", "version"): _skill,
     ("policy_id",): lambda w: {"policy_id": _policy(w).pk},
     ("policy_id", "version_id"): lambda w: (lambda p: {"policy_id": p.pk, "version_id": p.versions.get().pk})(
-        _policy(w)),
+        _policy(w)
+    ),
     ("grant_id", "tenant_slug"): lambda w: {"tenant_slug": w.acme.slug, "grant_id": _grant(w).pk},
     ("grant_id",): lambda w: {"grant_id": _grant(w).pk},
     ("run_id",): lambda w: {"run_id": _run(w).pk},
@@ -191,5 +204,5 @@ GLOBAL_READS = {"name", "version", "skill_name"}
 # Routes whose parameter is not an object id: the reason, checked where named.
 EXEMPT: dict[str, str] = {
     "reliability_api:job_complete": "capability URL: the unguessable token is the credential "
-                                    "(tests/reliability cover wrong and used tokens)",
+    "(tests/reliability cover wrong and used tokens)",
 }

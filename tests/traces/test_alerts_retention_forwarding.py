@@ -19,18 +19,27 @@ pytestmark = pytest.mark.django_db
 def calls(run, skill, n, *, errors=0, same_args=False, error_class="timeout", start=None):
     start = start or timezone.now() - timedelta(minutes=5)
     for i in range(n):
-        record_span(run=run, kind="tool_call", name=skill, skill_name=skill, started_at=start + timedelta(seconds=i),
-                    ended_at=start + timedelta(seconds=i, milliseconds=20), verdict="allow",
-                    error_class=error_class if i < errors else "",
-                    attributes={"airlock.arguments.sha256": "a" * 64 if same_args else f"{i:064d}"})
+        record_span(
+            run=run,
+            kind="tool_call",
+            name=skill,
+            skill_name=skill,
+            started_at=start + timedelta(seconds=i),
+            ended_at=start + timedelta(seconds=i, milliseconds=20),
+            verdict="allow",
+            error_class=error_class if i < errors else "",
+            attributes={"airlock.arguments.sha256": "a" * 64 if same_args else f"{i:064d}"},
+        )
 
 
-def test_error_rate_rule_fires_once_per_window_and_emails_the_team(run, owned_skill, owner_team,
-                                                                    django_capture_on_commit_callbacks):
+def test_error_rate_rule_fires_once_per_window_and_emails_the_team(
+    run, owned_skill, owner_team, django_capture_on_commit_callbacks
+):
     owner_team.email = "billing-team@example.com"
     owner_team.save()
-    AlertRule.objects.create(skill_name=owned_skill.name, kind=AlertKind.ERROR_RATE, threshold=0.3,
-                             window=timedelta(hours=1), min_calls=5)
+    AlertRule.objects.create(
+        skill_name=owned_skill.name, kind=AlertKind.ERROR_RATE, threshold=0.3, window=timedelta(hours=1), min_calls=5
+    )
     calls(run, owned_skill.name, 10, errors=4)
     with django_capture_on_commit_callbacks(execute=True):
         fired = evaluate_alert_rules()
@@ -43,25 +52,29 @@ def test_error_rate_rule_fires_once_per_window_and_emails_the_team(run, owned_sk
 
 
 def test_error_rate_below_threshold_or_too_few_calls_is_quiet(run, owned_skill):
-    AlertRule.objects.create(skill_name=owned_skill.name, kind=AlertKind.ERROR_RATE, threshold=0.5,
-                             window=timedelta(hours=1), min_calls=5)
+    AlertRule.objects.create(
+        skill_name=owned_skill.name, kind=AlertKind.ERROR_RATE, threshold=0.5, window=timedelta(hours=1), min_calls=5
+    )
     calls(run, owned_skill.name, 10, errors=4)
-    AlertRule.objects.create(skill_name="crm.lookup", kind=AlertKind.ERROR_RATE, threshold=0.1,
-                             window=timedelta(hours=1), min_calls=5)
+    AlertRule.objects.create(
+        skill_name="crm.lookup", kind=AlertKind.ERROR_RATE, threshold=0.1, window=timedelta(hours=1), min_calls=5
+    )
     calls(run, "crm.lookup", 3, errors=3)
     assert evaluate_alert_rules() == []
 
 
 def test_calls_outside_the_window_do_not_count(run, owned_skill):
-    AlertRule.objects.create(skill_name=owned_skill.name, kind=AlertKind.ERROR_RATE, threshold=0.1,
-                             window=timedelta(minutes=15), min_calls=1)
+    AlertRule.objects.create(
+        skill_name=owned_skill.name, kind=AlertKind.ERROR_RATE, threshold=0.1, window=timedelta(minutes=15), min_calls=1
+    )
     calls(run, owned_skill.name, 5, errors=5, start=timezone.now() - timedelta(hours=2))
     assert evaluate_alert_rules() == []
 
 
 def test_identical_calls_in_one_run_rule(run, owned_skill, acme, agent, snapshot):
-    AlertRule.objects.create(skill_name=owned_skill.name, kind=AlertKind.REPEATED_CALLS, threshold=4,
-                             window=timedelta(hours=1))
+    AlertRule.objects.create(
+        skill_name=owned_skill.name, kind=AlertKind.REPEATED_CALLS, threshold=4, window=timedelta(hours=1)
+    )
     calls(run, owned_skill.name, 3, same_args=True)
     other = make_run(tenant=acme, agent=agent, snapshot=snapshot)
     calls(other, owned_skill.name, 3, same_args=True)  # 3 + 3 across two runs: not 4 in one
@@ -72,8 +85,9 @@ def test_identical_calls_in_one_run_rule(run, owned_skill, acme, agent, snapshot
 
 
 def test_contract_violation_rule(run, owned_skill):
-    AlertRule.objects.create(skill_name=owned_skill.name, kind=AlertKind.CONTRACT_VIOLATIONS, threshold=2,
-                             window=timedelta(hours=1))
+    AlertRule.objects.create(
+        skill_name=owned_skill.name, kind=AlertKind.CONTRACT_VIOLATIONS, threshold=2, window=timedelta(hours=1)
+    )
     calls(run, owned_skill.name, 5, errors=1, error_class="contract_violation")
     assert evaluate_alert_rules() == []
     calls(run, owned_skill.name, 1, errors=1, error_class="contract_violation")
@@ -81,8 +95,9 @@ def test_contract_violation_rule(run, owned_skill):
 
 
 def test_beat_task_evaluates(run, owned_skill):
-    AlertRule.objects.create(skill_name=owned_skill.name, kind=AlertKind.ERROR_RATE, threshold=0.1,
-                             window=timedelta(hours=1), min_calls=1)
+    AlertRule.objects.create(
+        skill_name=owned_skill.name, kind=AlertKind.ERROR_RATE, threshold=0.1, window=timedelta(hours=1), min_calls=1
+    )
     calls(run, owned_skill.name, 2, errors=2)
     assert tasks.evaluate_alerts() == 1
     assert tasks.evaluate_alerts() == 0
@@ -99,8 +114,12 @@ def test_retention_deletes_old_traces_per_tenant_in_batches(acme, globex, agent,
     globex_old = ensure_trace(make_run(tenant=globex, agent=gx_agent, snapshot=snapshot))  # 30-day default
     for trace, age in ((old, 8), (fresh, 1), (globex_old, 8)):
         Trace.objects.filter(pk=trace.pk).update(started_at=timezone.now() - timedelta(days=age))
-        Span.objects.bulk_create([Span(trace=trace, span_id=f"{i + 1:016x}", kind="other", name="s",
-                                       started_at=timezone.now()) for i in range(25)])
+        Span.objects.bulk_create(
+            [
+                Span(trace=trace, span_id=f"{i + 1:016x}", kind="other", name="s", started_at=timezone.now())
+                for i in range(25)
+            ]
+        )
     deleted = purge_expired_traces(batch_size=10)
     assert deleted == 1
     assert set(Trace.objects.values_list("pk", flat=True)) == {fresh.pk, globex_old.pk}
@@ -111,8 +130,12 @@ def test_retention_deletes_old_traces_per_tenant_in_batches(acme, globex, agent,
 def test_retention_stops_after_its_batch_budget_and_continues_next_time(acme, agent, snapshot):
     trace = ensure_trace(make_run(tenant=acme, agent=agent, snapshot=snapshot))
     Trace.objects.filter(pk=trace.pk).update(started_at=timezone.now() - timedelta(days=90))
-    Span.objects.bulk_create([Span(trace=trace, span_id=f"{i + 1:016x}", kind="other", name="s",
-                                   started_at=timezone.now()) for i in range(30)])
+    Span.objects.bulk_create(
+        [
+            Span(trace=trace, span_id=f"{i + 1:016x}", kind="other", name="s", started_at=timezone.now())
+            for i in range(30)
+        ]
+    )
     assert purge_expired_traces(batch_size=10, max_batches=2) == 0
     assert Span.objects.count() == 10
     assert purge_expired_traces(batch_size=10, max_batches=5) == 1
@@ -146,11 +169,20 @@ def receiver():
 
 def test_forwarding_sends_redacted_spans_as_otlp_protobuf_once(run, acme, receiver):
     server, handler = receiver
-    update_trace_settings(tenant=acme, forward_enabled=True,
-                          forward_endpoint=f"http://127.0.0.1:{server.server_port}/v1/traces",
-                          forward_headers={"Authorization": "Bearer collector-token-abcdef"})
-    record_span(run=run, kind="tool_call", name="billing.create_refund", started_at=timezone.now(),
-                verdict="deny", attributes={"note": "sk-proj-abcdefghijklmnop123456"})
+    update_trace_settings(
+        tenant=acme,
+        forward_enabled=True,
+        forward_endpoint=f"http://127.0.0.1:{server.server_port}/v1/traces",
+        forward_headers={"Authorization": "Bearer collector-token-abcdef"},
+    )
+    record_span(
+        run=run,
+        kind="tool_call",
+        name="billing.create_refund",
+        started_at=timezone.now(),
+        verdict="deny",
+        attributes={"note": "sk-proj-abcdefghijklmnop123456"},
+    )
     assert forward_spans(tenant_id=acme.pk) == 1
     headers, body = handler.received[0]
     assert headers["Authorization"] == "Bearer collector-token-abcdef"
@@ -168,8 +200,12 @@ def test_forwarding_failure_keeps_the_cursor(run, acme, receiver):
 
     server, handler = receiver
     handler.status = 503
-    update_trace_settings(tenant=acme, forward_enabled=True, forward_headers=None,
-                          forward_endpoint=f"http://127.0.0.1:{server.server_port}/v1/traces")
+    update_trace_settings(
+        tenant=acme,
+        forward_enabled=True,
+        forward_headers=None,
+        forward_endpoint=f"http://127.0.0.1:{server.server_port}/v1/traces",
+    )
     record_span(run=run, kind="policy", name="p", started_at=timezone.now())
     with pytest.raises(httpx.HTTPStatusError):
         forward_spans(tenant_id=acme.pk)

@@ -77,15 +77,34 @@ def _shot(page, name: str) -> None:
 def test_waterfall_side_panel_and_why(asgi_live_server, viewer, agent, snapshot, owned_skill):  # noqa: F811
     demo.seed(SimpleNamespace(agents={"acme/support-bot": agent}, lines=[]))
     trace = Trace.objects.get(name=demo.DEMO_TASK)
-    call = ToolCall.objects.create(run=trace.run, call_id="call_9", name="orders.lookup", status="succeeded",
-                                   verdict="allow", attempts=1, result_sha256="c" * 64, result_bytes=812,
-                                   decision={"rule_id": "tenant/allow-reads", "policy_version": "acme@v3",
-                                             "reason": "reads are fine", "shadow": [
-                                                 {"policy_version": "acme@v4", "verdict": "confirm",
-                                                  "rule_id": "tenant/ask-first", "differs": True}]})
-    record_span(run=trace.run, kind="tool_call", name="orders.lookup", call=call, verdict="allow",
-                started_at=trace.started_at + timedelta(milliseconds=9100),
-                ended_at=trace.started_at + timedelta(milliseconds=9300), outcome="succeeded")
+    call = ToolCall.objects.create(
+        run=trace.run,
+        call_id="call_9",
+        name="orders.lookup",
+        status="succeeded",
+        verdict="allow",
+        attempts=1,
+        result_sha256="c" * 64,
+        result_bytes=812,
+        decision={
+            "rule_id": "tenant/allow-reads",
+            "policy_version": "acme@v3",
+            "reason": "reads are fine",
+            "shadow": [
+                {"policy_version": "acme@v4", "verdict": "confirm", "rule_id": "tenant/ask-first", "differs": True}
+            ],
+        },
+    )
+    record_span(
+        run=trace.run,
+        kind="tool_call",
+        name="orders.lookup",
+        call=call,
+        verdict="allow",
+        started_at=trace.started_at + timedelta(milliseconds=9100),
+        ended_at=trace.started_at + timedelta(milliseconds=9300),
+        outcome="succeeded",
+    )
     url = asgi_live_server.url + reverse("traces:detail", args=[trace.pk])
 
     def script(page):
@@ -106,9 +125,19 @@ def test_waterfall_side_panel_and_why(asgi_live_server, viewer, agent, snapshot,
 def test_large_trace_loads_the_next_page_on_scroll(asgi_live_server, viewer, run):  # noqa: F811
     trace = ensure_trace(run)
     start = timezone.now()
-    Span.objects.bulk_create([Span(trace=trace, span_id=f"{i + 1:016x}", kind="tool_call", name=f"call {i}",
-                                   started_at=start + timedelta(milliseconds=i),
-                                   ended_at=start + timedelta(milliseconds=i + 3)) for i in range(700)])
+    Span.objects.bulk_create(
+        [
+            Span(
+                trace=trace,
+                span_id=f"{i + 1:016x}",
+                kind="tool_call",
+                name=f"call {i}",
+                started_at=start + timedelta(milliseconds=i),
+                ended_at=start + timedelta(milliseconds=i + 3),
+            )
+            for i in range(700)
+        ]
+    )
     url = asgi_live_server.url + reverse("traces:detail", args=[trace.pk])
 
     def script(page):
@@ -126,10 +155,17 @@ def test_list_and_skill_page(asgi_live_server, owner, acme, agent, snapshot, own
     for i in range(12):
         run = make_run(tenant=acme, agent=agent, snapshot=snapshot, end_user=f"user{i}@acme.example")
         start = timezone.now() - timedelta(hours=i)
-        record_span(run=run, kind="tool_call", name=owned_skill.name, skill_name=owned_skill.name,
-                    started_at=start, ended_at=start + timedelta(milliseconds=40 + 30 * i),
-                    verdict="confirm" if i % 4 == 0 else "allow", error_class="timeout" if i % 5 == 0 else "",
-                    attributes={"airlock.result.bytes": 900 + 100 * i})
+        record_span(
+            run=run,
+            kind="tool_call",
+            name=owned_skill.name,
+            skill_name=owned_skill.name,
+            started_at=start,
+            ended_at=start + timedelta(milliseconds=40 + 30 * i),
+            verdict="confirm" if i % 4 == 0 else "allow",
+            error_class="timeout" if i % 5 == 0 else "",
+            attributes={"airlock.result.bytes": 900 + 100 * i},
+        )
     list_url = asgi_live_server.url + reverse("traces:list")
     skill_url = asgi_live_server.url + reverse("traces:skill", args=[owned_skill.name])
 
@@ -148,12 +184,19 @@ def test_alerts_page_and_settings_form(asgi_live_server, owner, tenant_admin, ru
     from traces.models import AlertKind, AlertRule
     from traces.services import evaluate_alert_rules
 
-    AlertRule.objects.create(skill_name=owned_skill.name, kind=AlertKind.ERROR_RATE, threshold=0.2,
-                             window=timedelta(hours=1), min_calls=2)
+    AlertRule.objects.create(
+        skill_name=owned_skill.name, kind=AlertKind.ERROR_RATE, threshold=0.2, window=timedelta(hours=1), min_calls=2
+    )
     start = timezone.now() - timedelta(minutes=3)
     for i in range(4):
-        record_span(run=run, kind="tool_call", name=owned_skill.name, skill_name=owned_skill.name,
-                    started_at=start + timedelta(seconds=i), error_class="timeout" if i < 2 else "")
+        record_span(
+            run=run,
+            kind="tool_call",
+            name=owned_skill.name,
+            skill_name=owned_skill.name,
+            started_at=start + timedelta(seconds=i),
+            error_class="timeout" if i < 2 else "",
+        )
     evaluate_alert_rules()
     alerts_url = asgi_live_server.url + reverse("traces:alerts")
     settings_url = asgi_live_server.url + reverse("traces:settings", args=["acme"])

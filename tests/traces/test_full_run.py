@@ -23,12 +23,17 @@ SECRETS = {
     "password": "correct-horse-battery-staple-42",
     "card": "4242424242424242",
 }
-SCHEMA = {"type": "object", "additionalProperties": False, "required": ["order_id"], "properties": {
-    "order_id": {"type": "string", "pattern": "^ord_"},
-    "note": {"type": "string"},
-    "password": {"type": "string", "format": "password"},
-    "card": {"type": "string", "x-airlock-sensitive": True},
-}}
+SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["order_id"],
+    "properties": {
+        "order_id": {"type": "string", "pattern": "^ord_"},
+        "note": {"type": "string"},
+        "password": {"type": "string", "format": "password"},
+        "card": {"type": "string", "x-airlock-sensitive": True},
+    },
+}
 
 
 @register("traces_test.receipt")
@@ -39,8 +44,7 @@ def receipt(*, arguments, context):
 @pytest.fixture
 def catalog(acme):
     make_skill("orders.lookup", effect="read", adapter="python:traces_test.receipt", schema=SCHEMA, publish=False)
-    make_skill("orders.notify", effect="external", adapter="python:traces_test.receipt", schema=SCHEMA,
-               publish=False)
+    make_skill("orders.notify", effect="external", adapter="python:traces_test.receipt", schema=SCHEMA, publish=False)
     make_skill("orders.delete", effect="write", adapter="python:traces_test.receipt", schema=SCHEMA, publish=False)
     grant(acme, "orders.*")
     published_policy([rule("no-deletes", "deny", "skill.name == 'orders.delete'")], scope="tenant", tenant=acme)
@@ -48,9 +52,14 @@ def catalog(acme):
 
 
 def args(**extra) -> dict:
-    return {"order_id": "ord_1", "note": f"keys {SECRETS['openai']} {SECRETS['github']} {SECRETS['aws']} "
-            f"bearer {SECRETS['jwt']} {SECRETS['pem']}", "password": SECRETS["password"], "card": SECRETS["card"],
-            **extra}
+    return {
+        "order_id": "ord_1",
+        "note": f"keys {SECRETS['openai']} {SECRETS['github']} {SECRETS['aws']} "
+        f"bearer {SECRETS['jwt']} {SECRETS['pem']}",
+        "password": SECRETS["password"],
+        "card": SECRETS["card"],
+        **extra,
+    }
 
 
 def _run_everything(agent_client, approver, django_capture_on_commit_callbacks):
@@ -59,12 +68,16 @@ def _run_everything(agent_client, approver, django_capture_on_commit_callbacks):
 
     run = start_run(agent_client)
     with django_capture_on_commit_callbacks(execute=True):
-        response = post_calls(agent_client, run["run_id"], [
-            call("c-allow", "orders.lookup", args()),
-            call("c-confirm", "orders.notify", args()),
-            call("c-deny", "orders.delete", args()),
-            call("c-invalid", "orders.lookup", args(order_id="nope")),
-        ])
+        response = post_calls(
+            agent_client,
+            run["run_id"],
+            [
+                call("c-allow", "orders.lookup", args()),
+                call("c-confirm", "orders.notify", args()),
+                call("c-deny", "orders.delete", args()),
+                call("c-invalid", "orders.lookup", args(order_id="nope")),
+            ],
+        )
     assert response.status_code == 200, response.content
     statuses = {r["call_id"]: r["status"] for r in response.json()["results"]}
     assert statuses["c-allow"] == "ok" and statuses["c-confirm"] == "approval_required"
@@ -73,8 +86,9 @@ def _run_everything(agent_client, approver, django_capture_on_commit_callbacks):
     return Trace.objects.get(run_id=run["run_id"])
 
 
-def test_a_full_run_has_a_complete_timeline(agent_client, approver, catalog, client,
-                                            django_capture_on_commit_callbacks):
+def test_a_full_run_has_a_complete_timeline(
+    agent_client, approver, catalog, client, django_capture_on_commit_callbacks
+):
     trace = _run_everything(agent_client, approver, django_capture_on_commit_callbacks)
     spans = list(Span.objects.filter(trace=trace).select_related("call"))
     by_call: dict[str, list[Span]] = {}
@@ -95,7 +109,7 @@ def test_a_full_run_has_a_complete_timeline(agent_client, approver, catalog, cli
     page = client.get(reverse("traces:detail", args=[trace.pk])).content.decode()
     for name in ("orders.lookup", "orders.notify", "orders.delete"):
         assert name in page
-    assert 'tl-mark deny' in page and 'tl-mark approval' in page and "tl-bar k-tool_call err" in page
+    assert "tl-mark deny" in page and "tl-mark approval" in page and "tl-bar k-tool_call err" in page
     confirm_call = by_call["c-confirm"][0].call
     why = client.get(reverse("traces:why", args=[trace.pk, confirm_call.pk])).content.decode()
     assert "Approval required; approved." in why and "approver" in why
@@ -108,14 +122,45 @@ def test_a_full_run_has_a_complete_timeline(agent_client, approver, catalog, cli
 def test_no_raw_secret_reaches_the_database(agent_client, approver, catalog, django_capture_on_commit_callbacks):
     trace = _run_everything(agent_client, approver, django_capture_on_commit_callbacks)
     # and the agent's own spans through both ingest paths, carrying the same secrets
-    agent_client.post(reverse("traces_api:span_batch"), data=json.dumps({"spans": [{
-        "trace_id": trace.trace_id, "kind": "model_turn", "name": "chat", "started_at": "2026-05-01T12:00:00Z",
-        "attributes": {"gen_ai.input.messages": args()["note"], "gen_ai.tool.call.arguments": json.dumps(args()),
-                       "password": SECRETS["password"]}}]}), content_type="application/json")
-    agent_client.post(reverse("traces_api:span_batch"), data=json.dumps({"spans": [{
-        "trace_id": trace.trace_id, "kind": "tool_call", "name": "orders.lookup", "skill_name": "orders.lookup",
-        "started_at": "2026-05-01T12:00:01Z", "attributes": {"gen_ai.tool.call.arguments": json.dumps(args())}}]}),
-        content_type="application/json")
+    agent_client.post(
+        reverse("traces_api:span_batch"),
+        data=json.dumps(
+            {
+                "spans": [
+                    {
+                        "trace_id": trace.trace_id,
+                        "kind": "model_turn",
+                        "name": "chat",
+                        "started_at": "2026-05-01T12:00:00Z",
+                        "attributes": {
+                            "gen_ai.input.messages": args()["note"],
+                            "gen_ai.tool.call.arguments": json.dumps(args()),
+                            "password": SECRETS["password"],
+                        },
+                    }
+                ]
+            }
+        ),
+        content_type="application/json",
+    )
+    agent_client.post(
+        reverse("traces_api:span_batch"),
+        data=json.dumps(
+            {
+                "spans": [
+                    {
+                        "trace_id": trace.trace_id,
+                        "kind": "tool_call",
+                        "name": "orders.lookup",
+                        "skill_name": "orders.lookup",
+                        "started_at": "2026-05-01T12:00:01Z",
+                        "attributes": {"gen_ai.tool.call.arguments": json.dumps(args())},
+                    }
+                ]
+            }
+        ),
+        content_type="application/json",
+    )
     dump = database_text()
     assert "ord_1" in dump  # the dump does see payload values
     leaked = [name for name, secret in SECRETS.items() if secret in dump]

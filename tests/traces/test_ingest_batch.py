@@ -14,9 +14,15 @@ T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
 def span(i: int, **extra) -> dict:
-    return {"trace_id": "ab" * 16, "span_id": f"{i + 1:016x}", "kind": "model_turn", "name": f"turn {i}",
-            "started_at": (T0 + timedelta(milliseconds=i)).isoformat(),
-            "ended_at": (T0 + timedelta(milliseconds=i + 5)).isoformat(), **extra}
+    return {
+        "trace_id": "ab" * 16,
+        "span_id": f"{i + 1:016x}",
+        "kind": "model_turn",
+        "name": f"turn {i}",
+        "started_at": (T0 + timedelta(milliseconds=i)).isoformat(),
+        "ended_at": (T0 + timedelta(milliseconds=i + 5)).isoformat(),
+        **extra,
+    }
 
 
 def post(client, spans, **headers):
@@ -36,13 +42,20 @@ def test_batch_is_stored_and_a_resend_stores_nothing_twice(agent_client, agent):
 
 def test_spans_sent_with_a_run_id_land_on_the_runs_trace(agent_client, run):
     trace = ensure_trace(run)
-    response = post(agent_client, [{"run_id": str(run.id), "kind": "model_turn", "name": "plan",
-                                    "started_at": "2026-05-01T12:00:00Z"}])
+    response = post(
+        agent_client,
+        [{"run_id": str(run.id), "kind": "model_turn", "name": "plan", "started_at": "2026-05-01T12:00:00Z"}],
+    )
     assert response.status_code == 202
     assert Span.objects.get().trace_id == trace.pk
     # no span id: derived from content, so a resend is still a duplicate
-    assert post(agent_client, [{"run_id": str(run.id), "kind": "model_turn", "name": "plan",
-                                "started_at": "2026-05-01T12:00:00Z"}]).json()["stored"] == 0
+    assert (
+        post(
+            agent_client,
+            [{"run_id": str(run.id), "kind": "model_turn", "name": "plan", "started_at": "2026-05-01T12:00:00Z"}],
+        ).json()["stored"]
+        == 0
+    )
 
 
 def test_a_malformed_span_refuses_the_whole_batch_with_its_position(agent_client):
@@ -54,15 +67,18 @@ def test_a_malformed_span_refuses_the_whole_batch_with_its_position(agent_client
     assert Span.objects.count() == 0 and Trace.objects.count() == 0
 
 
-@pytest.mark.parametrize(("mutation", "code"), [
-    ({"kind": "banana"}, "bad_kind"),
-    ({"started_at": "yesterday"}, "bad_time"),
-    ({"started_at": "2026-05-01T12:00:00"}, "bad_time"),
-    ({"ended_at": "2020-01-01T00:00:00Z"}, "ends_before_start"),
-    ({"name": ""}, "missing_name"),
-    ({"surprise": 1}, "unknown_field"),
-    ({"attributes": ["x"]}, "bad_attributes"),
-])
+@pytest.mark.parametrize(
+    ("mutation", "code"),
+    [
+        ({"kind": "banana"}, "bad_kind"),
+        ({"started_at": "yesterday"}, "bad_time"),
+        ({"started_at": "2026-05-01T12:00:00"}, "bad_time"),
+        ({"ended_at": "2020-01-01T00:00:00Z"}, "ends_before_start"),
+        ({"name": ""}, "missing_name"),
+        ({"surprise": 1}, "unknown_field"),
+        ({"attributes": ["x"]}, "bad_attributes"),
+    ],
+)
 def test_each_malformed_field_has_a_precise_code(agent_client, mutation, code):
     response = post(agent_client, [span(0), {**span(1), **mutation}])
     assert response.status_code == 400 and response.json()["error"]["code"] == code
@@ -97,8 +113,7 @@ def test_gzip_bodies_and_gzip_bombs(agent_client, settings):
     settings.TRACES_INGEST_MAX_DECODED_BYTES = 10_000
     bomb = gzip.compress(json.dumps({"spans": [span(1, attributes={"pad": " " * 50_000})]}).encode())
     assert len(bomb) < 2_000
-    refused = agent_client.post(reverse(URL), data=bomb, content_type="application/json",
-                                HTTP_CONTENT_ENCODING="gzip")
+    refused = agent_client.post(reverse(URL), data=bomb, content_type="application/json", HTTP_CONTENT_ENCODING="gzip")
     assert refused.status_code == 413 and Span.objects.count() == 1
 
 
@@ -125,8 +140,10 @@ def test_secrets_in_ingested_attributes_are_masked(agent_client):
 def test_only_agents_may_send_spans(client, viewer, outsider_agent_client):
     assert client.post(reverse(URL), data="{}", content_type="application/json").status_code == 401
     client.force_login(viewer)
-    assert client.post(reverse(URL), data=json.dumps({"spans": [span(0)]}),
-                       content_type="application/json").status_code == 403
+    assert (
+        client.post(reverse(URL), data=json.dumps({"spans": [span(0)]}), content_type="application/json").status_code
+        == 403
+    )
     assert client.get(reverse(URL)).status_code in (403, 405)
 
 

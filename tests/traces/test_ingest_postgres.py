@@ -16,19 +16,35 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 def test_concurrent_identical_batches_store_and_count_each_span_once(agent_and_key):
     _, key = agent_and_key
-    spans = [{"trace_id": "e" * 32, "span_id": f"{i + 1:016x}", "kind": "model_turn", "name": f"t{i}",
-              "started_at": "2026-05-01T12:00:00Z", "error_class": "timeout" if i % 10 == 0 else ""}
-             for i in range(400)]
+    spans = [
+        {
+            "trace_id": "e" * 32,
+            "span_id": f"{i + 1:016x}",
+            "kind": "model_turn",
+            "name": f"t{i}",
+            "started_at": "2026-05-01T12:00:00Z",
+            "error_class": "timeout" if i % 10 == 0 else "",
+        }
+        for i in range(400)
+    ]
     body = json.dumps({"spans": spans})
-    Client().post(reverse("traces_api:span_batch"), data=json.dumps({"spans": spans[:1]}),
-                  content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}")  # the trace exists
+    Client().post(
+        reverse("traces_api:span_batch"),
+        data=json.dumps({"spans": spans[:1]}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+    )  # the trace exists
     results: list[dict] = []
     barrier = threading.Barrier(4)
 
     def send() -> None:
         barrier.wait()
-        response = Client().post(reverse("traces_api:span_batch"), data=body, content_type="application/json",
-                                 HTTP_AUTHORIZATION=f"Bearer {key}")
+        response = Client().post(
+            reverse("traces_api:span_batch"),
+            data=body,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
         results.append(response.json())
         connection.close()
 

@@ -78,8 +78,12 @@ def test_skill_owner_of_another_tenant_gets_no_links_into_the_tenant(client, wai
     trace = client.get(reverse("traces:detail", args=[run.trace.pk]))
     assert trace.status_code == 200
     html = trace.content.decode()
-    for hidden in (reverse("runs:run_detail", args=[run.pk]), reverse("approvals:detail", args=[approval.pk]),
-                   "ann@example.com", reverse("runs:run_list") + "?"):
+    for hidden in (
+        reverse("runs:run_detail", args=[run.pk]),
+        reverse("approvals:detail", args=[approval.pk]),
+        "ann@example.com",
+        reverse("runs:run_list") + "?",
+    ):
         assert hidden not in html, hidden
     panel = client.get(reverse("traces:span", args=[run.trace.pk, _call_span(tool_call).span_id])).content.decode()
     assert reverse("runs:run_detail", args=[run.pk]) not in panel
@@ -94,7 +98,11 @@ def test_skill_owner_of_another_tenant_gets_no_links_into_the_tenant(client, wai
 def test_outsider_gets_404_for_every_linked_page(client, outsider, waiting):
     run, tool_call, approval = waiting
     client.force_login(outsider)
-    for url in (reverse("traces:for_run", args=[run.pk]), reverse("traces:detail", args=[run.trace.pk]),
-                reverse("traces:why", args=[run.trace.pk, tool_call.pk]), reverse("runs:run_detail", args=[run.pk]),
-                reverse("approvals:detail", args=[approval.pk])):
+    for url in (
+        reverse("traces:for_run", args=[run.pk]),
+        reverse("traces:detail", args=[run.trace.pk]),
+        reverse("traces:why", args=[run.trace.pk, tool_call.pk]),
+        reverse("runs:run_detail", args=[run.pk]),
+        reverse("approvals:detail", args=[approval.pk]),
+    ):
         assert client.get(url).status_code == 404, url

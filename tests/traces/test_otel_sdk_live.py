@@ -19,43 +19,66 @@ def _tracer(monkeypatch, url: str, key: str, compression: str):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"{url}/v1/traces")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"Authorization=Bearer%20{key}")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", compression)
-    provider = TracerProvider(resource=Resource.create({"service.name": "support-agent",
-                                                        "enduser.id": "alice@example.com"}))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "support-agent", "enduser.id": "alice@example.com"})
+    )
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # configuration alone
     return provider, provider.get_tracer("support-agent")
 
 
 def _run_context(run):
     """The agent joins the run's trace: its trace id is the run id (as returned by POST /runs)."""
-    parent = SpanContext(trace_id=int(run.id.hex, 16), span_id=0x1111111111111111, is_remote=True,
-                         trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    parent = SpanContext(
+        trace_id=int(run.id.hex, 16),
+        span_id=0x1111111111111111,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
     return otel_trace.set_span_in_context(NonRecordingSpan(parent))
 
 
 @pytest.mark.parametrize("compression", ["gzip", "none"])
-def test_sdk_genai_spans_appear_on_the_runs_trace(asgi_live_server, monkeypatch, acme, agent_and_key,  # noqa: F811
-                                                 compression):
+def test_sdk_genai_spans_appear_on_the_runs_trace(
+    asgi_live_server,
+    monkeypatch,
+    acme,
+    agent_and_key,  # noqa: F811
+    compression,
+):
     from registry.models import Snapshot
 
     agent, key = agent_and_key
-    snapshot = Snapshot.objects.create(number=1, body={}, canonical_sha256="0" * 64, signature="x", key_id="k",
-                                       reason="t")
+    snapshot = Snapshot.objects.create(
+        number=1, body={}, canonical_sha256="0" * 64, signature="x", key_id="k", reason="t"
+    )
     run = make_run(tenant=acme, agent=agent, snapshot=snapshot)
     trace = ensure_trace(run)
     from django.utils import timezone
 
     record_span(run=run, kind="tool_call", name="orders.lookup", started_at=timezone.now(), verdict="allow")
     provider, tracer = _tracer(monkeypatch, asgi_live_server.url, key, compression)
-    with tracer.start_as_current_span("invoke_agent support", context=_run_context(run),
-                                      attributes={"gen_ai.operation.name": "invoke_agent"}):
-        with tracer.start_as_current_span("chat gpt-5", attributes={
-                "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-5",
-                "gen_ai.usage.input_tokens": 812, "gen_ai.usage.output_tokens": 64}):
+    with tracer.start_as_current_span(
+        "invoke_agent support", context=_run_context(run), attributes={"gen_ai.operation.name": "invoke_agent"}
+    ):
+        with tracer.start_as_current_span(
+            "chat gpt-5",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-5",
+                "gen_ai.usage.input_tokens": 812,
+                "gen_ai.usage.output_tokens": 64,
+            },
+        ):
             pass
-        with tracer.start_as_current_span("execute_tool orders.lookup", attributes={
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "orders.lookup",
+        with tracer.start_as_current_span(
+            "execute_tool orders.lookup",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "orders.lookup",
                 "gen_ai.tool.call.id": "call_7",
-                "gen_ai.tool.call.arguments": '{"token": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}'}):
+                "gen_ai.tool.call.arguments": '{"token": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}',
+            },
+        ):
             pass
     assert provider.force_flush(10_000)
     provider.shutdown()

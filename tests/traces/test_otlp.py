@@ -23,17 +23,23 @@ def kv(key, value):
 
 
 def protobuf_request(trace_id: str, spans: list[dict]) -> bytes:
-    pb_spans = [trace_pb2.Span(
-        trace_id=bytes.fromhex(trace_id), span_id=bytes.fromhex(s["span_id"]),
-        parent_span_id=bytes.fromhex(s.get("parent", "")), name=s["name"],
-        start_time_unix_nano=T0_NS + s.get("start_ms", 0) * 1_000_000,
-        end_time_unix_nano=T0_NS + s.get("end_ms", 10) * 1_000_000,
-        attributes=[kv(k, v) for k, v in s.get("attributes", {}).items()],
-        status=trace_pb2.Status(code=s.get("status", 0)),
-    ) for s in spans]
+    pb_spans = [
+        trace_pb2.Span(
+            trace_id=bytes.fromhex(trace_id),
+            span_id=bytes.fromhex(s["span_id"]),
+            parent_span_id=bytes.fromhex(s.get("parent", "")),
+            name=s["name"],
+            start_time_unix_nano=T0_NS + s.get("start_ms", 0) * 1_000_000,
+            end_time_unix_nano=T0_NS + s.get("end_ms", 10) * 1_000_000,
+            attributes=[kv(k, v) for k, v in s.get("attributes", {}).items()],
+            status=trace_pb2.Status(code=s.get("status", 0)),
+        )
+        for s in spans
+    ]
     resource = trace_pb2.ResourceSpans(
         resource={"attributes": [kv("service.name", "support-agent"), kv("enduser.id", "bob@example.com")]},
-        scope_spans=[trace_pb2.ScopeSpans(spans=pb_spans)])
+        scope_spans=[trace_pb2.ScopeSpans(spans=pb_spans)],
+    )
     return trace_service_pb2.ExportTraceServiceRequest(resource_spans=[resource]).SerializeToString()
 
 
@@ -41,28 +47,69 @@ def json_request(trace_id: str, spans: list[dict]) -> dict:
     def attr(k, v):
         return {"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}}
 
-    return {"resourceSpans": [{"resource": {"attributes": [attr("service.name", "support-agent")]},
-                               "scopeSpans": [{"scope": {"name": "t"}, "spans": [{
-                                   "traceId": trace_id, "spanId": s["span_id"], "parentSpanId": s.get("parent", ""),
-                                   "name": s["name"], "kind": 1,
-                                   "startTimeUnixNano": str(T0_NS + s.get("start_ms", 0) * 1_000_000),
-                                   "endTimeUnixNano": str(T0_NS + s.get("end_ms", 10) * 1_000_000),
-                                   "attributes": [attr(k, v) for k, v in s.get("attributes", {}).items()],
-                                   "status": {"code": s.get("status", 0)},
-                               } for s in spans]}]}]}
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [attr("service.name", "support-agent")]},
+                "scopeSpans": [
+                    {
+                        "scope": {"name": "t"},
+                        "spans": [
+                            {
+                                "traceId": trace_id,
+                                "spanId": s["span_id"],
+                                "parentSpanId": s.get("parent", ""),
+                                "name": s["name"],
+                                "kind": 1,
+                                "startTimeUnixNano": str(T0_NS + s.get("start_ms", 0) * 1_000_000),
+                                "endTimeUnixNano": str(T0_NS + s.get("end_ms", 10) * 1_000_000),
+                                "attributes": [attr(k, v) for k, v in s.get("attributes", {}).items()],
+                                "status": {"code": s.get("status", 0)},
+                            }
+                            for s in spans
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
 
 
 GENAI_SPANS = [
-    {"span_id": "1" * 16, "name": "invoke_agent support", "attributes": {"gen_ai.operation.name": "invoke_agent"},
-     "end_ms": 100},
-    {"span_id": "2" * 16, "parent": "1" * 16, "name": "chat gpt-5", "start_ms": 1, "end_ms": 40,
-     "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-5",
-                    "gen_ai.usage.input_tokens": 1200, "gen_ai.usage.output_tokens": 80}},
-    {"span_id": "3" * 16, "parent": "1" * 16, "name": "execute_tool billing.create_refund", "start_ms": 41,
-     "end_ms": 90, "status": 2,
-     "attributes": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "billing.create_refund",
-                    "gen_ai.tool.call.id": "call_1", "error.type": "timeout",
-                    "gen_ai.tool.call.arguments": '{"order": 42, "api_key": "sk-proj-abcdefghijklmnop123456"}'}},
+    {
+        "span_id": "1" * 16,
+        "name": "invoke_agent support",
+        "attributes": {"gen_ai.operation.name": "invoke_agent"},
+        "end_ms": 100,
+    },
+    {
+        "span_id": "2" * 16,
+        "parent": "1" * 16,
+        "name": "chat gpt-5",
+        "start_ms": 1,
+        "end_ms": 40,
+        "attributes": {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "gpt-5",
+            "gen_ai.usage.input_tokens": 1200,
+            "gen_ai.usage.output_tokens": 80,
+        },
+    },
+    {
+        "span_id": "3" * 16,
+        "parent": "1" * 16,
+        "name": "execute_tool billing.create_refund",
+        "start_ms": 41,
+        "end_ms": 90,
+        "status": 2,
+        "attributes": {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "billing.create_refund",
+            "gen_ai.tool.call.id": "call_1",
+            "error.type": "timeout",
+            "gen_ai.tool.call.arguments": '{"order": 42, "api_key": "sk-proj-abcdefghijklmnop123456"}',
+        },
+    },
 ]
 
 

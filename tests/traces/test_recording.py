@@ -30,9 +30,17 @@ def test_ensure_trace_adopts_a_trace_the_agent_opened_through_ingest(run, acme):
 def test_record_span_nests_counts_and_returns_a_usable_parent(run):
     start = timezone.now()
     root = record_span(run=run, kind="run", name="run", started_at=start)
-    child = record_span(run=run, kind="tool_call", name="billing.create_refund", started_at=start,
-                        ended_at=start + timedelta(milliseconds=40), parent_span_id=root.span_id,
-                        verdict="deny", outcome="denied", error_class="authorization")
+    child = record_span(
+        run=run,
+        kind="tool_call",
+        name="billing.create_refund",
+        started_at=start,
+        ended_at=start + timedelta(milliseconds=40),
+        parent_span_id=root.span_id,
+        verdict="deny",
+        outcome="denied",
+        error_class="authorization",
+    )
     assert len(root.span_id) == 16 and int(root.span_id, 16) >= 0
     assert child.parent_span_id == root.span_id and child.duration_ms == pytest.approx(40)
     assert child.attributes["gen_ai.operation.name"] == "execute_tool"
@@ -50,8 +58,13 @@ def test_record_span_is_one_insert_and_one_update_once_the_trace_exists(run):
 
 
 def test_record_span_redacts_attribute_payloads(run):
-    span = record_span(run=run, kind="tool_call", name="x", started_at=timezone.now(),
-                       attributes={"arguments": {"note": "key sk-abcdefghijklmnopqrstuvwx1234"}})
+    span = record_span(
+        run=run,
+        kind="tool_call",
+        name="x",
+        started_at=timezone.now(),
+        attributes={"arguments": {"note": "key sk-abcdefghijklmnopqrstuvwx1234"}},
+    )
     stored = Span.objects.get(pk=span.pk).attributes["arguments"]["note"]
     assert "sk-abcdefghijklmnopqrstuvwx1234" not in stored and stored.startswith("key sk-a")
 
@@ -74,8 +87,13 @@ def test_finish_span_closes_an_open_span_and_counts_its_error(run):
 
     start = timezone.now()
     span = record_span(run=run, kind="execution_attempt", name="attempt 1", started_at=start)
-    finish_span(span, ended_at=start + timedelta(milliseconds=250), outcome="failed", error_class="timeout",
-                attributes={"authorization": "Bearer abcdefghijklmnop"})
+    finish_span(
+        span,
+        ended_at=start + timedelta(milliseconds=250),
+        outcome="failed",
+        error_class="timeout",
+        attributes={"authorization": "Bearer abcdefghijklmnop"},
+    )
     span.refresh_from_db()
     assert span.duration_ms == pytest.approx(250) and span.outcome == "failed"
     assert span.attributes["authorization"]["redacted"] is True

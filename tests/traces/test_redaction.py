@@ -44,15 +44,29 @@ def test_ordinary_text_is_untouched():
 
 
 def test_schema_marked_fields_become_hash_and_preview():
-    schema = {"type": "object", "properties": {
-        "password": {"type": "string", "format": "password"},
-        "token": {"type": "string", "writeOnly": True},
-        "card": {"type": "object", "x-airlock-sensitive": True},
-        "items": {"type": "array", "items": {"type": "object", "properties": {"ssn": {"x-airlock-sensitive": True}}}},
-        "name": {"type": "string"},
-    }}
-    out = redact({"password": "hunter2", "token": "t0k3n", "card": {"pan": "4111111111111111"},
-                  "items": [{"ssn": "123-45-6789"}], "name": "Ann"}, schema=schema)
+    schema = {
+        "type": "object",
+        "properties": {
+            "password": {"type": "string", "format": "password"},
+            "token": {"type": "string", "writeOnly": True},
+            "card": {"type": "object", "x-airlock-sensitive": True},
+            "items": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"ssn": {"x-airlock-sensitive": True}}},
+            },
+            "name": {"type": "string"},
+        },
+    }
+    out = redact(
+        {
+            "password": "hunter2",
+            "token": "t0k3n",
+            "card": {"pan": "4111111111111111"},
+            "items": [{"ssn": "123-45-6789"}],
+            "name": "Ann",
+        },
+        schema=schema,
+    )
     assert out["name"] == "Ann"
     assert out["password"]["redacted"] is True and out["password"]["preview"] == "hu…"
     assert len(out["password"]["sha256"]) == 64
@@ -98,8 +112,15 @@ def test_property_idempotent(value):
 
 
 def test_values_under_credential_keys_are_hashed_but_token_counts_are_not():
-    out = redact({"headers": {"Authorization": "hunter2", "X-Api-Key": "k"}, "db.password": "pw",
-                  "gen_ai.usage.input_tokens": 1200, "tokens": 5, "flag": {"token": True}})
+    out = redact(
+        {
+            "headers": {"Authorization": "hunter2", "X-Api-Key": "k"},
+            "db.password": "pw",
+            "gen_ai.usage.input_tokens": 1200,
+            "tokens": 5,
+            "flag": {"token": True},
+        }
+    )
     assert out["headers"]["Authorization"]["redacted"] is True and out["headers"]["X-Api-Key"]["redacted"] is True
     assert out["db.password"]["redacted"] is True
     assert out["gen_ai.usage.input_tokens"] == 1200 and out["tokens"] == 5 and out["flag"] == {"token": True}
@@ -111,30 +132,36 @@ def test_card_numbers_are_masked_only_when_luhn_valid():
     assert "1234567890123" in out  # not a valid card number: an ordinary id stays readable
 
 
-@pytest.mark.parametrize("text,secret", [
-    ("db password=hunter2-Quokka ok", "hunter2-Quokka"),
-    ('{"password": "correct horse battery"}', "correct horse battery"),
-    ("token: Mango55Paddle", "Mango55Paddle"),
-    ("GET /x?api_key=Zebra77Quartz&q=1", "Zebra77Quartz"),
-    ("Authorization: Bearer zq8Vt3LmX2pR7sK9wN4b", "zq8Vt3LmX2pR7sK9wN4b"),
-    ("Authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz"),
-    ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG", "wJalrXUtnFEMI/K7MDENG"),
-    ("client_secret='s3cr3t value'", "s3cr3t value"),
-])
+@pytest.mark.parametrize(
+    "text,secret",
+    [
+        ("db password=hunter2-Quokka ok", "hunter2-Quokka"),
+        ('{"password": "correct horse battery"}', "correct horse battery"),
+        ("token: Mango55Paddle", "Mango55Paddle"),
+        ("GET /x?api_key=Zebra77Quartz&q=1", "Zebra77Quartz"),
+        ("Authorization: Bearer zq8Vt3LmX2pR7sK9wN4b", "zq8Vt3LmX2pR7sK9wN4b"),
+        ("Authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz"),
+        ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG", "wJalrXUtnFEMI/K7MDENG"),
+        ("client_secret='s3cr3t value'", "s3cr3t value"),
+    ],
+)
 def test_credentials_written_inline_are_masked_and_the_key_stays(text, secret):
     out = mask_secrets(text)
     assert secret not in out and "[redacted:" in out
     assert mask_secrets(out) == out  # masking twice changes nothing
 
 
-@pytest.mark.parametrize("text", ["input_tokens: 532", "the secretary: Ann", "Bearer: none", "keys are in the drawer",
-                                  "ratio=3:2 and passes=4"])
+@pytest.mark.parametrize(
+    "text",
+    ["input_tokens: 532", "the secretary: Ann", "Bearer: none", "keys are in the drawer", "ratio=3:2 and passes=4"],
+)
 def test_text_that_only_mentions_credentials_is_kept(text):
     assert mask_secrets(text) == text
 
 
-@pytest.mark.parametrize("text", ["password=" * 20_000, "token: " * 20_000, "a-" * 50_000, "token_" + "a" * 100_000,
-                                  "x" * 200_000 + "="])
+@pytest.mark.parametrize(
+    "text", ["password=" * 20_000, "token: " * 20_000, "a-" * 50_000, "token_" + "a" * 100_000, "x" * 200_000 + "="]
+)
 def test_inline_credentials_take_linear_time(text):
     import time
 
@@ -146,11 +173,22 @@ def test_inline_credentials_take_linear_time(text):
 def test_tool_results_are_redacted_by_output_schema_key_and_pattern_before_shaping():
     from runs.shaping import shape
 
-    schema = {"type": "object", "properties": {"vault_value": {"type": "string", "writeOnly": True},
-                                               "recovery": {"type": "object", "x-airlock-sensitive": True},
-                                               "pin": {"type": "string", "format": "password"}}}
-    content = {"note": f"here {SECRETS[2]}", "vault_value": "plain-looking", "recovery": {"code": "x1"},
-               "pin": "1234", "access_token": "opaque-but-a-credential", "n": 3}
+    schema = {
+        "type": "object",
+        "properties": {
+            "vault_value": {"type": "string", "writeOnly": True},
+            "recovery": {"type": "object", "x-airlock-sensitive": True},
+            "pin": {"type": "string", "format": "password"},
+        },
+    }
+    content = {
+        "note": f"here {SECRETS[2]}",
+        "vault_value": "plain-looking",
+        "recovery": {"code": "x1"},
+        "pin": "1234",
+        "access_token": "opaque-but-a-credential",
+        "n": 3,
+    }
     shaped = shape(content, 16384, output_schema=schema)
     text = json.dumps(shaped.content)
     for value in (SECRETS[2], "plain-looking", '"x1"', '"1234"', "opaque-but-a-credential"):

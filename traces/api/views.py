@@ -32,10 +32,12 @@ class SpanBatchView(APIView):
 
     @extend_schema(
         request={"application/json": SpanBatchSerializer},
-        responses={202: OpenApiResponse(IngestResultSerializer, description="The batch was stored."),
-                   **error_responses(400, 401, 403, 413, 415, 429, 503)},
+        responses={
+            202: OpenApiResponse(IngestResultSerializer, description="The batch was stored."),
+            **error_responses(400, 401, 403, 413, 415, 429, 503),
+        },
         description="The body is checked by traces.ingest.decode_batch, not by a serializer (a hot path): "
-                    "SpanBatchSerializer and IngestResultSerializer describe the same shapes.",
+        "SpanBatchSerializer and IngestResultSerializer describe the same shapes.",
     )
     def post(self, request: Request) -> Response:
         try:
@@ -44,8 +46,15 @@ class SpanBatchView(APIView):
                 result = ingest.store_spans(agent=request.auth, spans=spans, source="batch")
         except ingest.IngestError as exc:
             return _error_response(exc)
-        return Response({"received": result.received, "stored": result.stored, "duplicates": result.duplicates,
-                         "traces": result.traces}, status=202)
+        return Response(
+            {
+                "received": result.received,
+                "stored": result.stored,
+                "duplicates": result.duplicates,
+                "traces": result.traces,
+            },
+            status=202,
+        )
 
 
 def _error_response(exc: ingest.IngestError) -> Response:
@@ -69,8 +78,11 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
         if request.method != "POST":
             raise ingest.IngestError(405, "method_not_allowed", "Use POST.")
         if content_type not in (PROTOBUF, "application/json"):
-            raise ingest.IngestError(415, "unsupported_media_type",
-                                     f"Content-Type must be {PROTOBUF} or application/json, not {content_type!r}.")
+            raise ingest.IngestError(
+                415,
+                "unsupported_media_type",
+                f"Content-Type must be {PROTOBUF} or application/json, not {content_type!r}.",
+            )
         agent = _authenticate(request)
         with ingest.capacity_slot():
             body = ingest.read_body(request)
@@ -79,9 +91,14 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
                 ingest.store_spans(agent=agent, spans=spans, source="otlp")
     except ingest.IngestError as exc:
         response = HttpResponse(
-            otlp.status_body(code=GRPC_CODE_BY_STATUS.get(exc.status, 2), message=exc.message, protobuf=protobuf,
-                             extra=error_body(exc.error_class, exc.code, exc.message)),
-            status=exc.status, content_type=PROTOBUF if protobuf else "application/json",
+            otlp.status_body(
+                code=GRPC_CODE_BY_STATUS.get(exc.status, 2),
+                message=exc.message,
+                protobuf=protobuf,
+                extra=error_body(exc.error_class, exc.code, exc.message),
+            ),
+            status=exc.status,
+            content_type=PROTOBUF if protobuf else "application/json",
         )
         if exc.retry_after:
             response["Retry-After"] = str(exc.retry_after)
@@ -95,11 +112,16 @@ def _authenticate(request: HttpRequest) -> Agent:
     try:
         found = AgentKeyAuthentication().authenticate(request)
     except TooManyBadKeys as exc:  # 429 with Retry-After: OTLP exporters back off and retry on exactly that
-        raise ingest.IngestError(429, "too_many_bad_keys", str(exc.detail), retry_after=exc.wait,
-                                 error_class="rate_limited") from None
+        raise ingest.IngestError(
+            429, "too_many_bad_keys", str(exc.detail), retry_after=exc.wait, error_class="rate_limited"
+        ) from None
     except exceptions.AuthenticationFailed as exc:
         raise ingest.IngestError(401, str(exc.get_codes()), str(exc.detail), error_class="authentication") from None
     if found is None or not isinstance(found[1], Agent):
-        raise ingest.IngestError(401, "missing_key", "Send the agent's API key as 'Authorization: Bearer <key>'.",
-                                 error_class="authentication")
+        raise ingest.IngestError(
+            401,
+            "missing_key",
+            "Send the agent's API key as 'Authorization: Bearer <key>'.",
+            error_class="authentication",
+        )
     return found[1]

@@ -40,9 +40,17 @@ def pretty(value: Any) -> str:
     return str(value)
 
 
-KIND_LABELS = {"run": "run", "model_turn": "model", "tool_call": "tool", "policy": "policy", "approval": "approval",
-               "approval_request": "approval", "approval_decision": "decision", "execution_attempt": "attempt",
-               "other": "span"}
+KIND_LABELS = {
+    "run": "run",
+    "model_turn": "model",
+    "tool_call": "tool",
+    "policy": "policy",
+    "approval": "approval",
+    "approval_request": "approval",
+    "approval_decision": "decision",
+    "execution_attempt": "attempt",
+    "other": "span",
+}
 
 
 @register.filter

@@ -39,8 +39,14 @@ def load_schedule() -> list[Entry]:
     app.finalize(auto=True)
     now = app.now()
     return [
-        Entry(name=name, task=entry["task"], schedule=maybe_schedule(entry["schedule"], app=app),
-              args=tuple(entry.get("args") or ()), kwargs=dict(entry.get("kwargs") or {}), last_run_at=now)
+        Entry(
+            name=name,
+            task=entry["task"],
+            schedule=maybe_schedule(entry["schedule"], app=app),
+            args=tuple(entry.get("args") or ()),
+            kwargs=dict(entry.get("kwargs") or {}),
+            last_run_at=now,
+        )
         for name, entry in sorted(app.conf.beat_schedule.items())
     ]
 

@@ -38,8 +38,11 @@ class Command(BaseCommand):
         if settings.REDIS_URL:
             celery = [sys.executable, "-m", "celery", "-A", "console"]
             children.append(subprocess.Popen([*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"]))
-            children.append(subprocess.Popen([*celery, "beat", "--loglevel", "INFO",
-                                              "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")]))
+            children.append(
+                subprocess.Popen(
+                    [*celery, "beat", "--loglevel", "INFO", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")]
+                )
+            )
         else:
             # No beat without Redis: run the periodic tasks in a small process of our own.
             children.append(subprocess.Popen([sys.executable, str(settings.BASE_DIR / "manage.py"), "run_periodic"]))
@@ -47,8 +50,20 @@ class Command(BaseCommand):
         if simulate and not no_simulate:
             children.append(subprocess.Popen(simulate))
         self._banner(host, port)
-        server = subprocess.Popen([sys.executable, "-m", "uvicorn", "airlock.asgi:application",
-                                   "--host", host, "--port", str(port), "--lifespan", "off"])
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "airlock.asgi:application",
+                "--host",
+                host,
+                "--port",
+                str(port),
+                "--lifespan",
+                "off",
+            ]
+        )
         try:
             server.wait()
         except KeyboardInterrupt:

@@ -24,21 +24,50 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--base-url", default="http://127.0.0.1:8000")
         parser.add_argument("--gentle", action="store_true", help="A slow stream for the demo (the default pace).")
-        parser.add_argument("--burst", action="store_true", help="Many concurrent agents as fast as allowed; "
-                            "never waits on approvals. For benchmarks and reliability tests.")
+        parser.add_argument(
+            "--burst",
+            action="store_true",
+            help="Many concurrent agents as fast as allowed; "
+            "never waits on approvals. For benchmarks and reliability tests.",
+        )
         parser.add_argument("--agents", type=int, default=None, help="Concurrent agents (1 gentle, 16 burst).")
-        parser.add_argument("--rate", type=float, default=None,
-                            help="Runs started per second, all agents together (0.15 gentle, unlimited burst).")
-        parser.add_argument("--duration", type=float, default=None,
-                            help="Seconds to run (0 = until interrupted; default 0 gentle, 30 burst).")
-        parser.add_argument("--downstream-port", type=int, default=8765,
-                            help="Port of the simulated downstream service the sim skills call.")
+        parser.add_argument(
+            "--rate",
+            type=float,
+            default=None,
+            help="Runs started per second, all agents together (0.15 gentle, unlimited burst).",
+        )
+        parser.add_argument(
+            "--duration",
+            type=float,
+            default=None,
+            help="Seconds to run (0 = until interrupted; default 0 gentle, 30 burst).",
+        )
+        parser.add_argument(
+            "--downstream-port",
+            type=int,
+            default=8765,
+            help="Port of the simulated downstream service the sim skills call.",
+        )
         parser.add_argument("--max-pending", type=int, default=6, help="Approvals left waiting at once (gentle).")
         parser.add_argument("--wait-timeout", type=float, default=180, help="Seconds to wait for the server.")
         parser.add_argument("--seed", type=int, default=None)
 
-    def handle(self, *args, base_url, gentle, burst, agents, rate, duration, downstream_port, max_pending,
-               wait_timeout, seed, **options):
+    def handle(
+        self,
+        *args,
+        base_url,
+        gentle,
+        burst,
+        agents,
+        rate,
+        duration,
+        downstream_port,
+        max_pending,
+        wait_timeout,
+        seed,
+        **options,
+    ):
         if gentle and burst:
             raise CommandError("Choose --gentle or --burst, not both.")
         log = self._log
@@ -49,8 +78,10 @@ class Command(BaseCommand):
             downstream = start_downstream(downstream_port)
             downstream_url = f"http://127.0.0.1:{downstream.server_address[1]}"
         except OSError as exc:
-            log(f"Could not start the simulated downstream on port {downstream_port} ({exc}); "
-                "the inventory/shipping skills will answer unavailable.")
+            log(
+                f"Could not start the simulated downstream on port {downstream_port} ({exc}); "
+                "the inventory/shipping skills will answer unavailable."
+            )
             downstream_url = f"http://127.0.0.1:{downstream_port}"
         published = self._retry(lambda: ensure_skills(downstream_url))
         if published:
@@ -58,7 +89,10 @@ class Command(BaseCommand):
         keys = self._retry(ensure_agents)
         log("Simulated agents (keys rotated for this session): " + ", ".join(a.name for a in keys.values()))
         sim_options = Options(
-            base_url=base_url, burst=burst, seed=seed, max_pending=max_pending,
+            base_url=base_url,
+            burst=burst,
+            seed=seed,
+            max_pending=max_pending,
             agents=agents or (16 if burst else 1),
             rate=rate if rate is not None else (0 if burst else 0.15),
             duration=duration if duration is not None else (30 if burst else 0),

@@ -43,9 +43,14 @@ def render(result: Result, *, waited: bool = False) -> str:
     if isinstance(result, Ok):
         return result.content if isinstance(result.content, str) else json.dumps(result.content, default=str)
     if isinstance(result, ApprovalRequired):
-        return json.dumps({"status": "approval_pending", "approval_id": result.approval_id,
-                           "message": "A person must approve this action in Airlock; it has not been decided yet. "
-                                      "Do not retry it; tell the user it is waiting for approval."})
+        return json.dumps(
+            {
+                "status": "approval_pending",
+                "approval_id": result.approval_id,
+                "message": "A person must approve this action in Airlock; it has not been decided yet. "
+                "Do not retry it; tell the user it is waiting for approval.",
+            }
+        )
     assert isinstance(result, Error)
     error: dict[str, Any] = {"class": result.error_class, "code": result.code, "message": result.message}
     if result.retry_after is not None:
@@ -82,28 +87,43 @@ class AirlockTool:
         return await asyncio.to_thread(self.invoke, arguments_json, context.tool_call_id)
 
 
-def function_tools_from_definitions(definitions: Iterable[Mapping[str, Any]], run: Run, *,
-                                    wait_for_approvals: bool = True,
-                                    approval_timeout: float = 600) -> list[FunctionTool]:
+def function_tools_from_definitions(
+    definitions: Iterable[Mapping[str, Any]],
+    run: Run,
+    *,
+    wait_for_approvals: bool = True,
+    approval_timeout: float = 600,
+) -> list[FunctionTool]:
     """FunctionTools from OpenAI-format definitions (as `Airlock.tools(format="openai")` returns them)."""
     tools = []
     for definition in definitions:
         function = definition.get("function") if isinstance(definition.get("function"), Mapping) else definition
         skill = tool_skill(definition)
-        tools.append(FunctionTool(
-            name=model_name(str(function.get("name") or skill)),
-            description=str(function.get("description", "")),
-            params_json_schema=dict(function.get("parameters") or {"type": "object", "properties": {}}),
-            on_invoke_tool=AirlockTool(run, skill, wait_for_approvals=wait_for_approvals,
-                                       approval_timeout=approval_timeout),
-            strict_json_schema=False,  # Airlock's schemas are validated by the gate; strict mode would rewrite them
-        ))
+        tools.append(
+            FunctionTool(
+                name=model_name(str(function.get("name") or skill)),
+                description=str(function.get("description", "")),
+                params_json_schema=dict(function.get("parameters") or {"type": "object", "properties": {}}),
+                on_invoke_tool=AirlockTool(
+                    run, skill, wait_for_approvals=wait_for_approvals, approval_timeout=approval_timeout
+                ),
+                strict_json_schema=False,  # Airlock's schemas are validated by the gate; strict mode would rewrite them
+            )
+        )
     return tools
 
 
-def airlock_function_tools(airlock: Airlock, run: Run, *, query: str | None = None, limit: int | None = None,
-                           wait_for_approvals: bool = True, approval_timeout: float = 600) -> list[FunctionTool]:
+def airlock_function_tools(
+    airlock: Airlock,
+    run: Run,
+    *,
+    query: str | None = None,
+    limit: int | None = None,
+    wait_for_approvals: bool = True,
+    approval_timeout: float = 600,
+) -> list[FunctionTool]:
     """The agent's Airlock skills as OpenAI Agents SDK tools (discovered with `query` when given)."""
     definitions = airlock.tools(format="openai", query=query, limit=limit)
-    return function_tools_from_definitions(definitions, run, wait_for_approvals=wait_for_approvals,
-                                           approval_timeout=approval_timeout)
+    return function_tools_from_definitions(
+        definitions, run, wait_for_approvals=wait_for_approvals, approval_timeout=approval_timeout
+    )
