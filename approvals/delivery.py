@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
+from approvals import tasks, webhooks
 from approvals.models import DeliveryStatus, WebhookDelivery
-from approvals.webhooks import UnsafeCallbackURL, check_callback_url, sign
 from lib import egress
 
 logger = logging.getLogger(__name__)
@@ -49,8 +49,8 @@ def attempt_delivery(*, delivery_id: str) -> WebhookDelivery | None:
     if delivery is None or delivery.status != DeliveryStatus.PENDING:
         return delivery
     try:
-        check_callback_url(delivery.url)
-    except UnsafeCallbackURL as exc:
+        webhooks.check_callback_url(delivery.url)
+    except webhooks.UnsafeCallbackURL as exc:
         WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.BLOCKED, last_error=str(exc))
         logger.warning("webhook %s blocked: %s", delivery.pk, exc)
         return delivery
@@ -67,7 +67,7 @@ def attempt_delivery(*, delivery_id: str) -> WebhookDelivery | None:
         "User-Agent": "Airlock-Webhooks/1",
         "X-Airlock-Delivery": str(delivery.pk),
         "X-Airlock-Timestamp": str(timestamp),
-        "X-Airlock-Signature": sign(secret=delivery.run.webhook_secret, timestamp=timestamp, body=body),
+        "X-Airlock-Signature": webhooks.sign(secret=delivery.run.webhook_secret, timestamp=timestamp, body=body),
     }
     status_code, error = None, ""
     try:
@@ -101,7 +101,5 @@ def attempt_delivery(*, delivery_id: str) -> WebhookDelivery | None:
     WebhookDelivery.objects.filter(pk=delivery.pk).update(
         last_error=error, last_status_code=status_code, next_attempt_at=timezone.now() + timedelta(seconds=delay)
     )
-    from approvals.tasks import deliver_webhook
-
-    deliver_webhook.apply_async((str(delivery.pk),), countdown=delay)
+    tasks.deliver_webhook.apply_async((str(delivery.pk),), countdown=delay)
     return delivery

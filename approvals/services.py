@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from approvals import broadcast
+from approvals import broadcast, tasks
 from approvals.masking import diff, mask, unmask
 from approvals.models import (
     NEGATIVE_STATUSES,
@@ -424,8 +424,6 @@ def _record_decision(
 
 def _after_decision(approval: ApprovalRequest) -> None:
     """Inside the deciding transaction: tell the agent, the approvers, and enqueue the resume task."""
-    from approvals.tasks import resume_call
-
     append_event(
         run=approval.call.run,
         kind="approval.decided",
@@ -437,7 +435,7 @@ def _after_decision(approval: ApprovalRequest) -> None:
         },
     )
     broadcast.approval_changed(approval)
-    resume_call.delay_on_commit(approval.pk)
+    tasks.resume_call.delay_on_commit(approval.pk)
 
 
 def _vote(approval: ApprovalRequest, *, user, reason: str, via: str) -> ApprovalRequest:
@@ -752,8 +750,6 @@ def resume_orphaned_approvals() -> int:
     """Beat: approved requests whose resume task was lost (approved for a while and never claimed), or
     whose call already has its final outcome (the lease sweep settled it): enqueue the resume again;
     it executes nothing twice, and records the outcome once."""
-    from approvals.tasks import resume_call
-
     waiting = ApprovalRequest.objects.filter(
         status__in=[ApprovalStatus.APPROVED, ApprovalStatus.EXECUTING], completed_at__isnull=True
     )
@@ -764,7 +760,7 @@ def resume_orphaned_approvals() -> int:
         ).values_list("pk", flat=True)[:100]
     )
     for approval_id in orphans:
-        resume_call.delay(approval_id)
+        tasks.resume_call.delay(approval_id)
     return len(orphans)
 
 

@@ -8,6 +8,7 @@ import random
 
 from celery import shared_task
 
+from approvals import delivery, services
 from runs.services import CallHeldElsewhere
 
 RESUME_MAX_RETRIES = 5
@@ -16,15 +17,13 @@ RESUME_MAX_RETRIES = 5
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True, max_retries=RESUME_MAX_RETRIES)
 def resume_call(self, approval_id: int) -> None:
     """Resume the paused call of a decided request; running it twice acts once."""
-    from approvals.services import record_resume_failure, resume_approval
-
     try:
-        resume_approval(approval_id=approval_id)
+        services.resume_approval(approval_id=approval_id)
     except CallHeldElsewhere as exc:  # another delivery is executing it; look again once its lease may end
         raise self.retry(countdown=exc.retry_after, max_retries=RESUME_MAX_RETRIES * 10) from exc
     except Exception as exc:
         final = self.request.retries >= RESUME_MAX_RETRIES
-        record_resume_failure(approval_id=approval_id, error=f"{type(exc).__name__}: {exc}", final=final)
+        services.record_resume_failure(approval_id=approval_id, error=f"{type(exc).__name__}: {exc}", final=final)
         if final:
             raise
         raise self.retry(exc=exc, countdown=min(300, 2**self.request.retries) + random.random()) from exc
@@ -32,27 +31,19 @@ def resume_call(self, approval_id: int) -> None:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def deliver_webhook(delivery_id: str) -> None:
-    from approvals.delivery import attempt_delivery
-
-    attempt_delivery(delivery_id=delivery_id)
+    delivery.attempt_delivery(delivery_id=delivery_id)
 
 
 @shared_task(ignore_result=True)
 def expire_approvals() -> int:
-    from approvals.services import expire_due_approvals
-
-    return expire_due_approvals()
+    return services.expire_due_approvals()
 
 
 @shared_task(ignore_result=True)
 def escalate_approvals() -> int:
-    from approvals.services import escalate_overdue_approvals
-
-    return escalate_overdue_approvals()
+    return services.escalate_overdue_approvals()
 
 
 @shared_task(ignore_result=True)
 def resume_orphans() -> int:
-    from approvals.services import resume_orphaned_approvals
-
-    return resume_orphaned_approvals()
+    return services.resume_orphaned_approvals()

@@ -5,6 +5,7 @@ import hmac
 import json
 import time
 
+from approvals import tasks
 from approvals.models import DeliveryStatus, WebhookDelivery
 from lib.egress import EgressRefused, check_url
 from runs.events import event_to_dict
@@ -50,6 +51,4 @@ def schedule_deliveries(event) -> None:
     delivery = WebhookDelivery.objects.create(
         run=run, event=event, url=run.callback_url, body=body, status=DeliveryStatus.PENDING
     )
-    from approvals.tasks import deliver_webhook
-
-    deliver_webhook.delay_on_commit(str(delivery.id))
+    tasks.deliver_webhook.delay_on_commit(str(delivery.id))

@@ -15,6 +15,8 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 
+from console.celery import app
+
 HEALTH_PATH = "/healthz"
 CELERY_PING_TIMEOUT = 1.0
 
@@ -53,8 +55,6 @@ def _redis() -> dict:
 
 
 def _celery_workers() -> dict:
-    from console.celery import app
-
     replies = app.control.ping(timeout=CELERY_PING_TIMEOUT) or []
     if not replies:
         raise CheckFailed(

@@ -2,9 +2,9 @@
 
 from celery import shared_task
 
+from policies import services
+
 
 @shared_task(ignore_result=True)
 def publish_expired_grants() -> bool:
-    from policies.services import publish_snapshot_if_grants_expired
-
-    return publish_snapshot_if_grants_expired() is not None
+    return services.publish_snapshot_if_grants_expired() is not None

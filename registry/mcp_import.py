@@ -28,6 +28,7 @@ class ListedTools:
 
 
 def _client_target(target: Any) -> Any:
+    # The mcp SDK takes about a second to import: loaded on first use, not by every process.
     import mcp
 
     if not isinstance(target, str):
@@ -41,6 +42,7 @@ def _client_target(target: Any) -> Any:
 
 
 async def _list(target: Any) -> ListedTools:
+    # The mcp SDK takes about a second to import: loaded on first use, not by every process.
     import mcp
     from mcp.client.streamable_http import streamable_http_client
 

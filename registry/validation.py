@@ -12,16 +12,14 @@ import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
 
 from console.models import Team
 from lib.schema_patterns import unsupported_patterns
 from registry.diff import breaking_input_changes
-
-if TYPE_CHECKING:
-    from registry.models import Skill, SkillVersion
+from registry.models import Skill, SkillVersion, VersionStatus
 
 SCHEMA_PATH = Path(__file__).with_name("manifest.schema.json")
 # Segments are snake case without "__", so model-facing names can map "." to "__" and back.
@@ -169,8 +167,6 @@ def _bounds(manifest: dict) -> list[dict]:
 
 
 def _references(manifest: dict, skill: Skill | None) -> list[dict]:
-    from registry.models import Skill, VersionStatus
-
     errors = []
     name = manifest.get("name")
     if isinstance(name, str) and not NAME_PATTERN.match(name):

@@ -17,8 +17,10 @@ from console.models import Tenant
 from console.tenancy import teams_for
 from lib.egress import describe_failure
 from registry import review, services
+from registry.demo import CATALOG
 from registry.diff import diff_manifests
 from registry.forms import CatalogFilterForm, DeprecateForm, ImportMcpForm, ManifestForm
+from registry.mcp_import import import_mcp_server
 from registry.models import DiscoveryQuery, Skill, SkillVersion, VersionStatus
 from registry.validation import lint_manifest
 
@@ -239,8 +241,6 @@ def _editor(request: HttpRequest, skill: Skill | None, initial: dict) -> HttpRes
 def skill_new(request: HttpRequest) -> HttpResponse:
     if not teams_for(request.user).exists():
         raise PermissionDenied("Only members of an owning team may create skills.")
-    from registry.demo import CATALOG
-
     template = {**CATALOG[0], "skill_id": "skl_", "name": "namespace.verb_object", "version": "1.0.0"}
     return _editor(request, None, template)
 
@@ -368,8 +368,6 @@ def import_mcp(request: HttpRequest) -> HttpResponse:
     form = ImportMcpForm(request.POST or None, teams=teams)
     result = None
     if request.method == "POST" and form.is_valid():
-        from registry.mcp_import import import_mcp_server
-
         try:
             result = import_mcp_server(
                 target=form.cleaned_data["target"],

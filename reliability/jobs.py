@@ -21,6 +21,7 @@ from django.utils import timezone
 from lib.public_url import public_reverse
 from registry.notifications import notify_owners
 from registry.snapshots import index_for
+from reliability import reconcile, tasks
 from reliability.models import JobStatus, LongJob
 from runs.authorization import live_refusal
 from runs.errors import CallError, NotPermitted
@@ -78,9 +79,9 @@ def register_job(*, run: Run, call_id: str, skill: str, job_id: str) -> dict:
         },
     )
     if created:
-        from reliability.tasks import follow_job
-
-        transaction.on_commit(lambda: follow_job.apply_async(args=[job.pk], countdown=job_config()["first_check_s"]))
+        transaction.on_commit(
+            lambda: tasks.follow_job.apply_async(args=[job.pk], countdown=job_config()["first_check_s"])
+        )
     return accepted_content(job)
 
 
@@ -150,9 +151,9 @@ def _release(job: LongJob, *, checked: bool, why: str) -> LongJob:
         )
         call = _call_of(job)
         if call is not None:
-            from reliability.reconcile import open_reconciliation
-
-            open_reconciliation(call=call, reason="timeout", note="The long-running job never reported an end.")
+            reconcile.open_reconciliation(
+                call=call, reason="timeout", note="The long-running job never reported an end."
+            )
     else:
         delay = min(config["cap_s"], config["base_s"] * 2**checks)
         LongJob.objects.filter(pk=job.pk).update(

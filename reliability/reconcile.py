@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from reliability import tasks
 from reliability.models import ReconciliationItem, ReconciliationReason, ReconciliationStatus, Resolution
 from runs.errors import CallError
 from runs.models import CallStatus, ToolCall
@@ -52,10 +53,10 @@ def open_reconciliation(*, call: ToolCall, reason: str, note: str = "") -> Recon
         },
     )
     if created and item.next_check_at is not None:
-        from reliability.tasks import check_reconciliation
-
         transaction.on_commit(
-            lambda: check_reconciliation.apply_async(args=[item.pk], countdown=first_check_delay().total_seconds())
+            lambda: tasks.check_reconciliation.apply_async(
+                args=[item.pk], countdown=first_check_delay().total_seconds()
+            )
         )
     return item
 

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from lib.sealing import seal, unseal
+from reliability import reconcile, tasks
 from reliability.models import Pipeline, PipelineStatus, PipelineStep, StepStatus
 from runs.gate import process_batch
 from runs.models import CallStatus, Run, ToolCall
@@ -89,9 +90,7 @@ def submit_pipeline(*, run: Run, pipeline_id: str, steps: list[dict]) -> tuple[P
                     for index, step in enumerate(steps)
                 ]
             )
-            from reliability.tasks import run_pipeline
-
-            transaction.on_commit(lambda: run_pipeline.delay(pipeline.pk))
+            transaction.on_commit(lambda: tasks.run_pipeline.delay(pipeline.pk))
     return pipeline, created
 
 
@@ -181,8 +180,6 @@ def advance_pipeline(*, pipeline_pk: int) -> Pipeline:
 def _compensate(
     pipeline: Pipeline, steps: list[PipelineStep], failed: PipelineStep, receipts: dict[str, dict]
 ) -> Pipeline:
-    from reliability.reconcile import open_reconciliation
-
     run, clean = pipeline.run, True
     for step in steps:
         if step.position > failed.position and step.status == StepStatus.PENDING:
@@ -192,7 +189,7 @@ def _compensate(
         if step.compensation is None:
             if call is not None and call.effect in ("write", "external", "destructive"):
                 _save(step, status=StepStatus.NO_INVERSE)
-                open_reconciliation(
+                reconcile.open_reconciliation(
                     call=call,
                     reason="no_inverse",
                     note=f"Pipeline {pipeline.pipeline_id} failed at {failed.step_id}; this step "
@@ -214,7 +211,7 @@ def _compensate(
             _save(step, status=StepStatus.COMPENSATION_FAILED, compensation_receipt=result)
             clean = False
             if call is not None:
-                open_reconciliation(
+                reconcile.open_reconciliation(
                     call=call,
                     reason="compensation_failed",
                     note=f"The compensation {step.compensation['name']} did not succeed.",

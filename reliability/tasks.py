@@ -4,43 +4,34 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from reliability import jobs, reconcile, sagas
 from runs.services import settle_expired_leases
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def check_reconciliation(item_id: int) -> None:
-    from reliability.reconcile import check_with_tool
-
-    check_with_tool(item_id=item_id)
+    reconcile.check_with_tool(item_id=item_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def follow_job(job_id: int) -> None:
-    from reliability.jobs import check_job
-
-    check_job(job_id=job_id)
+    jobs.check_job(job_id=job_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_pipeline(pipeline_pk: int) -> None:
-    from reliability.sagas import advance_pipeline
-
-    advance_pipeline(pipeline_pk=pipeline_pk)
+    sagas.advance_pipeline(pipeline_pk=pipeline_pk)
 
 
 @shared_task(ignore_result=True)
 def sweep_due_work() -> int:
     """Beat: status checks and reconciliation checks whose time has come (after a restart too)."""
-    from reliability.jobs import due_jobs
-    from reliability.reconcile import due_items
-    from reliability.sagas import waiting_pipelines_ready
-
     settle_expired_leases()
-    jobs, items, pipelines = due_jobs(), due_items(), waiting_pipelines_ready()
-    for pipeline_pk in pipelines:
+    job_ids, item_ids, pipeline_pks = jobs.due_jobs(), reconcile.due_items(), sagas.waiting_pipelines_ready()
+    for pipeline_pk in pipeline_pks:
         run_pipeline.delay(pipeline_pk)
-    for job_id in jobs:
+    for job_id in job_ids:
         follow_job.delay(job_id)
-    for item_id in items:
+    for item_id in item_ids:
         check_reconciliation.delay(item_id)
-    return len(jobs) + len(items) + len(pipelines)
+    return len(job_ids) + len(item_ids) + len(pipeline_pks)

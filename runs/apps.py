@@ -6,6 +6,7 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: an app's models may only load once the app registry is ready.
+        import runs.demo_tools  # noqa: F401 - its @register calls define the python:demo.* functions
         from policies import hooks as policies_hooks
         from runs import lookups
         from traces import hooks as traces_hooks

@@ -31,6 +31,7 @@ from runs import lifecycle
 from runs.authorization import live_refusal
 from runs.errors import CallError, NotPermitted, ValidationFailed
 from runs.events import append_event
+from runs.execution import timeout_of
 from runs.models import CallStatus, Run, ToolCall
 from runs.shaping import shape
 from traces.recording import record_span_safely
@@ -91,8 +92,6 @@ def _skill_of(call: ToolCall) -> dict:
 
 def lease_seconds(manifest: dict) -> float:
     """How long an executing call is held: a client-run call for as long as its token lives."""
-    from runs.execution import timeout_of
-
     return TOKEN_TTL_SECONDS if is_client_skill(manifest) else timeout_of(manifest)
 
 

@@ -17,6 +17,10 @@ from django.db import transaction
 
 from console.models import Agent, Team, Tenant
 from console.services import create_agent
+from policies.models import Grant
+from policies.services import create_grant
+from registry.models import Skill, VersionStatus
+from registry.services import create_draft_version, latest_published, publish_as_operator
 
 logger = logging.getLogger(__name__)
 
@@ -147,11 +151,6 @@ def _bump(version: str) -> str:
 
 def ensure_skills(downstream: str) -> list[str]:
     """Publish the simulator's skills (a new patch version when the downstream URL changed) and grant them."""
-    from policies.models import Grant
-    from policies.services import create_grant
-    from registry.models import Skill, VersionStatus
-    from registry.services import create_draft_version, latest_published, publish_as_operator
-
     root = get_user_model().objects.filter(is_superuser=True).order_by("pk").first()
     if root is None or not Team.objects.filter(slug=TEAM).exists():
         logger.warning("No superuser or no %s team: run seed_demo first; the simulator's own skills are skipped.", TEAM)

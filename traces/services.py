@@ -13,7 +13,7 @@ from console.models import Tenant
 from lib import egress
 from lib.sealing import seal, unseal
 from registry.notifications import email_owning_team, owner_address
-from traces import otlp
+from traces import otlp, tasks
 from traces.metrics import call_facts, repeats_per_run
 from traces.models import Alert, AlertKind, AlertRule, Span, Trace, TraceSettings
 
@@ -103,9 +103,7 @@ def evaluate_alert_rules(*, now: datetime | None = None) -> list[Alert]:
         )
         if created:
             fired.append(alert)
-            from traces.tasks import email_alert as email_alert_task
-
-            email_alert_task.delay_on_commit(alert.pk)
+            tasks.email_alert.delay_on_commit(alert.pk)
     return fired
 
 

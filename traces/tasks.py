@@ -5,37 +5,32 @@ import random
 import httpx
 from celery import shared_task
 
+from traces import services
+from traces.models import TraceSettings
+
 FORWARD_MAX_RETRIES = 5
 
 
 @shared_task(ignore_result=True)
 def evaluate_alerts() -> int:
-    from traces.services import evaluate_alert_rules
-
-    return len(evaluate_alert_rules())
+    return len(services.evaluate_alert_rules())
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def email_alert(alert_id: int) -> None:
-    from traces.services import email_alert as send
-
-    send(alert_id=alert_id)
+    services.email_alert(alert_id=alert_id)
 
 
 @shared_task(ignore_result=True)
 def purge_expired_traces() -> int:
-    from traces.services import purge_expired_traces as purge
-
-    return purge()
+    return services.purge_expired_traces()
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True, max_retries=FORWARD_MAX_RETRIES)
 def forward_spans(self, tenant_id: int) -> int:
     """Forward one batch of a tenant's spans; transient HTTP failures retry with backoff and jitter."""
-    from traces.services import forward_spans as forward
-
     try:
-        return forward(tenant_id=tenant_id)
+        return services.forward_spans(tenant_id=tenant_id)
     except httpx.HTTPError as exc:
         if self.request.retries >= FORWARD_MAX_RETRIES:
             return 0  # the cursor did not move: the next beat tick starts again from the same span
@@ -44,8 +39,6 @@ def forward_spans(self, tenant_id: int) -> int:
 
 @shared_task(ignore_result=True)
 def forward_all() -> int:
-    from traces.models import TraceSettings
-
     tenant_ids = list(
         TraceSettings.objects.filter(forward_enabled=True)
         .exclude(forward_endpoint="")

@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from policies.grants import active_patterns, granted_names
+from registry.offering import offered_to
+from registry.snapshots import load_snapshot
 from traces.models import Span, SpanKind
 
 
@@ -44,10 +47,6 @@ def _reconstructed_exposure(run: Any) -> list[str] | None:
     """Skills of the pinned snapshot offered to the tenant and agent role and covered by a grant.
     Read-only display; when the pieces are missing the panel says "not recorded" instead."""
     try:
-        from policies.grants import active_patterns, granted_names
-        from registry.offering import offered_to
-        from registry.snapshots import load_snapshot
-
         index = load_snapshot(run.snapshot.number)
         offered = [
             entry["name"]

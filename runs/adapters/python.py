@@ -1,4 +1,5 @@
-"""`python:<name>`: functions registered in the project (`@register("demo.get_order")`)."""
+"""`python:<name>`: functions registered in the project (`@register("demo.get_order")`); the demo's own
+(runs/demo_tools.py) register when the runs app is ready (runs/apps.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,6 @@ def register(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 def registered(name: str) -> Callable[..., Any] | None:
-    if name.startswith("demo.") and name not in _FUNCTIONS:
-        import runs.demo_tools  # noqa: F401 - registers the demo functions on first use
     return _FUNCTIONS.get(name)
 
 

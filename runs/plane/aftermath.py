@@ -11,6 +11,7 @@ from django.db import transaction
 
 from registry.notifications import notify_owners
 from runs import hooks
+from runs.models import Run, ToolCall
 from runs.plane import breakers
 from runs.plane.models import BreakerTransition
 from traces.recording import record_span, recording_spans
@@ -30,14 +31,10 @@ class _Rows:
 
     @cached_property
     def run(self):
-        from runs.models import Run
-
         return Run.objects.select_related("tenant").get(pk=self.trail.run_id)
 
     @cached_property
     def call(self):
-        from runs.models import ToolCall
-
         return ToolCall.objects.filter(run_id=self.trail.run_id, call_id=self.trail.call_id).first()
 
 

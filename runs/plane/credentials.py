@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from lib.endpoints import endpoint_of
 from runs.errors import NotPermitted, Unavailable
+from runs.plane import execution
 from runs.plane.models import Credential, CredentialBinding
 
 
@@ -65,7 +66,5 @@ def resolve_headers(*, manifest: dict, tenant_slug: str, end_user: str, target: 
 
 def attached_headers() -> dict[str, str]:
     """The credential headers of the call running in this thread (empty outside an execution)."""
-    from runs.plane.execution import current_trail
-
-    trail = current_trail()
+    trail = execution.current_trail()
     return dict(trail.headers) if trail is not None else {}

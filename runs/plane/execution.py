@@ -25,8 +25,7 @@ from django.utils import timezone
 from lib import clock
 from runs import hooks
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown
-from runs.plane import breakers, contracts, hygiene
-from runs.plane.credentials import credential_name, resolve_headers
+from runs.plane import aftermath, breakers, contracts, credentials, hygiene
 from runs.plane.mcp_servers import connection_for
 
 if TYPE_CHECKING:
@@ -125,7 +124,9 @@ def prepare(*, manifest: dict, context: InvocationContext) -> Trail:
         effect=manifest.get("risk", {}).get("effect", "read"),
         idempotent=bool(execution.get("idempotent")),
         max_attempts=max(1, int(execution.get("max_attempts") or 1)),
-        domain=breakers.domain_for(adapter, tenant=context.tenant, tenant_specific=bool(credential_name(manifest))),
+        domain=breakers.domain_for(
+            adapter, tenant=context.tenant, tenant_specific=bool(credentials.credential_name(manifest))
+        ),
         tenant=context.tenant,
         run_id=context.run_id,
         call_id=context.call_id,
@@ -133,7 +134,9 @@ def prepare(*, manifest: dict, context: InvocationContext) -> Trail:
         untrusted=bool(manifest.get("risk", {}).get("untrusted_output")),
     )
     try:
-        trail.headers = resolve_headers(manifest=manifest, tenant_slug=context.tenant, end_user=context.end_user)
+        trail.headers = credentials.resolve_headers(
+            manifest=manifest, tenant_slug=context.tenant, end_user=context.end_user
+        )
         if execution.get("job_status"):
             trail.headers["X-Airlock-Callback"] = hooks.job_callback_url(context.run_id, context.call_id)
         if adapter.startswith("mcp://"):
@@ -267,9 +270,7 @@ def finish(outcome: Outcome, *, manifest: dict, effect: str) -> Outcome:
     if outcome.error is None and trail.job is None:
         _check_result(outcome, trail, manifest)
     try:
-        from runs.plane.aftermath import record_aftermath
-
-        record_aftermath(outcome=outcome, trail=trail, manifest=manifest)
+        aftermath.record_aftermath(outcome=outcome, trail=trail, manifest=manifest)
     except Exception:  # observation and follow-up must not change what the agent gets
         logger.exception("Could not record the aftermath of %s in run %s", trail.skill, trail.run_id)
     return outcome

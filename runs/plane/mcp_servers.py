@@ -35,6 +35,7 @@ def connection_for(uri: str) -> dict:
 
 
 async def _call(connection: dict, tool: str, arguments: dict, headers: dict, meta: dict) -> Any:
+    # The mcp SDK takes about a second to import: loaded on first use, not by every process.
     import mcp
     from mcp.client.streamable_http import streamable_http_client
 
