@@ -125,11 +125,14 @@ def skill_search(request: Request) -> Response:
         limit = int(request.query_params.get("limit", 10))
     except ValueError:
         return Response(error_body("validation", "invalid_limit", "limit must be an integer."), status=400)
-    index = latest_index()
     query = request.query_params.get("q", "")[:300]
-    result = search_skills(
-        agent=request.auth, index=index, query=query, namespace=request.query_params.get("namespace", ""), limit=limit
-    )
+    namespace = request.query_params.get("namespace", "")
+    if "\x00" in query or "\x00" in namespace:
+        return Response(
+            error_body("validation", "invalid_query", "q and namespace must not contain NUL characters."), status=400
+        )
+    index = latest_index()
+    result = search_skills(agent=request.auth, index=index, query=query, namespace=namespace, limit=limit)
     return Response(
         {
             "query": query,
