@@ -1,6 +1,5 @@
 """API key authentication for agents (and personal access tokens for human approvers)."""
 
-import time
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -10,6 +9,7 @@ from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
 from console.models import Agent, PersonalAccessToken, TokenScope
+from lib import clock
 
 
 class KeyError401(exceptions.AuthenticationFailed):
@@ -59,7 +59,7 @@ BAD_KEY_WINDOW = 60  # seconds; counters are per fixed minute
 
 def _bad_key_counters(request, lookup: str) -> list[str]:
     """One counter for the client's address and, when the key had a lookup part, one for that lookup."""
-    window = int(time.time() // BAD_KEY_WINDOW)
+    window = int(clock.time() // BAD_KEY_WINDOW)
     counters = [f"airlock:bad-keys:addr:{request.META.get('REMOTE_ADDR', '')}:{window}"]
     if lookup:
         counters.append(f"airlock:bad-keys:key:{lookup}:{window}")
@@ -70,7 +70,7 @@ def _refuse_or_count_bad_key(request, lookup: str) -> None:
     """After a wrong key: 429 when its address or lookup is over the limit this minute, else count it."""
     counters = _bad_key_counters(request, lookup)
     if any((cache.get(counter) or 0) >= settings.AIRLOCK_BAD_KEYS_PER_MINUTE for counter in counters):
-        raise TooManyBadKeys(wait=max(1, BAD_KEY_WINDOW - int(time.time()) % BAD_KEY_WINDOW))
+        raise TooManyBadKeys(wait=max(1, BAD_KEY_WINDOW - int(clock.time()) % BAD_KEY_WINDOW))
     for counter in counters:
         cache.add(counter, 0, timeout=2 * BAD_KEY_WINDOW)
         try:

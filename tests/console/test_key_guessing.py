@@ -2,7 +2,6 @@
 (a shared NAT or egress proxy): the guesser is slowed down everywhere, the valid key never is."""
 
 import json
-import time
 
 import pytest
 from django.urls import reverse
@@ -23,10 +22,10 @@ def limit(settings):
 
 
 @pytest.fixture(autouse=True)
-def same_minute(monkeypatch):
-    """Counters are per fixed minute: pin the clock so that no test straddles a window boundary."""
-    frozen = (int(time.time()) // 60) * 60 + 1
-    monkeypatch.setattr("console.api_auth.time.time", lambda: frozen)
+def same_minute(clock):
+    """Counters are per fixed minute: start each test one second into a window of Airlock's clock
+    (lib/clock.py), so that no test straddles a window boundary."""
+    clock.advance(60 - clock.time() % 60 + 1)
 
 
 def _client(key: str, addr: str = SHARED_ADDRESS) -> APIClient:
