@@ -26,7 +26,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bench.common import Figure, free_port, percentile, print_table, server_env
+from bench.common import Figure, free_port, percentile, print_table, server_env, uvicorn_command
 
 ROOT = Path(__file__).resolve().parent.parent
 SOCKET_COUNTS = (1, 10, 100)
@@ -290,18 +290,7 @@ def run() -> list[Figure]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "airlock.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
+        uvicorn_command(port, "--log-level", "warning"),
         env=env,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,

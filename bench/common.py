@@ -5,7 +5,9 @@ Every script exposes `run() -> list[Figure]` and can be run alone (`python -m be
 """
 
 import os
+import socket
 import statistics
+import sys
 from dataclasses import dataclass
 
 
@@ -62,11 +64,24 @@ def print_table(figures: list[Figure], title: str = "") -> None:
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def uvicorn_command(port: int, *options: str) -> list[str]:
+    """Airlock's ASGI app under uvicorn on loopback, as the benchmarks and live-server tests start it."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "airlock.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *options,
+    ]
 
 
 def server_env(workdir, **overrides: str) -> dict[str, str]:

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Figure, free_port, percentile, print_table, server_env
+from bench.common import Figure, free_port, percentile, print_table, server_env, uvicorn_command
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = 50
@@ -301,19 +301,7 @@ def bench_live_gate() -> list[Figure]:
         key = json.loads(seeded.stdout.strip().splitlines()[-1])["key"]
         port = free_port()
         server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "airlock.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-                "--no-access-log",
-            ],
+            uvicorn_command(port, "--log-level", "warning", "--no-access-log"),
             env=env,
             cwd=ROOT,
             stdout=subprocess.DEVNULL,

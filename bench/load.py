@@ -41,7 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bench.common import Figure, free_port, percentile, print_table, server_env
+from bench.common import Figure, free_port, percentile, print_table, server_env, uvicorn_command
 
 ROOT = Path(__file__).resolve().parent.parent
 APPROVERS = 2
@@ -516,20 +516,7 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "airlock.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "2",
-            "--log-level",
-            "warning",
-        ],
+        uvicorn_command(port, "--workers", "2", "--log-level", "warning"),
         env=env,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -18,32 +16,16 @@ from django.conf import settings
 
 from approvals.models import ApprovalRequest
 from approvals.services import decide_approval
+from bench.common import free_port, uvicorn_command
 from tests.approvals import worker_tools
 from tests.approvals.gate_world import build_refund_world
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _serve(port: int, env: dict, log) -> subprocess.Popen:
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "airlock.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
+        uvicorn_command(port, "--log-level", "warning"),
         env=env,
         cwd=settings.BASE_DIR,
         stdout=log,
@@ -72,7 +54,7 @@ def test_the_sdk_wait_survives_a_server_restart(acme, agent_and_key, approver, t
         f"{database['NAME']}",
         "AIRLOCK_SIGNING_KEY": str(settings.AIRLOCK_SIGNING_KEY_FILE),
     }
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "server.log").open("w")
     server = _serve(port, env, log)
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import httpx
 import pytest
 from django.conf import settings
 
+from bench.common import free_port, uvicorn_command
 from lib.log_redaction import MaskSecretsFilter, mask_logged_text
 
 KEY, GITHUB, AWS, CARD = (
@@ -83,12 +83,6 @@ def test_every_configured_handler_masks():
     assert config["loggers"]["uvicorn.access"]["handlers"] == ["access"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_the_real_uvicorn_access_log_masks_query_strings(tmp_path):
     """uvicorn configures its loggers first, then imports the app, which configures Django's LOGGING:
     the access lines it writes go through the masking filter."""
@@ -99,22 +93,11 @@ def test_the_real_uvicorn_access_log_masks_query_strings(tmp_path):
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "AIRLOCK_SIGNING_KEY": str(settings.AIRLOCK_SIGNING_KEY_FILE),
     }
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path / "uvicorn.log"
     with log_path.open("w") as log:
         server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "airlock.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--lifespan",
-                "off",
-            ],
+            uvicorn_command(port, "--lifespan", "off"),
             env=env,
             cwd=settings.BASE_DIR,
             stdout=log,
