@@ -11,6 +11,7 @@ An empty variable counts as unset, so `VAR=` and `${VAR:-}` in a compose file me
 
 import math
 import os
+import re
 from urllib.parse import parse_qs, unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
@@ -100,6 +101,37 @@ def port_list(name: str, items: list[str]) -> list[int] | None:
             raise ImproperlyConfigured(f"{name} has {item!r}, which is not a port (1-65535); use * for any port.")
         ports.append(int(item))
     return ports
+
+
+RATE_LIMIT_TENANT = re.compile(r"\*|[a-z0-9][a-z0-9-]*")
+# The grants' patterns (policies.models.pattern_covers): one skill, a namespace, or every skill.
+RATE_LIMIT_SKILL = re.compile(r"\*|[a-z0-9_]+(\.[a-z0-9_]+)*\.\*|[a-z0-9_]+(\.[a-z0-9_]+)+")
+
+
+def rate_limit_list(name: str, items: list[str]) -> list[tuple[str, str, int]]:
+    """Operators' limits from `env_list` as `(tenant, skill pattern, calls a minute)`. Each item is
+    `tenant:skill=calls`: tenant a slug or `*` (every tenant), skill a name (billing.create_refund),
+    a namespace (billing.*) or `*`."""
+    limits: dict[tuple[str, str], tuple[str, int]] = {}
+    for entry in items:
+        target, equals, raw_limit = entry.partition("=")
+        tenant, colon, skill = target.partition(":")
+        tenant, skill, raw_limit = tenant.strip(), skill.strip(), raw_limit.strip()
+        problem = ""
+        if not equals or not colon:
+            problem = "use tenant:skill=calls_per_minute, e.g. acme:billing.*=600 or *:payments.refund=60"
+        elif not RATE_LIMIT_TENANT.fullmatch(tenant):
+            problem = f"{tenant!r} is not a tenant slug or *"
+        elif not RATE_LIMIT_SKILL.fullmatch(skill):
+            problem = f"{skill!r} is not a skill name (billing.create_refund), a namespace (billing.*) or *"
+        elif not re.fullmatch(r"[0-9]+", raw_limit) or int(raw_limit) < 1:
+            problem = f"{raw_limit!r} is not a whole number of calls a minute, at least 1"
+        elif (tenant, skill) in limits:
+            problem = f"{tenant}:{skill} is already limited by {limits[tenant, skill][0]!r}; keep one"
+        if problem:
+            raise ImproperlyConfigured(f"{name} entry {entry!r}: {problem}.")
+        limits[tenant, skill] = (entry, int(raw_limit))
+    return [(tenant, skill, per_minute) for (tenant, skill), (_, per_minute) in limits.items()]
 
 
 def env_choice(name: str, default: str, choices: list[str]) -> str:

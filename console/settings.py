@@ -19,6 +19,7 @@ from console.env import (
     env_str,
     env_url,
     port_list,
+    rate_limit_list,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -293,10 +294,12 @@ AIRLOCK_EGRESS_PORTS = port_list(
 # Host names or IP networks reachable even though private (an in-cluster collector or MCP server).
 AIRLOCK_EGRESS_ALLOW_HOSTS = env_list("AIRLOCK_EGRESS_ALLOW_HOSTS", [])
 
-# The gate (runs/): calls per minute one agent, and one skill across agents, may make (runs/ratelimit.py),
-# and the threads that run adapters for one process (runs/execution.py).
-AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = env_int("AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE", 600, minimum=1)
-AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE = env_int("AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE", 1200, minimum=1)
+# The gate (runs/): calls per minute one agent may make, and one tenant's agents of one skill unless the
+# operator's AIRLOCK_RATE_LIMITS or the skill's manifest sets that (runs/ratelimit.py); and the threads
+# that run adapters for one process (runs/execution.py).
+AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = env_int("AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE", 1200, minimum=1)
+AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE = env_int("AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE", 30000, minimum=1)
+AIRLOCK_RATE_LIMITS = rate_limit_list("AIRLOCK_RATE_LIMITS", env_list("AIRLOCK_RATE_LIMITS", []))
 AIRLOCK_GATE_WORKERS = env_int("AIRLOCK_GATE_WORKERS", 16, minimum=1)
 # Retries of transient failures of idempotent skills: equal-jitter backoff from base, doubling, capped.
 AIRLOCK_RETRY_BASE_SECONDS = env_float("AIRLOCK_RETRY_BASE_SECONDS", 0.1)

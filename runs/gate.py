@@ -280,7 +280,9 @@ def _decide(plan: Planned, state: BatchState) -> None:
         arguments=plan.arguments,
     )
     _authorize(plan, state)
-    ratelimit.check_skill(plan.skill.name, plan.skill.manifest)
+    ratelimit.check_skill(
+        plan.skill.name, plan.skill.manifest, tenant_id=state.run.tenant_id, tenant_slug=state.run.tenant.slug
+    )
     sha = sha256_of(plan.arguments)
     replay = _check_idempotency(plan, state, sha)
     plan.tool_call = _new_tool_call(plan, state, sha)

@@ -122,6 +122,8 @@ def test_debug_off_without_allowed_hosts_or_signing_key_refuses_to_start(tmp_pat
         ("AIRLOCK_PUBLIC_URL", "https://airlock.example.com/?next=1", "AIRLOCK_PUBLIC_URL="),
         ("AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE", "lots", "AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE='lots' is not a whole"),
         ("AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE", "0", "AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE=0 is below the minimum"),
+        ("AIRLOCK_RATE_LIMITS", "acme:billing.*=60,acme:billing*=9", "AIRLOCK_RATE_LIMITS entry 'acme:billing*=9'"),
+        ("AIRLOCK_RATE_LIMITS", "acme:agent=900", "AIRLOCK_RATE_LIMITS entry 'acme:agent=900': 'agent' is not a skill"),
         ("AIRLOCK_GATE_WORKERS", "0", "AIRLOCK_GATE_WORKERS=0 is below the minimum of 1"),
         ("AIRLOCK_RETRY_BASE_SECONDS", "fast", "AIRLOCK_RETRY_BASE_SECONDS='fast' is not a number"),
         ("AIRLOCK_RETRY_CAP_SECONDS", "-1", "AIRLOCK_RETRY_CAP_SECONDS='-1' is below the minimum"),
@@ -214,6 +216,10 @@ TUNABLES = {
     "AIRLOCK_PUBLIC_URL": ("https://airlock.example.com/prefix/", "https://airlock.example.com/prefix"),
     "AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE": ("1", 1),
     "AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE": ("7", 7),
+    "AIRLOCK_RATE_LIMITS": (
+        "acme:orders.*=2, *:billing.refund=1",
+        [["acme", "orders.*", 2], ["*", "billing.refund", 1]],
+    ),
     "AIRLOCK_GATE_WORKERS": ("3", 3),
     "AIRLOCK_RETRY_BASE_SECONDS": ("0.25", 0.25),
     "AIRLOCK_RETRY_CAP_SECONDS": ("4", 4.0),
@@ -265,6 +271,15 @@ try:
     out["second_call"] = "allowed"
 except RateLimited as exc:
     out["second_call"] = exc.code
+out["skill_calls_allowed"] = {}
+for tenant_id, slug in ((1, "acme"), (2, "globex")):
+    allowed = 0
+    try:
+        for _ in range(10):
+            ratelimit.check_skill("orders.lookup", {}, tenant_id=tenant_id, tenant_slug=slug)
+            allowed += 1
+    except RateLimited:
+        out["skill_calls_allowed"][slug] = allowed
 closed = breakers.Admission("closed", probe=False)
 out["breaker_opened_after"] = [len(breakers.record_failure("https://down.example", closed, reason="test"))
                                for _ in range(2)]
@@ -301,6 +316,7 @@ def test_every_tunable_is_read_from_the_environment_and_changes_what_it_names():
     assert out["settings"] == {name: expected for name, (_, expected) in TUNABLES.items()}
     assert out["callback"].startswith("https://airlock.example.com/prefix/api/")
     assert out["second_call"] == "agent_rate_limited"
+    assert out["skill_calls_allowed"] == {"acme": 2, "globex": 7}
     assert out["breaker_opened_after"] == [0, 1] and out["breaker_retry_after"] == 120
     assert out["webhook_backoff"] == [3, 6, 10, 10] and out["webhook_timeout"] == 2.5
     assert out["escalate_after_s"] == 7 * 60

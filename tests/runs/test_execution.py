@@ -198,7 +198,7 @@ def test_rate_limit_per_agent_returns_retry_after(agent_client, skills, settings
     ).json()
     assert [r["status"] for r in body["results"]] == ["ok", "ok", "error"]
     error = body["results"][2]["error"]
-    assert error["class"] == "rate_limited" and 1 <= error["retry_after"] <= 61
+    assert error["class"] == "rate_limited" and 1 <= error["retry_after"] <= 60
 
 
 def test_rate_limit_per_skill(agent_client, skills, settings):
@@ -281,22 +281,6 @@ def test_gate_failure_fails_closed(agent_client, skills, monkeypatch):
     assert result["error"]["class"] == "internal" and "policy store" not in str(result)
     assert ToolCall.objects.get(call_id="c1").status == CallStatus.FAILED
     assert not IdempotencyRecord.objects.exists()
-
-
-@pytest.mark.redis
-def test_rate_limit_counts_in_redis(agent_client, skills, settings):
-    from django.core.cache import caches
-
-    assert "redis" in type(caches["default"]).__module__
-    settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = 1
-    run = start_run(agent_client)
-    body = post_calls(
-        agent_client,
-        run["run_id"],
-        [call("c1", "orders.echo_write", {"i": 1}), call("c2", "orders.echo_write", {"i": 2})],
-    ).json()
-    assert [r["status"] for r in body["results"]] == ["ok", "error"]
-    assert body["results"][1]["error"]["retry_after"] >= 1
 
 
 @pytest.mark.postgres
