@@ -144,12 +144,26 @@ def env_choice(name: str, default: str, choices: list[str]) -> str:
     return value
 
 
+# Server connections per process, unless DATABASE_URL says `?pool_max_size=N`. A request (or task) holds
+# one until it ends, its tool calls included, and the gate's 16 threads (AIRLOCK_GATE_WORKERS) bound the
+# calls that execute at once anyway. PostgreSQL allows 100 connections by default (3 reserved): 2 uvicorn
+# workers x 16 + 8 Celery processes x 2 (a task and a gate thread) + beat stay near 50, room to spare
+# for psql and for a deploy's old and new processes overlapping.
+DEFAULT_POOL_MAX_SIZE = 16
+# How long a request waits for a free connection before it fails with a database error: as long as a tool
+# call may take by default. While PostgreSQL is down every request waits this long (the pool cannot tell
+# down from busy), so it stays short.
+POOL_TIMEOUT_S = 10
+
+
 def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:
     """Turn `sqlite:///path` or `postgres://user:pass@host:port/name` into a DATABASES entry.
 
-    PostgreSQL connections close after each request (CONN_MAX_AGE 0): Django advises against
-    persistent connections under ASGI. `?conn_max_age=N` overrides it, e.g. for Celery workers.
-    `?pool_max_size=N` uses a psycopg connection pool of at most N connections per process instead.
+    PostgreSQL connections come from a bounded psycopg pool per process (Django's OPTIONS["pool"]),
+    health-checked when taken: no connect per request (about 5 ms) and no more than N server
+    connections per process. `?pool_max_size=N` sizes it; `?pool=off` goes back to one connection per
+    request, closed after it (CONN_MAX_AGE 0); `?conn_max_age=N` keeps Django's persistent connections
+    instead of the pool (the two exclude each other). Other query parameters (sslmode=...) reach psycopg.
     """
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
@@ -164,18 +178,9 @@ def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:
         except ValueError:
             raise ImproperlyConfigured(f"{name} has a port that is not a number.") from None
         options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
-        raw_age = options.pop("conn_max_age", "0")
-        try:
-            conn_max_age = int(raw_age)
-        except ValueError:
-            raise ImproperlyConfigured(f"{name} has conn_max_age={raw_age!r}, which is not a whole number.") from None
-        raw_pool = options.pop("pool_max_size", "")
-        if raw_pool:  # a bounded psycopg pool per process: many concurrent requests, few server connections
-            if not raw_pool.isdigit() or int(raw_pool) < 1 or conn_max_age:
-                raise ImproperlyConfigured(
-                    f"{name} has pool_max_size={raw_pool!r}: use a whole number >= 1, without conn_max_age."
-                )
-            options["pool"] = {"min_size": 1, "max_size": int(raw_pool), "timeout": 30}
+        conn_max_age, pool = _postgres_connections(options, name)
+        if pool:
+            options["pool"] = pool
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": database,
@@ -184,9 +189,35 @@ def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:
             "HOST": parsed.hostname or "",
             "PORT": str(port or ""),
             "CONN_MAX_AGE": conn_max_age,
-            "CONN_HEALTH_CHECKS": conn_max_age > 0,
+            "CONN_HEALTH_CHECKS": bool(pool) or conn_max_age > 0,  # a pooled connection is checked when taken
             "OPTIONS": options,
         }
     raise ImproperlyConfigured(
         f"{name} scheme {parsed.scheme!r} is not supported; use sqlite:///path or postgres://user@host/name."
     )
+
+
+def _postgres_connections(options: dict, name: str) -> tuple[int, dict | None]:
+    """(CONN_MAX_AGE, pool options or None) from DATABASE_URL's pool, pool_max_size and conn_max_age."""
+    raw_switch = options.pop("pool", "").strip().lower()
+    raw_size = options.pop("pool_max_size", None)
+    raw_age = options.pop("conn_max_age", None)
+    if raw_switch and raw_switch not in TRUE_WORDS | FALSE_WORDS:
+        raise ImproperlyConfigured(f"{name} has pool={raw_switch!r}; use pool=on or pool=off.")
+    if raw_age is not None:
+        if raw_switch in TRUE_WORDS or raw_size is not None:
+            raise ImproperlyConfigured(
+                f"{name} has conn_max_age with the pool; they exclude each other: use pool_max_size=N for "
+                "the pool, or conn_max_age=N alone for persistent connections without it."
+            )
+        if not raw_age.isdigit():
+            raise ImproperlyConfigured(f"{name} has conn_max_age={raw_age!r}, which is not a whole number of seconds.")
+        return int(raw_age), None
+    if raw_switch in FALSE_WORDS:
+        if raw_size is not None:
+            raise ImproperlyConfigured(f"{name} has pool_max_size with pool={raw_switch}; drop one of them.")
+        return 0, None
+    size = str(DEFAULT_POOL_MAX_SIZE) if raw_size is None else raw_size
+    if not size.isdigit() or int(size) < 1:
+        raise ImproperlyConfigured(f"{name} has pool_max_size={raw_size!r}; use a whole number >= 1.")
+    return 0, {"min_size": 0, "max_size": int(size), "timeout": POOL_TIMEOUT_S}

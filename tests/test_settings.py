@@ -5,6 +5,7 @@ Each case runs a fresh Python process, because settings are read once at import.
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -12,7 +13,9 @@ import sys
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.core.exceptions import ImproperlyConfigured
 
+from console.env import DEFAULT_POOL_MAX_SIZE, database_from_url
 from tests.envscan import ROOT, clean_environ, settings_env_names
 
 REPORT = """
@@ -90,6 +93,67 @@ def test_database_url_picks_postgresql():
     assert report(DATABASE_URL="postgres://airlock:pw@db:5432/airlock")["database"] == "django.db.backends.postgresql"
 
 
+POSTGRES_URL = "postgres://airlock:pw@db:5432/airlock"
+
+
+def test_postgresql_connections_come_from_a_bounded_pool_unless_told_otherwise():
+    # The settings a server starts with, not only the helper: no connect per request, at most N per process.
+    pool = run_python(
+        "import json, django; django.setup(); from django.conf import settings; "
+        "print(json.dumps(settings.DATABASES['default']['OPTIONS'].get('pool')))",
+        DATABASE_URL=POSTGRES_URL,
+    )
+    assert pool.returncode == 0, pool.stderr
+    assert json.loads(pool.stdout.strip().splitlines()[-1])["max_size"] == DEFAULT_POOL_MAX_SIZE
+    entry = database_from_url(POSTGRES_URL)
+    assert entry["CONN_MAX_AGE"] == 0  # Django refuses a pool with persistent connections
+    assert entry["CONN_HEALTH_CHECKS"]  # a connection that died idle in the pool is replaced, not handed out
+
+
+@pytest.mark.parametrize(
+    ("query", "pool_max_size", "conn_max_age"),
+    [
+        ("", DEFAULT_POOL_MAX_SIZE, 0),
+        ("?pool_max_size=4", 4, 0),
+        ("?pool=on&pool_max_size=2", 2, 0),
+        ("?pool=off", None, 0),  # one connection per request, closed after it
+        ("?conn_max_age=60", None, 60),  # Django's persistent connections instead of the pool
+        ("?pool=off&conn_max_age=0", None, 0),
+    ],
+)
+def test_database_url_sizes_or_switches_off_the_pool(query, pool_max_size, conn_max_age):
+    entry = database_from_url(POSTGRES_URL + query)
+    pool = entry["OPTIONS"].get("pool")
+    assert (pool["max_size"] if pool else None) == pool_max_size
+    assert entry["CONN_MAX_AGE"] == conn_max_age
+    assert entry["CONN_HEALTH_CHECKS"] == bool(pool or conn_max_age)
+    assert not {"pool_max_size", "conn_max_age"} & set(entry["OPTIONS"])  # never passed on to psycopg
+
+
+def test_database_url_passes_other_parameters_to_psycopg_beside_the_pool():
+    options = database_from_url(POSTGRES_URL + "?sslmode=require&pool_max_size=3")["OPTIONS"]
+    assert options["sslmode"] == "require" and options["pool"]["max_size"] == 3
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("?pool_max_size=0", "pool_max_size='0'; use a whole number >= 1"),
+        ("?pool_max_size=lots", "pool_max_size='lots'; use a whole number >= 1"),
+        ("?pool_max_size=-2", "pool_max_size='-2'; use a whole number >= 1"),
+        ("?pool=maybe", "pool='maybe'; use pool=on or pool=off"),
+        ("?pool=off&pool_max_size=4", "pool_max_size with pool=off"),
+        ("?conn_max_age=60&pool_max_size=4", "conn_max_age with the pool; they exclude each other"),
+        ("?conn_max_age=60&pool=on", "conn_max_age with the pool; they exclude each other"),
+        ("?conn_max_age=soon", "conn_max_age='soon', which is not a whole number"),
+        ("?conn_max_age=-1", "conn_max_age='-1', which is not a whole number"),
+    ],
+)
+def test_database_url_refuses_contradictory_or_malformed_pool_settings(query, expected):
+    with pytest.raises(ImproperlyConfigured, match=re.escape(expected)):
+        database_from_url(POSTGRES_URL + query)
+
+
 def test_debug_off_without_secret_key_refuses_to_start(tmp_path):
     env = production_env(tmp_path)
     del env["SECRET_KEY"]
@@ -113,6 +177,7 @@ def test_debug_off_without_allowed_hosts_or_signing_key_refuses_to_start(tmp_pat
         ("DATABASE_URL", "mysql://db/airlock", "DATABASE_URL scheme 'mysql' is not supported"),
         ("DATABASE_URL", "postgres://db:notaport/airlock", "DATABASE_URL has a port that is not a number"),
         ("DATABASE_URL", "postgres://db:5432/", "DATABASE_URL names no database"),
+        ("DATABASE_URL", "postgres://db/airlock?pool_max_size=0", "DATABASE_URL has pool_max_size='0'"),
         ("REDIS_URL", "localhost:6379", "REDIS_URL must start with redis://"),
         ("CELERY_VISIBILITY_TIMEOUT", "soon", "CELERY_VISIBILITY_TIMEOUT='soon' is not a whole number"),
         ("LOG_LEVEL", "LOUD", "LOG_LEVEL='LOUD' is not one of"),

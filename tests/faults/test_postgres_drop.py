@@ -1,4 +1,4 @@
-"""PostgreSQL connections dropped: between requests (a persistent connection is health-checked and
+"""PostgreSQL connections dropped: between requests (a pooled or persistent connection is health-checked and
 replaced) and in the middle of a request (the batch's outcome is one transaction: nothing of it is
 written, the agent is told to send the batch again, and the retry records each call once)."""
 
@@ -54,20 +54,61 @@ def world(acme):
     publish_snapshot(reason="faults")
 
 
-def test_a_dropped_persistent_connection_is_replaced_before_the_next_request(world, agent_client):
+@pytest.fixture
+def persistent_connections():
+    """Django's persistent connections, as `DATABASE_URL=...?conn_max_age=600` configures them: no pool."""
+    options = connection.settings_dict["OPTIONS"]
+    saved = {key: connection.settings_dict[key] for key in ("CONN_MAX_AGE", "CONN_HEALTH_CHECKS")}
     connection.close()
-    connection.settings_dict.update(CONN_MAX_AGE=600, CONN_HEALTH_CHECKS=True)  # as a Celery worker would run
-    try:
-        assert agent_client.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json").status_code == 201
-        assert connection.connection is not None  # kept open after the request
-        assert _terminate(_request_backend_pid())
-        # What the request handler does at request_started (Django's test client disconnects it):
-        # CONN_HEALTH_CHECKS finds the dead connection and drops it, so the request reconnects.
-        close_old_connections()
-        response = agent_client.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json")
-        assert response.status_code == 201, response.content
-    finally:
-        connection.settings_dict.update(CONN_MAX_AGE=0, CONN_HEALTH_CHECKS=False)
+    connection.close_pool()
+    pool = options.pop("pool", None)
+    connection.settings_dict.update(CONN_MAX_AGE=600, CONN_HEALTH_CHECKS=True)
+    yield
+    connection.close()
+    connection.settings_dict.update(saved)
+    if pool is not None:
+        options["pool"] = pool
+
+
+def test_a_dropped_persistent_connection_is_replaced_before_the_next_request(
+    world, agent_client, persistent_connections
+):
+    assert agent_client.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json").status_code == 201
+    assert connection.connection is not None  # kept open after the request
+    assert _terminate(_request_backend_pid())
+    # What the request handler does at request_started (Django's test client disconnects it):
+    # CONN_HEALTH_CHECKS finds the dead connection and drops it, so the request reconnects.
+    close_old_connections()
+    response = agent_client.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json")
+    assert response.status_code == 201, response.content
+
+
+@pytest.fixture
+def one_pooled_connection():
+    """The default pool (console/env.py), cut to one connection: the next request must take the dead one."""
+    options = connection.settings_dict["OPTIONS"]
+    assert options.get("pool"), "the default DATABASE_URL gives a pool"
+    saved = options["pool"]
+    connection.close()
+    connection.close_pool()
+    options["pool"] = {**saved, "max_size": 1}
+    yield
+    connection.close()
+    connection.close_pool()
+    options["pool"] = saved
+
+
+def test_a_dropped_pooled_connection_is_replaced_before_the_next_request(world, agent_client, one_pooled_connection):
+    """After a database restart the pool's idle connections are dead: the pool checks the one a request
+    takes and opens a new one instead of failing the request."""
+    assert agent_client.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json").status_code == 201
+    dead = _request_backend_pid()
+    close_old_connections()  # what the request handler does at request_finished: back to the pool
+    assert connection.connection is None
+    assert _terminate(dead)
+    response = agent_client.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json")
+    assert response.status_code == 201, response.content
+    assert _request_backend_pid() != dead
 
 
 def test_a_connection_dropped_mid_request_writes_nothing_half(world, agent_client):
