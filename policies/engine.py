@@ -1,17 +1,22 @@
 """The policy engine: CEL conditions over a documented context, precedence and defaults by effect.
 
 Conditions are compiled once per policy version (published versions are immutable, so the cache
-key is the version id) and evaluated against one `cel.Context` built per decision. Python is
-never `eval`ed: CEL has no side effects, no loops beyond bounded macros, and no I/O.
+key is the version id). A decision evaluates only the rules its context can match (policies.
+rule_index), and converts to CEL only the context variables those rules read. Python is never
+`eval`ed: CEL has no side effects, no loops beyond bounded macros, and no I/O.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 import cel
+
+from policies.activation import Activation
+from policies.rule_index import Guard, RuleIndex, guards_of
 
 logger = logging.getLogger(__name__)
 
@@ -19,6 +24,7 @@ VERDICTS = ("allow", "confirm", "deny")
 VERDICT_RANK = {"allow": 0, "confirm": 1, "deny": 2}
 CONTEXT_VARIABLES = ("skill", "args", "agent", "end_user", "tenant", "run")
 _COMPILED: dict[int, tuple[list[dict], tuple[CompiledRule, ...]]] = {}
+_INDEXED: dict[int, tuple[tuple[CompiledRule, ...], RuleIndex]] = {}
 
 DEFAULT_REASONS = {
     "read": ("allow", "reads are allowed by default"),
@@ -41,6 +47,8 @@ class CompiledRule:
     reason: str
     program: Any
     override_taint: bool = False
+    variables: frozenset[str] = frozenset()
+    guards: tuple[Guard, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,10 @@ class CompiledPolicy:
     def version_label(self) -> str:
         return f"p{self.policy_id}@v{self.version_number}"
 
+    @cached_property
+    def index(self) -> RuleIndex:
+        return index_rules(self.rules, version_id=self.version_id)
+
     def applies_to(self, *, tenant_id: int, skill_name: str) -> bool:
         if self.scope == "tenant":
             return self.tenant_id == tenant_id
@@ -68,7 +80,7 @@ class CompiledPolicy:
         return True
 
 
-@dataclass
+@dataclass(slots=True)
 class Decision:
     verdict: str
     rule_id: str
@@ -110,20 +122,36 @@ def compile_rules(rules: list[dict], *, version_id: int | None = None) -> tuple[
         # (a restored or reset database) at the price of one cheap equality check.
         if cached is not None and cached[0] == rules:
             return cached[1]
-    compiled = tuple(
-        CompiledRule(
-            id=str(rule["id"]),
-            verdict=rule["verdict"],
-            condition=rule["condition"],
-            reason=rule.get("reason", ""),
-            program=compile_condition(rule["condition"] or "true"),
-            override_taint=rule.get("override_taint") is True,
-        )
-        for rule in rules
-    )
+    compiled = tuple(_compile_rule(rule) for rule in rules)
     if version_id is not None:
         _COMPILED[version_id] = (list(rules), compiled)
     return compiled
+
+
+def _compile_rule(rule: dict) -> CompiledRule:
+    source = rule["condition"] or "true"
+    program = compile_condition(source)
+    return CompiledRule(
+        id=str(rule["id"]),
+        verdict=rule["verdict"],
+        condition=rule["condition"],
+        reason=rule.get("reason", ""),
+        program=program,
+        override_taint=rule.get("override_taint") is True,
+        variables=frozenset(program.variables()),
+        guards=guards_of(source),
+    )
+
+
+def index_rules(rules: tuple[CompiledRule, ...], *, version_id: int | None = None) -> RuleIndex:
+    """The rules' index, kept per version while `rules` are that version's cached compilation."""
+    cached = _INDEXED.get(version_id) if version_id is not None else None
+    if cached is not None and cached[0] is rules:
+        return cached[1]
+    index = RuleIndex([rule.guards for rule in rules])
+    if version_id is not None and version_id in _COMPILED and _COMPILED[version_id][1] is rules:
+        _INDEXED[version_id] = (rules, index)
+    return index
 
 
 def sample_context(**overrides: Any) -> dict:
@@ -223,28 +251,39 @@ def default_verdict(effect: str, tainted: bool) -> tuple[str, str, str]:
     return verdict, f"default:{key}", reason
 
 
-def _matches(rule: CompiledRule, context: Any, errors: list[str], policy: CompiledPolicy) -> bool:
+def _matches(rule: CompiledRule, activation: Activation, errors: list[str], policy: CompiledPolicy) -> bool:
+    activation.bind(rule.variables)  # outside the try: a context CEL cannot convert is refused, not recorded
     try:
-        return rule.program.execute(context) is True
+        return rule.program.execute(activation.cel) is True
     except Exception as exc:  # noqa: BLE001 - a failing condition must never open the gate
         errors.append(f"{policy.version_label}/{rule.id}: {type(exc).__name__}")
         # Fail closed: a rule that restricts matches when it cannot be evaluated; one that allows does not.
         return rule.verdict != "allow"
 
 
-def evaluate(*, context: dict, policies: list[CompiledPolicy], approval_required: bool = False) -> Decision:
+def evaluate(
+    *, context: dict, policies: list[CompiledPolicy], approval_required: bool = False, indexed: bool = True
+) -> Decision:
     """The verdict for one call. Any matching deny wins, then confirm, then allow; with no match the
     default follows the effect class. Then the floors: destructive never ends in plain allow, nor does
     `approval: required`, nor a write, external or destructive call in a tainted run (unless the
-    deciding allow rule is a platform rule with `override_taint`)."""
-    cel_context = cel.Context(context)
+    deciding allow rule is a platform rule with `override_taint`).
+
+    `indexed=False` runs every rule in CEL against the whole context converted up front: the same
+    decision, slower; the reference the index is tested against."""
+    # Made when a rule first runs (most indexed decisions run none); with the index off, up front as it always was.
+    activation = None if indexed else Activation(context, lazy=False)
     errors: list[str] = []
     best: tuple[CompiledRule, CompiledPolicy] | None = None
     for policy in policies:
-        for rule in policy.rules:
-            if (best is None or VERDICT_RANK[rule.verdict] > VERDICT_RANK[best[0].verdict]) and _matches(
-                rule, cel_context, errors, policy
-            ):
+        index = policy.index if indexed else None
+        for position in index.candidates(context) if index else range(len(policy.rules)):
+            rule = policy.rules[position]
+            if best is not None and VERDICT_RANK[rule.verdict] <= VERDICT_RANK[best[0].verdict]:
+                continue
+            if activation is None:
+                activation = Activation(context, lazy=indexed)
+            if _matches(rule, activation, errors, policy):
                 best = (rule, policy)
                 if rule.verdict == "deny":
                     break
@@ -253,7 +292,9 @@ def evaluate(*, context: dict, policies: list[CompiledPolicy], approval_required
     skill = context["skill"]
     if best is None:
         verdict, rule_id, reason = default_verdict(skill["effect"], bool(context["run"]["tainted"]))
-        decision = Decision(verdict=verdict, rule_id=rule_id, scope="default", policy_version="", reason=reason)
+        decision = Decision(
+            verdict=verdict, rule_id=rule_id, scope="default", policy_version="", reason=reason, errors=errors
+        )
     else:
         rule, policy = best
         decision = Decision(
@@ -263,8 +304,8 @@ def evaluate(*, context: dict, policies: list[CompiledPolicy], approval_required
             policy_version=policy.version_label,
             reason=rule.reason,
             policy_name=policy.name,
+            errors=errors,
         )
-    decision.errors = errors
     _apply_floors(decision, context=context, best=best, approval_required=approval_required)
     return decision
 
@@ -299,3 +340,4 @@ def _apply_floors(
 
 def clear_cache() -> None:
     _COMPILED.clear()
+    _INDEXED.clear()
