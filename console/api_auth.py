@@ -105,6 +105,25 @@ def _split_key(raw: str, prefix: str) -> str:
     return parts[1]
 
 
+def well_formed_agent_key(request) -> tuple[str, str] | None:
+    """(lookup, full key) of a well-formed `Bearer ak_...` header, else None. Proves nothing yet."""
+    header = authentication.get_authorization_header(request).decode("latin-1")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != AgentKeyAuthentication.keyword.lower() or not token.startswith("ak_") or " " in token:
+        return None
+    try:
+        return _split_key(token, "ak"), token
+    except _BadKey:
+        return None
+
+
+def sign_in_agent(request: Request, agent: Agent) -> None:
+    """Authenticate the request as `agent`, whose key a caller has just checked against the row."""
+    agent.touch()
+    request.user, request.auth = AgentPrincipal(agent=agent), agent
+
+
 class AgentKeyAuthentication(authentication.BaseAuthentication):
     """`Authorization: Bearer ak_...` for agents, `Bearer pat_...` for approvers' personal tokens.
 

@@ -286,3 +286,16 @@ class InvitationEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ValueError("The invitation audit log is append-only.")
+
+
+class GateGeneration(models.Model):
+    """One row that the database bumps itself (triggers, policies/migrations/0002) on every change to
+    what the gate keeps in process: grants, policies, policy versions and skill version statuses.
+
+    A process's gate caches (runs/gate_cache.py) hold while (epoch, number) is unchanged; the gate reads
+    both in the same query as the run, so a revoked grant or a retired version is seen on the next call.
+    Each bump draws a new random epoch: a rolled-back bump, a flushed or a restored database never reuse one."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    epoch = models.CharField(max_length=36)
+    number = models.BigIntegerField(default=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from policies.models import Grant, pattern_covers
 from registry.review import GrantReach
@@ -34,6 +35,18 @@ def active_grants(*, tenant_id: int, agent_role: str) -> list[tuple[str, list[st
         .filter(tenant_id=tenant_id, agent_role=agent_role)
         .values_list("skill_pattern", "oauth_scopes")
     ]
+
+
+def active_grants_until(*, tenant_id: int, agent_role: str) -> tuple[list[tuple[str, list[str]]], datetime | None]:
+    """`active_grants`, and when the first of them expires (None: none expires): how long the list holds
+    without a change to the grants table."""
+    rows = list(
+        Grant.objects.active()
+        .filter(tenant_id=tenant_id, agent_role=agent_role)
+        .values_list("skill_pattern", "oauth_scopes", "expires_at")
+    )
+    expiries = [expires_at for _, _, expires_at in rows if expires_at is not None]
+    return [(pattern, scopes or []) for pattern, scopes, _ in rows], min(expiries, default=None)
 
 
 def grants_covering(skill_name: str) -> list[GrantReach]:

@@ -18,11 +18,21 @@ from lib.canonical import sha256_of
 from lib.sealing import seal
 from policies import grants as grant_lookup
 from policies.engine import Decision
-from policies.services import ActivePolicies, load_active_policies
-from registry.models import MUTATING_EFFECTS, SkillVersion, VersionStatus
+from policies.services import ActivePolicies
+from registry.models import MUTATING_EFFECTS, VersionStatus
 from registry.offering import offered_to
 from registry.snapshots import ResolvedSkill, SnapshotIndex, index_for
-from runs import authorization, batch_input, client_exec, execution, hooks, lifecycle, ratelimit, recording
+from runs import (
+    authorization,
+    batch_input,
+    client_exec,
+    execution,
+    gate_cache,
+    hooks,
+    lifecycle,
+    ratelimit,
+    recording,
+)
 from runs.adapters import InvocationContext
 from runs.authorization import CALLABLE_STATUSES, RunFacts
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, NotFound, NotPermitted, Transient, ValidationFailed
@@ -79,8 +89,26 @@ def error_result(call_id: str, error: CallError) -> dict:
 # Decision phase ------------------------------------------------------------------------------------
 
 
-def _load_state(run: Run, calls: list[dict]) -> BatchState:
+@dataclass(frozen=True)
+class Preloaded:
+    """What the request's own run query already read (runs/api/batch_auth.py), so the gate need not."""
+
+    generation: gate_cache.Generation
+    prior_calls: bool  # a call_id of the batch was used before in this run
+    prior_keys: bool  # an idempotency key of the batch is recorded in the tenant
+
+
+def replay_lookups(run_id, calls: list) -> tuple[list[str], set[str]]:
+    """The call ids and idempotency keys under which earlier outcomes of these calls would be recorded."""
+    calls = [raw for raw in calls if batch_input.is_well_formed(raw)]
+    call_ids = [redact_text(raw["call_id"]) for raw in calls if isinstance(raw.get("call_id"), str)]
+    keys = {_explicit_key(raw) for raw in calls} | {f"{run_id}:{c}" for c in call_ids}
+    return call_ids, keys - {""}
+
+
+def _load_state(run: Run, calls: list[dict], preloaded: Preloaded | None) -> BatchState:
     calls = [raw for raw in calls if batch_input.is_well_formed(raw)]  # the others fail alone, in _check_shape
+    generation = preloaded.generation if preloaded else None
     index = index_for(run.snapshot)
     resolved_ids = set()
     for raw in calls:
@@ -89,24 +117,21 @@ def _load_state(run: Run, calls: list[dict]) -> BatchState:
             skill = index.resolve(raw["name"], version if isinstance(version, str) and version else None)
             if skill is not None:
                 resolved_ids.add(skill.skill_version_id)
-    live_status = dict(SkillVersion.objects.filter(pk__in=resolved_ids).values_list("pk", "status"))
-    call_ids = [
-        redact_text(raw["call_id"]) for raw in calls if isinstance(raw, dict) and isinstance(raw.get("call_id"), str)
-    ]
-    existing = {call.call_id: call for call in ToolCall.objects.filter(run=run, call_id__in=call_ids)}
-    keys = {_explicit_key(raw) for raw in calls if isinstance(raw, dict)} | {f"{run.pk}:{c}" for c in call_ids}
-    records = {
-        record.key: record
-        for record in IdempotencyRecord.objects.filter(tenant_id=run.tenant_id, key__in=keys - {""}).select_related(
-            "call"
-        )
-    }
+    call_ids, keys = replay_lookups(run.pk, calls)
+    existing, records = {}, {}
+    if call_ids and (preloaded is None or preloaded.prior_calls):
+        existing = {call.call_id: call for call in ToolCall.objects.filter(run=run, call_id__in=call_ids)}
+    if keys and (preloaded is None or preloaded.prior_keys):
+        records = {
+            record.key: record
+            for record in IdempotencyRecord.objects.filter(tenant_id=run.tenant_id, key__in=keys).select_related("call")
+        }
     return BatchState(
         run=run,
         index=index,
-        live_status=live_status,
-        grants=grant_lookup.active_grants(tenant_id=run.tenant_id, agent_role=run.agent.role),
-        policies=load_active_policies(),
+        live_status=gate_cache.version_statuses(resolved_ids, generation=generation) if resolved_ids else {},
+        grants=gate_cache.active_grants(tenant_id=run.tenant_id, agent_role=run.agent.role, generation=generation),
+        policies=gate_cache.active_policies(generation=generation),
         existing=existing,
         records=records,
         tainted=run.tainted,
@@ -484,11 +509,11 @@ def _note_untrusted(plan: Planned, run: Run) -> None:
         run.tainted, run.taint_source = True, f"{plan.skill.name} returned untrusted content ({plan.call_id})"
 
 
-def process_batch(*, run: Run, calls: list[dict]) -> list[dict]:
+def process_batch(*, run: Run, calls: list[dict], preloaded: Preloaded | None = None) -> list[dict]:
     """One result per call, in call order. See the module docstring for the order of checks."""
     plans = [Planned(position=position, raw=raw) for position, raw in enumerate(calls)]
     try:
-        state = _load_state(run, calls)
+        state = _load_state(run, calls, preloaded)
     except Exception:
         logger.exception("Gate could not load its state for run %s", run.pk)
         return [
@@ -552,4 +577,4 @@ def _mark_failed(plan: Planned, state: BatchState, error: CallError) -> None:
     plan.tool_call.error_class = error.error_class
 
 
-__all__ = ["MAX_BATCH", "error_result", "invocation_context", "process_batch"]
+__all__ = ["MAX_BATCH", "Preloaded", "error_result", "invocation_context", "process_batch", "replay_lookups"]

@@ -56,6 +56,11 @@ def ensure_trace(run: Run) -> Trace:
     return trace
 
 
+def adopt_trace(run: Run, trace_pk: int) -> None:
+    """Tell `ensure_trace` the run's trace id, read by the caller with the run: it skips its lookup."""
+    setattr(run, _TRACE_CACHE_ATTR, Trace(pk=trace_pk, tenant_id=run.tenant_id, run_id=run.pk))
+
+
 def _create_or_adopt(run: Run) -> Trace:
     trace_id = trace_id_for_run(run)
     fields = {
@@ -258,6 +263,7 @@ def finish_span(
 
 
 __all__ = [
+    "adopt_trace",
     "ensure_trace",
     "finish_span",
     "new_span_id",
