@@ -43,6 +43,8 @@ _KEY_VALUE = re.compile(
 )
 # Payment card numbers: 13-19 digits (optionally grouped), masked only when the Luhn check passes.
 _CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
+# A UUID's leading groups can be all digits and pass Luhn ("53586182-3078-4510-b4ae-…"): an id, not a card.
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
 # Cheap pre-check: most strings contain none of these fragments and skip the regexes entirely.
 _HINTS = (
     "-----BEGIN",
@@ -111,6 +113,17 @@ def _mask_card(match: re.Match[str]) -> str:
     return f"card…{digits[-4:]}[redacted:{hashlib.sha256(digits.encode()).hexdigest()[:12]}]"
 
 
+def _mask_cards(text: str) -> str:
+    uuids = [found.span() for found in _UUID.finditer(text)]
+
+    def mask_unless_in_a_uuid(match: re.Match[str]) -> str:
+        if any(start < match.end() and match.start() < end for start, end in uuids):
+            return match.group(0)
+        return _mask_card(match)
+
+    return _CARD.sub(mask_unless_in_a_uuid, text)
+
+
 _CREDENTIAL_WORDS = ("pass", "pwd", "secret", "token", "key", "authorization", "credential", "cookie")
 
 
@@ -135,7 +148,7 @@ def mask_secrets(text: str) -> str:
         for _kind, pattern in _SECRET_PATTERNS:
             text = pattern.sub(_mask_secret, text)
     if _DIGITS_RE.search(text):
-        text = _CARD.sub(_mask_card, text)
+        text = _mask_cards(text)
     return text
 
 

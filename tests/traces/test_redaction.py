@@ -132,6 +132,13 @@ def test_card_numbers_are_masked_only_when_luhn_valid():
     assert "1234567890123" in out  # not a valid card number: an ordinary id stays readable
 
 
+def test_a_uuid_whose_leading_digits_pass_luhn_is_an_id_not_a_card():
+    run_id = "53586182-3078-4510-b4ae-048a5b8beef9"  # a real run's id, masked once, its audit row then failed
+    payload = {"run_id": run_id, "note": f"run {run_id.upper()}"}
+    assert redact(payload) == payload
+    assert "card…4242" in mask_secrets(f"{run_id} paid with 4242-4242-4242-4242")
+
+
 @pytest.mark.parametrize(
     "text,secret",
     [
