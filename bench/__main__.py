@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.common import Figure, setup_django
 
-SKIP = {"common", "__main__", "gate_settings"}
+SKIP = {"common", "__main__", "gate_settings", "throughput_settings", "throughput_urls"}
 
 
 def machine() -> str:
