@@ -2,11 +2,13 @@
 
 Events are append-only rows; the id is the cursor. After each append (inside the caller's
 transaction) the `runs.hooks.event_appended` receivers are called, so that approvals can schedule a
-webhook delivery without `runs` importing `approvals`.
+webhook delivery without `runs` importing `approvals`; once that transaction commits, the run's
+long polls are woken (lib.wakeups) instead of finding the event at their next database read.
 """
 
 from typing import Any
 
+from lib import wakeups
 from runs import hooks
 from runs.models import Run, RunEvent
 from traces.redaction import redact
@@ -21,7 +23,13 @@ def append_event(*, run: Run, kind: str, payload: dict[str, Any]) -> RunEvent:
         raise ValueError(f"Unknown run event kind {kind!r}; known: {', '.join(sorted(EVENT_KINDS))}.")
     event = RunEvent.objects.create(run=run, kind=kind, payload=redact(payload))
     hooks.event_appended(event)
+    wakeups.publish_on_commit(feed_topic(run.pk))
     return event
+
+
+def feed_topic(run_id: Any) -> str:
+    """The wake-up topic of a run's event feed."""
+    return f"run-events:{run_id}"
 
 
 def event_to_dict(event: RunEvent) -> dict[str, Any]:

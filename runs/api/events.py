@@ -1,7 +1,9 @@
 """`GET /api/v1/runs/{run_id}/events?after=<id>&wait=<seconds>`: the run's event feed, by long poll.
 
-An async view: a waiting agent costs one coroutine and a short query every poll interval, not a
-worker thread (under ASGI, sync views share one thread, so a sleeping sync view would stall others).
+An async view: a waiting agent costs one coroutine, not a worker thread or a database connection. It
+reads the feed, then sleeps until the run's next event is committed (a wake-up from lib.wakeups,
+published by runs.events.append_event) and reads again; a lost wake-up only delays it to the next
+fallback read (wakeups.fallback_seconds()).
 """
 
 import math
@@ -15,15 +17,13 @@ from rest_framework import exceptions
 from console.api_auth import AgentKeyAuthentication, TooManyBadKeys
 from console.api_errors import error_body
 from console.models import Agent
-from lib import clock
-from runs.events import events_after
+from lib import clock, wakeups
+from runs.events import events_after, feed_topic
 from runs.models import Run
 
 MAX_WAIT_SECONDS = 30.0
 MAX_EVENT_ID = 2**63 - 1  # event ids are PostgreSQL bigints
 _SECONDS = re.compile(r"(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", re.ASCII)  # 12, 0.5, .5, 1e3
-FIRST_POLL_INTERVAL = 0.05
-MAX_POLL_INTERVAL = 0.25
 
 
 def _error(status: int, error_class: str, code: str, message: str) -> JsonResponse:
@@ -51,14 +51,40 @@ def _authenticate(request: HttpRequest) -> Agent | JsonResponse:
     return result[1]
 
 
-def _events_after_releasing(*, run_id, after: int) -> list[dict]:
-    """One poll; then give the connection back, so a waiting agent holds no connection (or pool slot)
-    between polls: 200 waiting agents would otherwise need 200 PostgreSQL connections."""
-    try:
-        return events_after(run_id=run_id, after=after)
-    finally:
-        if not connection.in_atomic_block:  # a test's transaction, not a request's connection
-            connection.close()
+def _releasing_connection(read):
+    """Run one read, then give the connection back, so a waiting agent holds no connection (or pool
+    slot) while it sleeps: 200 waiting agents would otherwise need 200 PostgreSQL connections."""
+
+    def released(*args, **kwargs):
+        try:
+            return read(*args, **kwargs)
+        finally:
+            if not connection.in_atomic_block:  # a test's transaction, not a request's connection
+                connection.close()
+
+    return released
+
+
+@_releasing_connection
+def _open(request: HttpRequest, run_id) -> tuple[Run, int, float] | JsonResponse:
+    """The agent's key, the parameters, then the agent's own run: one trip to a worker thread."""
+    agent = _authenticate(request)
+    if isinstance(agent, JsonResponse):
+        return agent
+    parsed = _parse(request)
+    if isinstance(parsed, JsonResponse):
+        return parsed
+    run = Run.objects.filter(pk=run_id, tenant_id=agent.tenant_id, agent=agent).only("pk").first()
+    if run is None:
+        return _error(404, "not_found", "not_found", "No such run.")
+    return run, *parsed
+
+
+@_releasing_connection
+def _read(*, run_id, after: int) -> tuple[list[dict], str | None]:
+    """The events after the cursor, and the run's status as of this read."""
+    events = events_after(run_id=run_id, after=after)
+    return events, Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
 
 
 def _shown(text: str) -> str:
@@ -110,24 +136,16 @@ def _parse(request: HttpRequest) -> tuple[int, float] | JsonResponse:
 async def run_events(request: HttpRequest, run_id) -> JsonResponse:
     if request.method != "GET":
         return _error(405, "validation", "method_not_allowed", f"Method {request.method} not allowed.")
-    agent = await sync_to_async(_authenticate)(request)
-    if isinstance(agent, JsonResponse):
-        return agent
-    parsed = _parse(request)
-    if isinstance(parsed, JsonResponse):
-        return parsed
-    after, wait = parsed
-    run = await Run.objects.filter(pk=run_id, tenant_id=agent.tenant_id, agent=agent).only("pk").afirst()
-    if run is None:
-        return _error(404, "not_found", "not_found", "No such run.")
+    opened = await sync_to_async(_open)(request, run_id)
+    if isinstance(opened, JsonResponse):
+        return opened
+    run, after, wait = opened
     deadline = clock.monotonic() + wait
-    interval = FIRST_POLL_INTERVAL
-    while True:
-        events = await sync_to_async(_events_after_releasing)(run_id=run.pk, after=after)
-        remaining = deadline - clock.monotonic()
-        if events or remaining <= 0:
-            break
-        await clock.asleep(min(interval, remaining))
-        interval = min(interval * 1.5, MAX_POLL_INTERVAL)
-    status = await Run.objects.filter(pk=run.pk).values_list("status", flat=True).afirst()
+    with wakeups.listening(feed_topic(run.pk)) as waiter:  # before the first read: no event falls between
+        while True:
+            events, status = await sync_to_async(_read)(run_id=run.pk, after=after)
+            remaining = deadline - clock.monotonic()
+            if events or remaining <= 0:
+                break
+            await waiter.wait(min(remaining, wakeups.fallback_seconds()))
     return JsonResponse({"events": events, "next_cursor": events[-1]["id"] if events else after, "run_status": status})
