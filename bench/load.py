@@ -6,13 +6,16 @@ is allowed or a refund that needs approval), follow the run's events by long pol
 approved call has its outcome, read the run. A scripted approver listens on /ws/approvals/ with a
 session cookie (two sockets, two people, so decisions race) and decides through the approver API
 with a personal access token; it declines one request in five, and re-reads the pending list every
-second because a websocket message is a hint, not the only copy.
+second because a websocket message is a hint, not the only copy. "Approval decision → agent has the
+result" runs from the moment the winning decision request is sent to the moment the agent's long
+poll returns that call's `call.completed` (approver and agents share this process and its clock).
 
 The skills call a small ledger service in this process over `http:`; it counts every side effect
 by (run, call), which is how "executed exactly once" is checked across processes.
 
 Then the books, from the database (any discrepancy fails the run):
-- every call has exactly one outcome (a final status and a stored result);
+- every call has exactly one outcome (a final status and a stored result), and none failed (the
+  ledger always answers, so a failure is Airlock's or the setup's, e.g. egress refusing the ledger);
 - every approval request was decided or expired exactly once (audit log), none left pending;
 - every approved call executed exactly once (the ledger) and no declined call executed at all;
 - every run is final, or paused with a reason, or running with nothing outstanding;
@@ -178,6 +181,18 @@ class Stats:
     waited: int = 0
     late: int = 0  # outcomes the agent stopped waiting for after 60 s
     decisions: Counter = field(default_factory=Counter)
+    # approval id -> perf_counter when the winning (200) decision request was sent / when the agent's
+    # long poll returned that call's outcome; matched after the run into "decision → agent has the result"
+    decision_sent: dict[int, float] = field(default_factory=dict)
+    result_seen: dict[int, float] = field(default_factory=dict)
+    loop_lag: list[float] = field(default_factory=list)  # ms, see watch_loop_lag
+
+    def decision_to_result_ms(self) -> list[float]:
+        return [
+            (self.result_seen[approval] - sent) * 1000
+            for approval, sent in self.decision_sent.items()
+            if approval in self.result_seen
+        ]
 
     async def request(self, http, endpoint: str, method: str, url: str, **kwargs):
         started = time.perf_counter()
@@ -247,11 +262,13 @@ async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Eve
             if response.status_code != 200:
                 await asyncio.sleep(0.5)
                 continue
+            arrived = time.perf_counter()
             body = response.json()
             cursor = body["next_cursor"]
             for event in body["events"]:
                 if event["kind"] == "call.completed":
                     waiting.discard(event["payload"]["call_id"])
+                    stats.result_seen.setdefault(event["payload"]["approval_id"], arrived)
         if waiting:  # slow, not lost: the books check that every decided call got its call.completed event
             stats.late += len(waiting)
         else:
@@ -301,6 +318,7 @@ async def approver_loop(base: str, seeded: dict, who: int, stats: Stats, stop: a
     async def decide(approval_id: int) -> None:
         decision = "decline" if approval_id % DECLINE_EVERY == 0 else "approve"
         async with in_flight:
+            sent = time.perf_counter()
             response = await stats.request(
                 http,
                 "POST /approvals/{id}/decision",
@@ -310,6 +328,8 @@ async def approver_loop(base: str, seeded: dict, who: int, stats: Stats, stop: a
                 json={"decision": decision, "reason": "load"},
             )
         stats.decisions[f"{decision} → {response.status_code}"] += 1
+        if response.status_code == 200:  # the decision that won; the other approver's gets 409
+            stats.decision_sent[approval_id] = sent
         if response.status_code >= 500:
             seen.discard(approval_id)  # the pending re-read offers it again
 
@@ -330,6 +350,15 @@ async def approver_loop(base: str, seeded: dict, who: int, stats: Stats, stop: a
                 task.cancel()
 
 
+async def watch_loop_lag(stats: Stats, stop: asyncio.Event, every: float = 0.05) -> None:
+    """How late this process's event loop wakes a sleeper: if the load generator were the bottleneck,
+    its own timestamps (and every latency above) would carry this lag."""
+    while not stop.is_set():
+        started = time.perf_counter()
+        await asyncio.sleep(every)
+        stats.loop_lag.append((time.perf_counter() - started - every) * 1000)
+
+
 async def drive(base: str, seeded: dict, agents: int, seconds: float) -> tuple[Stats, float]:
     import httpx
 
@@ -341,6 +370,7 @@ async def drive(base: str, seeded: dict, agents: int, seconds: float) -> tuple[S
         for i in range(len(seeded["approvers"]))
     ]
     await asyncio.sleep(1)  # sockets connected before the first request
+    lag_watch = asyncio.create_task(watch_loop_lag(stats, stop_approvers))
     async with httpx.AsyncClient(base_url=base, timeout=90, limits=limits) as http:
         started = time.perf_counter()
         tasks = [
@@ -352,7 +382,7 @@ async def drive(base: str, seeded: dict, agents: int, seconds: float) -> tuple[S
         await asyncio.wait(tasks, timeout=SETTLE_SECONDS)
         elapsed = time.perf_counter() - started
     stop_approvers.set()
-    await asyncio.wait(approvers, timeout=5)
+    await asyncio.wait([*approvers, lag_watch], timeout=5)
     return stats, elapsed
 
 
@@ -392,6 +422,8 @@ def check_books(effects: Counter) -> dict:
             problems["call without exactly one outcome"].append(f"{label} is {call.status}")
         if call.tool_spans < 1:
             problems["span missing"].append(f"{label}: no tool_call span")
+        if call.status == CallStatus.FAILED:  # the ledger always answers: a failure is the setup's or Airlock's
+            problems["call failed (the ledger never fails)"].append(f"{label}: {call.error_class} {call.result}")
     by_call = {(str(c.run_id), c.call_id): c for c in calls}
     approvals = list(ApprovalRequest.objects.select_related("call"))
     closing = Counter(
@@ -486,12 +518,44 @@ def _wait_ready(check, process: subprocess.Popen, what: str, timeout_s: float = 
     raise RuntimeError(f"{what} did not start in time")
 
 
+def _tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and its live descendants, from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo.extend(int(child) for child in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def _machine_busy_seconds() -> float:
+    """CPU seconds all cores spent busy (not idle or waiting for I/O) since boot."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_use(processes: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far: this process (agents, approvers, ledger), each named process tree, the machine."""
+    return {
+        "load generator": time.process_time(),
+        **{name: _tree_cpu_seconds(pid) for name, pid in processes.items()},
+        "machine": _machine_busy_seconds(),
+    }
+
+
 @dataclass
 class LoadResult:
     figures: list[Figure]
     stats: Stats
     books: dict
     elapsed: float
+    cpu: dict[str, float] = field(default_factory=dict)  # % of one core over the drive, by process
 
     @property
     def balanced(self) -> bool:
@@ -505,13 +569,16 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
     redis.Redis.from_url(_redis_url()).flushdb()
     _fresh_database(_database_url())
     workdir = Path(tempfile.mkdtemp(prefix="airlock-load-"))
+    ledger = Ledger()
     env = server_env(
         workdir,
         DATABASE_URL=f"{_database_url()}?pool_max_size={POOL_SIZE}",
         REDIS_URL=_redis_url(),
         AIRLOCK_CHANNEL_PREFIX=f"load{os.getpid()}",
+        # the skills' service is this process on loopback: let the gate and the worker reach it, and only it
+        AIRLOCK_EGRESS_ALLOW_HOSTS="127.0.0.1",
+        AIRLOCK_EGRESS_PORTS=str(ledger.server.server_address[1]),
     )
-    ledger = Ledger()
     seeded = _subprocess_json(["--seed", ledger.url, str(agents)], env)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -554,7 +621,10 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
         _wait_ready(server_up, server, "uvicorn")
         _wait_ready(lambda: "ready" in worker_log.read_text(), worker, "the Celery worker")
         log(f"[load] {agents} agents for {seconds:g} s against {base} (logs in {workdir})")
+        processes = {"uvicorn": server.pid, "celery": worker.pid}
+        cpu_before = cpu_use(processes)
         stats, elapsed = asyncio.run(drive(base, seeded, agents, seconds))
+        cpu = {name: 100 * (used - cpu_before[name]) / elapsed for name, used in cpu_use(processes).items()}
     finally:
         for process in (server, worker):
             process.terminate()
@@ -573,7 +643,16 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
     for endpoint, samples in sorted(stats.latencies.items()):
         for label, pct in (("p50", 50), ("p95", 95), ("p99", 99)):
             figures.append(Figure(f"{endpoint} {label}", percentile(samples, pct), "ms"))
-    return LoadResult(figures=figures, stats=stats, books=books, elapsed=elapsed)
+    for label, pct in (("p50", 50), ("p95", 95), ("p99", 99)):
+        figures.append(
+            Figure(
+                f"approval decision → agent has the result {label}",
+                percentile(stats.decision_to_result_ms(), pct),
+                "ms",
+            )
+        )
+    figures.append(Figure("load generator's own CPU (1 core = 100)", cpu["load generator"], "%"))
+    return LoadResult(figures=figures, stats=stats, books=books, elapsed=elapsed, cpu=cpu)
 
 
 def report(result: LoadResult) -> None:
@@ -585,6 +664,16 @@ def report(result: LoadResult) -> None:
     print("responses: " + ", ".join(f"{e} {s}: {n}" for (e, s), n in sorted(stats.statuses.items())))
     print(f"outcomes later than 60 s (the agent stopped waiting; the books still require them): {stats.late}")
     print("approver: " + ", ".join(f"{k}: {v}" for k, v in sorted(stats.decisions.items())))
+    print(
+        f"decision → agent has the result: {len(stats.decision_to_result_ms())} of {len(stats.decision_sent)} "
+        "decisions matched to the long poll that returned their outcome"
+    )
+    print(
+        "CPU, % of one core over the drive (2 cores = 200): "
+        + ", ".join(f"{name} {share:.0f}" for name, share in result.cpu.items())
+        + f"; load generator's event loop wakes late by p50 {percentile(stats.loop_lag, 50):.1f} ms, "
+        f"p99 {percentile(stats.loop_lag, 99):.1f} ms"
+    )
     print("books: " + ", ".join(f"{k} {v}" for k, v in result.books["counts"].items()))
     for kind, items in result.books["problems"].items():
         print(f"DISCREPANCY {kind}: {len(items)} (e.g. {items[:3]})")
