@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-import pytest
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import httpx
+import pytest
+from django.conf import settings as django_settings
+
+from console.celery import app as celery_app
 from console.services import create_personal_token
+from registry.snapshots import publish_snapshot
 from runs.adapters.python import register
 from tests.browser.conftest import asgi_live_server  # noqa: F401 - reused fixture
 from tests.runs.factories import grant, make_skill
@@ -123,11 +136,191 @@ def catalog(acme):
     )
     for pattern in ["customer.*", "billing.*", "support.*", "admin.*", "workspace.*"]:
         grant(acme, pattern)
-    from registry.snapshots import publish_snapshot
-
     return publish_snapshot(reason="sdk test catalog")
 
 
 @pytest.fixture
 def approver_token(approver) -> str:
     return create_personal_token(user=approver, name="sdk tests")[1]
+
+
+class Downstream:
+    """A local downstream service for the integration tests: every request's path, body and the
+    moments it arrived and was answered. `/write` takes a while, so overlapping writes would show."""
+
+    WRITE_SECONDS = 0.3
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        downstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's naming
+                arrived = time.monotonic()
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self.path == "/write":
+                    time.sleep(Downstream.WRITE_SECONDS)
+                payload = json.dumps({"done": self.path.strip("/"), "received": body}).encode()
+                downstream.requests.append(
+                    {"path": self.path, "body": body, "arrived": arrived, "answered": time.monotonic()}
+                )
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def to(self, path: str) -> list[dict]:
+        return [r for r in self.requests if r["path"] == path]
+
+
+ENTRY_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["entry"],
+    "properties": {"entry": {"type": "string"}},
+}
+NOTICE_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["to", "text"],
+    "properties": {"to": {"type": "string"}, "text": {"type": "string"}},
+}
+
+
+@pytest.fixture
+def downstream():
+    service = Downstream()
+    yield service
+    service.server.shutdown()
+
+
+@pytest.fixture
+def desk_catalog(acme, downstream):
+    """Skills served over HTTP by the local downstream: a read, a write (allowed) and an external
+    notice (confirmed by a person, by the effect's default policy), granted to acme's support agents."""
+    make_skill("desk.read_ticket", adapter=f"{downstream.url}/read", schema=NOTES_SCHEMA, publish=False)
+    make_skill(
+        "ledger.post_entry", effect="write", adapter=f"{downstream.url}/write", schema=ENTRY_SCHEMA, publish=False
+    )
+    make_skill(
+        "mail.send_notice", effect="external", adapter=f"{downstream.url}/send", schema=NOTICE_SCHEMA, publish=False
+    )
+    for pattern in ["desk.*", "ledger.*", "mail.*"]:
+        grant(acme, pattern)
+    return publish_snapshot(reason="integration test catalog")
+
+
+class Person:
+    """An approver at the inbox, deciding through the approver API over HTTP like any person's client."""
+
+    def __init__(self, base_url: str, token: str) -> None:
+        self.base_url, self.headers = base_url, {"Authorization": f"Bearer {token}"}
+
+    def pending(self) -> list[dict]:
+        response = httpx.get(
+            f"{self.base_url}/api/v1/approvals", params={"status": "pending"}, headers=self.headers, timeout=20
+        )
+        return response.json()["results"] if response.status_code == 200 else []
+
+    def decide_next(self, decision: str = "approve", *, within: float = 30, **extra) -> dict:
+        """Wait for the next pending approval and decide it; the approval as the inbox listed it."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            pending = self.pending()
+            if pending:
+                response = httpx.post(
+                    f"{self.base_url}/api/v1/approvals/{pending[0]['id']}/decision",
+                    json={"decision": decision, **extra},
+                    headers=self.headers,
+                    timeout=20,
+                )
+                assert response.status_code == 200, response.text
+                return pending[0]
+            time.sleep(0.1)
+        raise AssertionError("no approval reached the inbox")
+
+    def decide_later(self, decision: str = "approve", *, delay: float = 1.0, **extra) -> threading.Thread:
+        """Decide the next approval from another thread after `delay` seconds (the agent is waiting by then)."""
+        thread = threading.Thread(target=lambda: (time.sleep(delay), self.decide_next(decision, **extra)))
+        thread.start()
+        return thread
+
+
+@pytest.fixture
+def person(asgi_live_server, approver_token) -> Person:
+    return Person(asgi_live_server.url, approver_token)
+
+
+def _celery_worker_command() -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "console",
+        "worker",
+        "--pool=solo",
+        "-n",
+        f"sdk-{os.getpid()}@%h",
+        "--loglevel=INFO",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+
+
+@pytest.fixture(scope="session")
+def _worker_process(django_db_setup, tmp_path_factory):
+    """One real Celery worker (subprocess, Redis broker) for the session, on the test database."""
+    database = django_settings.DATABASES["default"]
+    if not (database["ENGINE"].endswith("postgresql") and django_settings.REDIS_URL):
+        yield None
+        return
+    log = tmp_path_factory.mktemp("celery") / "worker.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "REDIS_URL": django_settings.REDIS_URL,
+        "AIRLOCK_EGRESS_ALLOW_PRIVATE": "1",  # the downstream is on loopback
+    }
+    celery_app.control.purge()  # no stale tasks from earlier runs
+    worker = subprocess.Popen(
+        _celery_worker_command(),
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=django_settings.BASE_DIR,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while "ready" not in log.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        yield log
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def celery_worker(_worker_process, asgi_live_server):
+    """The worker's log while tasks go to the real worker, when PostgreSQL and Redis are configured;
+    otherwise None, and tasks run eagerly in the server, as everywhere in tests."""
+    if _worker_process is None:
+        yield None
+        return
+    celery_app.conf.task_always_eager = False
+    yield _worker_process
+    celery_app.conf.task_always_eager = True
