@@ -5,7 +5,9 @@ Redis, rate limits out of the way: bench/throughput_settings.py) serves both end
 - bare: `POST /api/bench/bare`, one ORM INSERT and a small JSON answer (bench/throughput_urls.py);
 - gate: `POST /api/v1/runs/{run_id}/calls` with one call of `customer.read_profile` (the demo
   catalog's manifest, python adapter, no network).
-`wrk -t2 -c32 --latency` drives each for SECONDS after a WARMUP_SECONDS warm-up. A Lua script cycles
+`wrk -t2 -c32 --latency` drives each for SECONDS after a WARMUP_SECONDS warm-up, in ROUNDS runs that
+alternate bare and gate (so that a change in the machine's other load hits both alike); throughput is
+over all rounds, p50 and p99 the median of the rounds' own. A Lua script cycles
 the requests over 32 agents, each with its own key and open run, and gives every call a unique
 call_id (prefix, thread, counter), so no request is an idempotent replay. After the runs the database
 must hold exactly one succeeded call (one row, for bare) per answered request, and wrk must have seen
@@ -26,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,7 +46,8 @@ CONNECTIONS = 32
 THREADS = 2
 WORKERS = 2
 WARMUP_SECONDS = 3
-SECONDS = 15
+SECONDS = 15  # per endpoint, in ROUNDS interleaved wrk runs
+ROUNDS = 3
 SERVER_TIME_WARMUP = 50
 SERVER_TIME_CALLS = 300
 SKILL = "customer.read_profile"
@@ -274,6 +278,13 @@ def run_wrk(wrk: str, base: str, targets: list[tuple[str, str]], prefix: str, se
     return summary
 
 
+def describe(summary: dict) -> str:
+    return (
+        f"{summary['requests']} requests, {summary['per_second']:.1f}/s, p50 {summary['p50_us'] / 1000:.1f} ms, "
+        f"p99 {summary['p99_us'] / 1000:.1f} ms, {summary['non_200']} non-200, {summary['socket_errors']} socket errors"
+    )
+
+
 def check_recorded(label: str, summary: dict, written: int, others: dict | None = None) -> None:
     """Every answered request wrote its row (requests still in flight when wrk stopped may add up to one
     per connection), wrk saw only 200s and no socket errors, and nothing else was recorded."""
@@ -364,21 +375,39 @@ def verify(runs: dict[str, dict], env: dict) -> None:
             check_recorded(label, summary, calls.pop("succeeded", 0), calls)
 
 
+def combined(rounds: list[dict]) -> dict:
+    """Throughput over all rounds together; latency percentiles as the median of the rounds' own."""
+    return {
+        "per_second": sum(r["requests"] for r in rounds) / (sum(r["duration_us"] for r in rounds) / 1e6),
+        "p50_us": statistics.median(r["p50_us"] for r in rounds),
+        "p99_us": statistics.median(r["p99_us"] for r in rounds),
+    }
+
+
 def throughput(seconds: float = SECONDS, warmup_seconds: float = WARMUP_SECONDS, agents: int = AGENTS) -> list[Figure]:
     wrk = ensure_wrk()
     workdir = Path(tempfile.mkdtemp(prefix="airlock-bench-throughput-"))
     env, pairs = prepare(workdir, agents)
     runs = {}
+    rounds = {"bare": [], "gate": []}
     with serving(env, workdir) as base:
-        for label, targets in (("bare", bare_targets(pairs)), ("gate", gate_targets(pairs))):
-            print(f"[throughput] {label}: {warmup_seconds:g} s warm-up, {seconds:g} s measured", file=sys.stderr)
-            runs[f"warm-{label}"] = run_wrk(wrk, base, targets, f"warm-{label}", warmup_seconds, workdir)
-            runs[label] = run_wrk(wrk, base, targets, label, seconds, workdir)
-    verify(runs, env)
+        targets = {"bare": bare_targets(pairs), "gate": gate_targets(pairs)}
+        for label in rounds:
+            runs[f"warm-{label}"] = run_wrk(wrk, base, targets[label], f"warm-{label}", warmup_seconds, workdir)
+        for n in range(ROUNDS):  # interleaved: a change in the machine's other load hits both alike
+            for label in rounds:
+                prefix = f"r{n}-{label}"
+                runs[prefix] = run_wrk(wrk, base, targets[label], prefix, seconds / ROUNDS, workdir)
+                rounds[label].append(runs[prefix])
+                print(f"[throughput] {prefix}: {describe(runs[prefix])}", file=sys.stderr)
+    try:
+        verify(runs, env)
+    except RuntimeError as exc:
+        raise RuntimeError(f"{exc} (server log: {workdir / 'server.log'})") from exc
     key, run_id = pairs[0]
     in_process = _subprocess_json(["--server-time", key, run_id], env)["samples_ms"]
     shutil.rmtree(workdir, ignore_errors=True)
-    bare, gate = runs["bare"], runs["gate"]
+    bare, gate = combined(rounds["bare"]), combined(rounds["gate"])
     setup = (
         f"bare POST {BARE_PATH} (one ORM INSERT), same uvicorn ({WORKERS} workers), PostgreSQL pool, Redis; "
         f"wrk -t{THREADS} -c{CONNECTIONS} over {agents} agents"
