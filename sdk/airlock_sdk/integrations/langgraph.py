@@ -169,11 +169,10 @@ class AirlockTracer(BaseCallbackHandler):
         self._end(run_id)
 
     def on_chain_error(self, error, *, run_id, **kwargs: Any) -> None:
-        if isinstance(error, GraphInterrupt):  # paused for a person, not failed
-            with self._lock:
-                span = self._open.get(run_id)
-            if span is not None:
-                span.set(**{"airlock.interrupted": True})
+        if isinstance(error, GraphInterrupt):  # a node paused for a person: the graph ends normally, paused
+            agent_span = self._span_above(run_id)
+            if agent_span is not None:
+                agent_span.set(**{"airlock.interrupted": True})
             self._end(run_id)
         else:
             self._end(run_id, error)

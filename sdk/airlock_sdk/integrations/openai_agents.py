@@ -182,11 +182,15 @@ class AirlockModel(Model):
     def _model_label(self) -> str:
         return str(getattr(self.inner, "model", "") or type(self.inner).__name__)
 
+    def _turn_attributes(self, label: str) -> dict[str, Any]:
+        attributes = {"gen_ai.request.model": label}
+        if type(self.inner).__module__.startswith("agents.models.openai"):  # the SDK's own OpenAI models
+            attributes["gen_ai.provider.name"] = "openai"
+        return attributes
+
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
         label = self._model_label()
-        with self.airlock_agents.spans.span(
-            "chat", f"chat {label}", **{"gen_ai.request.model": label, "gen_ai.provider.name": "openai"}
-        ) as span:
+        with self.airlock_agents.spans.span("chat", f"chat {label}", **self._turn_attributes(label)) as span:
             response = await self.inner.get_response(*args, **kwargs)
             usage = response.usage
             span.set(
@@ -205,14 +209,10 @@ class AirlockModel(Model):
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         """Streamed turns pass through as they come; their Airlock calls are gated once the turn is complete."""
         label = self._model_label()
-        with self.airlock_agents.spans.span(
-            "chat", f"chat {label}", **{"gen_ai.request.model": label, "gen_ai.provider.name": "openai"}
-        ):
-            output: list[Any] = []
+        with self.airlock_agents.spans.span("chat", f"chat {label}", **self._turn_attributes(label)):
             async for event in self.inner.stream_response(*args, **kwargs):
                 if getattr(event, "type", "") == "response.completed":
-                    output = list(event.response.output)
-                    await self.airlock_agents.gate_turn(output)
+                    await self.airlock_agents.gate_turn(event.response.output)
                 yield event
 
     def get_retry_advice(self, request: Any) -> Any:
