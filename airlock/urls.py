@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 
-from airlock import views
+from airlock import errors, views
 from console import urls as console_urls
 from console import views as console_views
 
@@ -33,3 +33,7 @@ urlpatterns = [
     path("api/docs/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-docs"),
     path("django-admin/", admin.site.urls),
 ]
+
+handler403 = errors.permission_denied
+handler404 = errors.page_not_found
+handler500 = errors.server_error

@@ -55,10 +55,29 @@ def has_role(user: AnyUser, tenant: Tenant, role: str) -> bool:
     return role in roles_in(user, tenant)
 
 
+class RoleRequired(PermissionDenied):
+    """A member of `tenant` lacks `role`: the 403 page names both and the tenant's admins, who could grant it."""
+
+    def __init__(self, *, role: str, tenant: Tenant) -> None:
+        super().__init__(f"You need the {role} role in {tenant.slug} for this.")
+        self.role = role
+        self.tenant = tenant
+
+
 def require_role(user: AnyUser, tenant: Tenant, role: str) -> None:
     """403 for a member without the role; callers have already 404ed non-members."""
     if not has_role(user, tenant, role):
-        raise PermissionDenied(f"You need the {role} role in {tenant.slug} for this.")
+        raise RoleRequired(role=role, tenant=tenant)
+
+
+def tenant_admins(tenant: Tenant) -> list[AbstractBaseUser]:
+    """The people who hold the admin role in a tenant: who can give a member a role."""
+    return [
+        membership.user
+        for membership in Membership.objects.filter(tenant=tenant, role=Role.ADMIN)
+        .select_related("user")
+        .order_by("user__username")
+    ]
 
 
 def teams_for(user: AnyUser) -> models.QuerySet[Team]:

@@ -16,5 +16,6 @@ urlpatterns = [
     path("<int:policy_id>/versions/<int:version_id>/rollback/", views.rollback, name="rollback"),
     path("t/<slug:tenant_slug>/grants/", views.grant_list, name="grant_list"),
     path("t/<slug:tenant_slug>/grants/new/", views.grant_create, name="grant_create"),
+    path("t/<slug:tenant_slug>/grants/preview/", views.grant_preview, name="grant_preview"),
     path("t/<slug:tenant_slug>/grants/<int:grant_id>/revoke/", views.grant_revoke, name="grant_revoke"),
 ]

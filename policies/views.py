@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from console.models import Role
-from console.tenancy import tenant_for_user_or_404, tenants_for
+from console.tenancy import RoleRequired, tenant_for_user_or_404, tenants_for
 from policies import engine, services
 from policies.forms import GrantForm, PolicyCreateForm, PolicyTestForm, rules_from_post
 from policies.models import Grant, Policy, PolicyVersion, Scope, VersionStatus
@@ -24,21 +24,31 @@ SIMULATION_SIZES = (50, 200, 1000)
 
 def _grants_page(request: HttpRequest, tenant, form: GrantForm, status: int = 200) -> HttpResponse:
     grants = Grant.objects.filter(tenant=tenant).select_related("granted_by", "revoked_by")
-    return render(request, "policies/grants.html", {"tenant": tenant, "grants": grants, "form": form}, status=status)
+    context = {"tenant": tenant, "grants": grants, "form": form, "preview": form.preview()}
+    return render(request, "policies/grants.html", context, status=status)
 
 
 @login_required
 @require_GET
 def grant_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
-    return _grants_page(request, tenant, GrantForm())
+    return _grants_page(request, tenant, GrantForm(tenant=tenant))
+
+
+@login_required
+@require_GET
+def grant_preview(request: HttpRequest, tenant_slug: str) -> HttpResponse:
+    """The htmx partial under the grant form: the current skills the chosen role and pattern would cover."""
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    form = GrantForm(request.GET, tenant=tenant)
+    return render(request, "policies/grants.html#preview", {"tenant": tenant, "preview": form.preview()})
 
 
 @login_required
 @require_POST
 def grant_create(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
-    form = GrantForm(request.POST)
+    form = GrantForm(request.POST, tenant=tenant)
     if not form.is_valid():
         return _grants_page(request, tenant, form, status=400)
     grant = services.create_grant(tenant=tenant, granted_by=request.user, **form.cleaned_data)
@@ -66,6 +76,8 @@ def _get_policy_for_user(user, policy_id: int) -> Policy:
         return policy
     if policy.scope == Scope.TENANT and not tenants_for(user).filter(pk=policy.tenant_id).exists():
         raise Http404("No such policy.")
+    if policy.scope == Scope.TENANT:
+        raise RoleRequired(role=Role.ADMIN, tenant=policy.tenant)
     raise PermissionDenied("Only the tenant's admins or the skill's owners edit this policy.")
 
 

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.django_db
 # Grants -------------------------------------------------------------------------------------------
 
 
-def test_grant_create_happy_path(client, acme, tenant_admin):
+def test_grant_create_happy_path(client, acme, tenant_admin, agent):
+    make_skill("billing.create_refund_request")
     login(client, tenant_admin)
     response = client.post(
         reverse("policies:grant_create", args=["acme"]),
