@@ -36,7 +36,9 @@ def _skill(
     version: str = "1.0.0",
 ) -> dict:
     tool = name.rsplit(".", 1)[-1]
+    discovery = DISCOVERY.get(name, {})
     return {
+        **discovery,
         "skill_id": "skl_" + name.replace(".", "_"),
         "name": name,
         "version": version,
@@ -64,6 +66,50 @@ def _skill(
         },
     }
 
+
+# What owners add so agents find their skills (manifest `synonyms` and `examples`, see docs/registry.md).
+DISCOVERY: dict[str, dict[str, list[str]]] = {
+    "docs.search_documentation": {
+        "synonyms": ["docs", "knowledge base", "help center", "manual", "API reference", "guide"],
+        "examples": ["how do I use the API", "find the docs page about an SDK feature"],
+    },
+    "customer.read_profile": {
+        "synonyms": ["customer details", "account", "client info", "plan", "subscription"],
+        "examples": ["who is this customer", "which plan is the account on"],
+    },
+    "customer.list_orders": {
+        "synonyms": ["order history", "purchases", "recent orders"],
+        "examples": ["what did this customer buy"],
+    },
+    "orders.get_order": {
+        "synonyms": ["order details", "order number", "payment state", "line items"],
+        "examples": ["look up order ord_123", "was this order paid"],
+    },
+    "billing.create_refund_request": {
+        "synonyms": ["reimburse", "money back", "chargeback", "credit", "overcharge", "double charge"],
+        "examples": ["refund this order", "the customer was charged twice"],
+    },
+    "support.send_email": {
+        "synonyms": ["reply", "email the customer", "notify", "message", "answer"],
+        "examples": ["send the final reply to the customer"],
+    },
+    "support.read_inbound_email": {
+        "synonyms": ["inbox", "incoming mail", "customer message", "what the customer wrote"],
+        "examples": ["read the latest email on this ticket"],
+    },
+    "drafts.create_email_draft": {
+        "synonyms": ["draft reply", "compose", "unsent email", "response for review"],
+        "examples": ["prepare a reply for a person to check"],
+    },
+    "support.update_ticket_status": {
+        "synonyms": ["close ticket", "resolve", "reopen", "mark solved", "case state", "pending"],
+        "examples": ["close this ticket", "set the ticket to pending"],
+    },
+    "admin.delete_user_permanently": {
+        "synonyms": ["erasure", "GDPR", "right to be forgotten", "delete account"],
+        "examples": ["erase this user's personal data"],
+    },
+}
 
 CUSTOMER_ID = {"type": "string", "pattern": "^cus_[A-Za-z0-9]{4,24}$", "description": "Customer id, cus_..."}
 ORDER_ID = {"type": "string", "pattern": "^ord_[A-Za-z0-9]{4,24}$", "description": "Order id, ord_..."}

@@ -15,16 +15,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db import connection
-from django.db.models import F
-
 from console.models import Agent
 from lib import signing
 from lib.canonical import canonical_json, sha256_of
 from lib.sensitivity import mask_secrets
-from registry.models import DiscoveryQuery, SkillVersion
+from registry.models import DiscoveryQuery
 from registry.offering import offered_to
+from registry.ranking import RankIndex, terms
 from registry.snapshots import SnapshotIndex
 
 # f(agent, entries: list[dict]) -> list[dict] (a subset); policies.apps appends policies.discovery.granted_only.
@@ -32,20 +29,15 @@ DISCOVERY_FILTERS: list[Callable[[Agent, list[dict]], list[dict]]] = []
 
 LOW_RESULT_THRESHOLD = 2
 MAX_LIMIT = 50
-STOP_WORDS = {"a", "an", "the", "to", "of", "for", "and", "or", "in", "on", "by", "with", "my", "me", "i", "is"}
 
 
 _permitted_cache: OrderedDict[tuple, list[dict]] = OrderedDict()
 _permitted_lock = threading.Lock()
 
 
-def discoverable_entries(agent: Agent, index: SnapshotIndex) -> list[dict]:
-    """The newest active version of every skill this agent may discover, by name.
-
-    Cached per (snapshot, agent, filters): a snapshot never changes, and grant changes publish a
-    new snapshot. Revoked agents never get here (authentication refuses them).
-    """
-    key = (
+def _agent_key(agent: Agent, index: SnapshotIndex) -> tuple:
+    """What a permitted set depends on: the snapshot, the agent's identity, tenant and role, and the filters."""
+    return (
         index.number,
         index.sha256,
         agent.pk,
@@ -55,6 +47,15 @@ def discoverable_entries(agent: Agent, index: SnapshotIndex) -> list[dict]:
         agent.tenant_id,
         tuple(map(id, DISCOVERY_FILTERS)),
     )
+
+
+def discoverable_entries(agent: Agent, index: SnapshotIndex) -> list[dict]:
+    """The newest active version of every skill this agent may discover, by name.
+
+    Cached per (snapshot, agent, filters): a snapshot never changes, and grant changes publish a
+    new snapshot. Revoked agents never get here (authentication refuses them).
+    """
+    key = _agent_key(agent, index)
     with _permitted_lock:
         if key in _permitted_cache:
             _permitted_cache.move_to_end(key)
@@ -74,64 +75,22 @@ def discoverable_entries(agent: Agent, index: SnapshotIndex) -> list[dict]:
     return entries
 
 
-def _tokens(text: str) -> list[str]:
-    words = re.findall(r"[a-z0-9]+", text.lower())
-    return [word[:-1] if len(word) > 3 and word.endswith("s") else word for word in words if word not in STOP_WORDS]
+_rank_index_cache: OrderedDict[tuple, RankIndex] = OrderedDict()
 
 
-_token_index_cache: OrderedDict[tuple, dict[str, dict[int, int]]] = OrderedDict()
-
-
-def _token_index(index: SnapshotIndex) -> dict[str, dict[int, int]]:
-    """token -> {skill_version_id: weight} for a snapshot's current versions; built once per snapshot."""
-    key = (index.number, index.sha256)
+def _rank_index(agent: Agent, index: SnapshotIndex, permitted: list[dict]) -> RankIndex:
+    """The ranking index of this agent's permitted set: built from that set only, once per snapshot and agent."""
+    key = _agent_key(agent, index)
     with _permitted_lock:
-        if key in _token_index_cache:
-            return _token_index_cache[key]
-    inverted: dict[str, dict[int, int]] = {}
-    for entry in index.current_entries():
-        version_id = entry["skill_version_id"]
-        name_tokens = set(_tokens(entry["name"].replace(".", " ").replace("_", " ")))
-        for token in name_tokens | set(_tokens(entry["manifest"].get("description", ""))):
-            inverted.setdefault(token, {})[version_id] = 3 * (token in name_tokens) + 1
+        if key in _rank_index_cache:
+            _rank_index_cache.move_to_end(key)
+            return _rank_index_cache[key]
+    built = RankIndex.build(permitted)
     with _permitted_lock:
-        _token_index_cache[key] = inverted
-        while len(_token_index_cache) > 4:
-            _token_index_cache.popitem(last=False)
-    return inverted
-
-
-def _rank_python(query: str, entries: list[dict], limit: int, index: SnapshotIndex) -> list[dict]:
-    """The SQLite fallback: token overlap, a match in the name weighing more than one in the description."""
-    inverted = _token_index(index)
-    permitted = {entry["skill_version_id"]: entry for entry in entries}
-    scores: dict[int, int] = {}
-    for token in set(_tokens(query)):
-        for version_id, weight in inverted.get(token, {}).items():
-            if version_id in permitted:
-                scores[version_id] = scores.get(version_id, 0) + weight
-    ranked = sorted(scores.items(), key=lambda item: (-item[1], permitted[item[0]]["name"]))
-    return [permitted[version_id] for version_id, _ in ranked[:limit]]
-
-
-def _rank_postgres(query: str, entries: list[dict], limit: int, index: SnapshotIndex) -> list[dict]:
-    """Full-text scores from the GIN-indexed tsvector; unpermitted rows are dropped before ordering.
-
-    ts_rank scores each row on its own, so dropping rows first or after gives the same order;
-    passing thousands of permitted ids as an IN list cost more than the search itself.
-    """
-    by_id = {entry["skill_version_id"]: entry for entry in entries}
-    if not by_id:
-        return []
-    search = SearchQuery(" OR ".join(_tokens(query)) or query, config="english", search_type="websearch")
-    scored = (
-        SkillVersion.objects.filter(search_vector=search, status="active")
-        .annotate(rank=SearchRank(F("search_vector"), search))
-        .values_list("pk", "rank")
-    )
-    permitted = [(rank, pk) for pk, rank in scored if pk in by_id]
-    permitted.sort(key=lambda item: (-item[0], item[1]))
-    return [by_id[pk] for _, pk in permitted[:limit]]
+        _rank_index_cache[key] = built
+        while len(_rank_index_cache) > 64:
+            _rank_index_cache.popitem(last=False)
+    return built
 
 
 @dataclass
@@ -140,23 +99,59 @@ class SearchResult:
     fallback: str | None
 
 
+@dataclass(frozen=True)
+class SearchFilters:
+    """Narrowing a search to some effect classes and data classes (empty: any)."""
+
+    effects: frozenset[str] = frozenset()
+    data_classes: frozenset[str] = frozenset()
+
+    def admits(self, entry: dict) -> bool:
+        return (not self.effects or entry["effect"] in self.effects) and (
+            not self.data_classes or entry["data_classification"] in self.data_classes
+        )
+
+
+def _in_namespace(entry: dict, namespace: str) -> bool:
+    return entry["namespace"] == namespace or entry["namespace"].startswith(namespace + ".")
+
+
 def search_skills(
-    *, agent: Agent, index: SnapshotIndex, query: str, namespace: str = "", limit: int = 10
+    *,
+    agent: Agent,
+    index: SnapshotIndex,
+    query: str,
+    namespace: str = "",
+    limit: int = 10,
+    filters: SearchFilters | None = None,
 ) -> SearchResult:
-    """Rank the agent's permitted skills for `query`; on no hit, fall back to the namespace and record the miss."""
+    """Rank the agent's permitted skills for `query`; on no hit, fall back to the namespace and record the miss.
+
+    Filters and the namespace only narrow the permitted set; they never widen it.
+    """
     limit = max(1, min(limit, MAX_LIMIT))
+    filters = filters or SearchFilters()
     permitted = discoverable_entries(agent, index)
-    if namespace:
-        permitted = [e for e in permitted if e["namespace"] == namespace or e["namespace"].startswith(namespace + ".")]
+    allowed = None  # every permitted entry; a set of positions when filters or a namespace narrow it
+    if namespace or filters.effects or filters.data_classes:
+        allowed = {
+            position
+            for position, entry in enumerate(permitted)
+            if filters.admits(entry) and (not namespace or _in_namespace(entry, namespace))
+        }
     if not query.strip():
-        return SearchResult(permitted[:limit], None)
-    rank = _rank_postgres if connection.vendor == "postgresql" else _rank_python
-    results = rank(query, permitted, limit, index)
+        listed = permitted if allowed is None else [e for p, e in enumerate(permitted) if p in allowed]
+        return SearchResult(listed[:limit], None)
+    results = _rank_index(agent, index, permitted).rank(query, allowed=allowed, limit=limit)
     fallback = None
     if not results:
         fallback_namespace = namespace or _namespace_in_query(query, permitted)
         if fallback_namespace:
-            results = [e for e in permitted if e["namespace"] == fallback_namespace][:limit]
+            results = [
+                entry
+                for position, entry in enumerate(permitted)
+                if (allowed is None or position in allowed) and entry["namespace"] == fallback_namespace
+            ][:limit]
             fallback = "namespace"
     if len(results) <= LOW_RESULT_THRESHOLD or fallback:
         DiscoveryQuery.objects.create(
@@ -170,8 +165,12 @@ def search_skills(
 
 
 def _namespace_in_query(query: str, entries: list[dict]) -> str:
+    """The namespace a short query names ("billing stuff"): browsing, not a task the ranker missed."""
+    words = re.findall(r"[a-z0-9_.]+", query.lower())
+    if len(terms(query)) > 2:
+        return ""
     namespaces = {entry["namespace"] for entry in entries}
-    for word in re.findall(r"[a-z0-9_.]+", query.lower()):
+    for word in words:
         for candidate in (word, word.rstrip("s")):
             if candidate in namespaces:
                 return candidate
@@ -210,16 +209,7 @@ _view_cache: OrderedDict[tuple, AgentSnapshot] = OrderedDict()
 
 
 def agent_snapshot(agent: Agent, index: SnapshotIndex) -> AgentSnapshot:
-    key = (
-        index.number,
-        index.sha256,
-        agent.pk,
-        agent.key_lookup,
-        agent.name,
-        agent.role,
-        agent.tenant_id,
-        tuple(map(id, DISCOVERY_FILTERS)),
-    )
+    key = _agent_key(agent, index)
     with _permitted_lock:
         if key in _view_cache:
             return _view_cache[key]

@@ -201,6 +201,28 @@ class DiscoveryQuery(models.Model):
         return f"{self.query!r} -> {self.result_count}"
 
 
+class DiscoveryEvaluation(models.Model):
+    """The latest discovery figures of one namespace on one labelled catalog (manage.py evaluate_discovery)."""
+
+    catalog = models.CharField(max_length=40, help_text="Which labelled catalog: demo or generated.")
+    namespace = models.CharField(max_length=100)
+    database = models.CharField(max_length=20, help_text="The database it ran on: SQLite or PostgreSQL.")
+    intents = models.PositiveIntegerField()
+    recall_at_1 = models.FloatField()
+    recall_at_5 = models.FloatField()
+    mrr = models.FloatField()
+    p95_ms = models.FloatField()
+    leaks = models.PositiveIntegerField(help_text="Results the permission oracle forbids; must be 0.")
+    evaluated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["catalog", "namespace"], name="one_evaluation_per_namespace")]
+        ordering = ["namespace", "catalog"]
+
+    def __str__(self) -> str:
+        return f"{self.catalog}/{self.namespace}: recall@5 {self.recall_at_5:.2f}"
+
+
 class Snapshot(models.Model):
     """An immutable, signed view of everything runtimes must see: skills, grants and policies."""
 

@@ -13,7 +13,14 @@ from django.utils import timezone
 
 from console.models import Team
 from registry import review
-from registry.models import LIFECYCLE_MANIFEST_KEYS, PUBLISHED_STATUSES, Skill, SkillVersion, VersionStatus
+from registry.models import (
+    LIFECYCLE_MANIFEST_KEYS,
+    PUBLISHED_STATUSES,
+    DiscoveryEvaluation,
+    Skill,
+    SkillVersion,
+    VersionStatus,
+)
 from registry.snapshots import publish_snapshot
 from registry.validation import parse_semver, problem, validate_manifest
 
@@ -255,3 +262,27 @@ def retire_skill(*, skill: Skill, user) -> Skill:
     )
     publish_snapshot(reason=f"retired {skill.name}")
     return skill
+
+
+@transaction.atomic
+def record_discovery_evaluation(*, catalog: str, database: str, namespaces: dict[str, dict]) -> int:
+    """Keep the latest evaluation figures per namespace of `catalog` (the harness's scores by namespace);
+    namespaces the new run no longer has are dropped. Returns how many namespaces were stored."""
+    DiscoveryEvaluation.objects.filter(catalog=catalog).exclude(namespace__in=list(namespaces)).delete()
+    now = timezone.now()
+    for namespace, scores in namespaces.items():
+        DiscoveryEvaluation.objects.update_or_create(
+            catalog=catalog,
+            namespace=namespace,
+            defaults={
+                "database": database,
+                "intents": scores["intents"],
+                "recall_at_1": scores["recall_at_1"],
+                "recall_at_5": scores["recall_at_5"],
+                "mrr": scores["mrr"],
+                "p95_ms": scores["p95_ms"],
+                "leaks": scores["leaks"],
+                "evaluated_at": now,
+            },
+        )
+    return len(namespaces)

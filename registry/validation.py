@@ -166,6 +166,36 @@ def _bounds(manifest: dict) -> list[dict]:
     return errors
 
 
+DISCOVERY_LISTS = ("synonyms", "examples", "tags")
+
+
+def _discovery_terms(manifest: dict) -> list[dict]:
+    """Owners' discovery words: no blank entry, no duplicate (case and spacing ignored)."""
+    errors = []
+    for key in DISCOVERY_LISTS:
+        values = manifest.get(key)
+        if not isinstance(values, list):
+            continue
+        seen: dict[str, int] = {}
+        for position, value in enumerate(values):
+            if not isinstance(value, str):
+                continue  # the schema says so
+            normal = " ".join(value.lower().split())
+            if not normal:
+                errors.append(problem(f"$.{key}[{position}]", "blank_entry", f"{key}[{position}] is blank."))
+            elif normal in seen:
+                errors.append(
+                    problem(
+                        f"$.{key}[{position}]",
+                        "duplicate_entry",
+                        f"{key}[{position}] repeats {key}[{seen[normal]}] ({value.strip()!r}); list each once.",
+                    )
+                )
+            else:
+                seen[normal] = position
+    return errors
+
+
 def _references(manifest: dict, skill: Skill | None) -> list[dict]:
     errors = []
     name = manifest.get("name")
@@ -261,6 +291,7 @@ def validate_manifest(manifest: Any, *, skill: Skill | None = None, previous: Sk
         lambda: _closed_objects(manifest),
         lambda: _risk_rules(manifest),
         lambda: _bounds(manifest),
+        lambda: _discovery_terms(manifest),
         lambda: _references(manifest, skill),
         lambda: _versioning(manifest, previous),
     )

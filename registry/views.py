@@ -21,7 +21,7 @@ from registry.demo import CATALOG
 from registry.diff import diff_manifests
 from registry.forms import CatalogFilterForm, DeprecateForm, ImportMcpForm, ManifestForm
 from registry.mcp_import import import_mcp_server
-from registry.models import DiscoveryQuery, Skill, SkillVersion, VersionStatus
+from registry.models import DiscoveryEvaluation, DiscoveryQuery, Skill, SkillVersion, VersionStatus
 from registry.validation import lint_manifest
 
 
@@ -86,6 +86,18 @@ def discovery_misses(user, namespace: str | None = None, limit: int = 10) -> dic
     return {"tenants": groups, "elsewhere": elsewhere}
 
 
+def discovery_figures(namespace: str | None = None) -> list[DiscoveryEvaluation]:
+    """The latest evaluation figures (manage.py evaluate_discovery), of one namespace or all."""
+    rows = DiscoveryEvaluation.objects.all()
+    return list(rows.filter(namespace=namespace) if namespace is not None else rows)
+
+
+def candidate_examples(misses: dict, limit: int = 5) -> list[str]:
+    """The missed searches the reader may see, as lines an owner can paste into a manifest's `examples`."""
+    queries = [row["query"] for group in misses["tenants"] for row in group["rows"]]
+    return list(dict.fromkeys(query for query in queries if len(query.strip()) >= 5))[:limit]
+
+
 @login_required
 @require_GET
 def catalog(request: HttpRequest) -> HttpResponse:
@@ -100,6 +112,7 @@ def catalog(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "page": page,
             "misses": discovery_misses(request.user),
+            "figures": discovery_figures(),
             "can_create": teams_for(request.user).exists(),
         },
     )
@@ -142,6 +155,9 @@ def skill_detail(request: HttpRequest, name: str) -> HttpResponse:
     skill = _get_skill(name)
     versions = list(skill.versions.select_related("author", "reviewer", "replacement"))
     head = head_version(versions)
+    is_owner = skill.is_owned_by(request.user)
+    misses = discovery_misses(request.user, skill.namespace, 8)
+    candidates = candidate_examples(misses) if is_owner else []
     return render(
         request,
         "registry/skill.html",
@@ -150,9 +166,11 @@ def skill_detail(request: HttpRequest, name: str) -> HttpResponse:
             "versions": versions,
             "head": head,
             "manifest": head.effective_manifest() if head else {},
-            "is_owner": skill.is_owned_by(request.user),
+            "is_owner": is_owner,
             "deprecate_form": DeprecateForm(skill=skill),
-            "misses": discovery_misses(request.user, skill.namespace, 8),
+            "misses": misses,
+            "figures": discovery_figures(skill.namespace),
+            "candidate_examples": json.dumps({"examples": candidates}, indent=2) if candidates else "",
             "warnings": lint_manifest(head.manifest) if head else [],
             "reviewable": [v for v in versions if services.can_review(v, request.user)],
             "input_fields": schema_fields(head.manifest.get("input_schema", {})) if head else [],

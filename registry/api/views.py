@@ -36,8 +36,8 @@ from registry.api.serializers import (
 )
 from registry.definitions import FORMATS, definitions_for
 from registry.diff import diff_manifests
-from registry.discovery import agent_snapshot, discoverable_entries, search_skills, summary
-from registry.models import Skill, SkillVersion
+from registry.discovery import SearchFilters, agent_snapshot, discoverable_entries, search_skills, summary
+from registry.models import DataClassification, Effect, Skill, SkillVersion
 from registry.snapshots import latest_index
 from registry.validation import lint_manifest, manifest_schema
 
@@ -112,15 +112,30 @@ def public_key(request: Request) -> Response:
     return Response({"algorithm": "Ed25519", "key_id": signing.key_id(), "public_key_pem": signing.public_key_pem()})
 
 
+def _classes(request: Request, name: str, allowed: list[str]) -> frozenset[str]:
+    """A comma-separated filter (`effect=read,draft`); repeated parameters add up. Raises ValueError."""
+    values = {value.strip() for raw in request.query_params.getlist(name) for value in raw.split(",") if value.strip()}
+    unknown = sorted(values - set(allowed))
+    if unknown:
+        raise ValueError(f"{name} must be among {', '.join(allowed)} (comma-separated), not {', '.join(unknown)}.")
+    return frozenset(values)
+
+
 @extend_schema(
-    parameters=[OpenApiParameter("q", str), OpenApiParameter("namespace", str), OpenApiParameter("limit", int)],
+    parameters=[
+        OpenApiParameter("q", str),
+        OpenApiParameter("namespace", str),
+        OpenApiParameter("limit", int),
+        OpenApiParameter("effect", str, description="Effect classes, comma-separated: effect=read for reads only."),
+        OpenApiParameter("data_class", str, description="Data classes, comma-separated: data_class=public,internal."),
+    ],
     responses={200: SearchResultSerializer, **error_responses(400)},
     tags=["registry (agents)"],
 )
 @api_view(["GET"])
 @permission_classes([IsAgent])
 def skill_search(request: Request) -> Response:
-    """Rank the skills this agent may use; permission filtering happens before ranking."""
+    """Rank the skills this agent may use; permission filtering happens before ranking, filters only narrow."""
     try:
         limit = int(request.query_params.get("limit", 10))
     except ValueError:
@@ -131,8 +146,17 @@ def skill_search(request: Request) -> Response:
         return Response(
             error_body("validation", "invalid_query", "q and namespace must not contain NUL characters."), status=400
         )
+    try:
+        filters = SearchFilters(
+            effects=_classes(request, "effect", Effect.values),
+            data_classes=_classes(request, "data_class", DataClassification.values),
+        )
+    except ValueError as exc:
+        return Response(error_body("validation", "invalid_filter", str(exc)), status=400)
     index = latest_index()
-    result = search_skills(agent=request.auth, index=index, query=query, namespace=namespace, limit=limit)
+    result = search_skills(
+        agent=request.auth, index=index, query=query, namespace=namespace, limit=limit, filters=filters
+    )
     return Response(
         {
             "query": query,
