@@ -81,6 +81,7 @@ MIDDLEWARE = [
     # First: probes reach /healthz by IP over plain HTTP, before host checks and the HTTPS redirect.
     "console.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "console.api_lane.ApiLaneMiddleware",  # key-authenticated hot API views skip the browser's middleware
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

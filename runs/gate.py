@@ -512,6 +512,7 @@ def _note_untrusted(plan: Planned, run: Run) -> None:
 def process_batch(*, run: Run, calls: list[dict], preloaded: Preloaded | None = None) -> list[dict]:
     """One result per call, in call order. See the module docstring for the order of checks."""
     plans = [Planned(position=position, raw=raw) for position, raw in enumerate(calls)]
+    tainted_before = run.tainted
     try:
         state = _load_state(run, calls, preloaded)
     except Exception:
@@ -546,7 +547,7 @@ def process_batch(*, run: Run, calls: list[dict], preloaded: Preloaded | None = 
     if state.tainted and not run.tainted:
         run.tainted, run.taint_source = True, state.taint_source
     _execute_allowed(allowed, state)
-    recording.record_batch(run=run, plans=plans)
+    recording.record_batch(run=run, plans=plans, tainted_before=tainted_before)
     return [plan.result for plan in plans]
 
 

@@ -13,14 +13,12 @@ operator set on one skill for everyone.
 
 from __future__ import annotations
 
-import functools
 import math
 
-import redis
 from django.conf import settings
 from django.core.cache import cache
 
-from lib import clock
+from lib import clock, redis_clients
 from policies.models import pattern_covers
 from runs.errors import RateLimited
 
@@ -28,15 +26,10 @@ WINDOW_S = 60
 KEY_TTL_S = WINDOW_S + 5  # outlives its window, whatever the clock skew between processes
 
 
-@functools.cache
-def _redis(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-
-
 def _count(key: str) -> int:
     """Count one hit under `key`; the hits so far, this one included."""
     if settings.REDIS_URL:
-        pipeline = _redis(settings.REDIS_URL).pipeline(transaction=True)
+        pipeline = redis_clients.shared(settings.REDIS_URL).pipeline(transaction=True)
         pipeline.incr(key)
         pipeline.expire(key, KEY_TTL_S)
         count, _ = pipeline.execute()

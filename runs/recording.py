@@ -10,12 +10,13 @@ from django.utils import timezone
 
 from lib.canonical import sha256_of
 from registry.snapshots import ResolvedSkill
-from runs import hooks, lifecycle
+from runs import batch_write, hooks, lifecycle
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, Transient
 from runs.execution import Outcome
 from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
 from runs.shaping import shape
-from traces.recording import record_span, recording_spans
+from traces.models import Span
+from traces.recording import recording_spans, save_span, unsaved_span
 
 if TYPE_CHECKING:
     from runs.gate import Planned
@@ -167,11 +168,14 @@ def remember_outcome(*, key_record: IdempotencyRecord | None, call: ToolCall, re
         IdempotencyRecord.objects.filter(pk=key_record.pk).update(outcome=result)
 
 
-def record_batch(*, run: Run, plans: list[Planned]) -> None:
+def record_batch(*, run: Run, plans: list[Planned], tainted_before: bool) -> None:
     """Insert the calls of the batch not stored yet (the executed ones already are), the run's taint and
     pause, and one span per call, in one commit. If that fails, the unstored calls' results become
     `transient` errors (retry the same batch): nothing they did is left unrecorded, since none of them had a
-    side effect, and the retry runs them again."""
+    side effect, and the retry runs them again.
+
+    When the run itself does not change (no new taint, nothing to pause for), PostgreSQL writes it all in
+    one statement (runs/batch_write.py); anything that stops that statement writes it the ordinary way."""
     now = timezone.now()
     new_calls = []
     for plan in plans:
@@ -181,6 +185,8 @@ def record_batch(*, run: Run, plans: list[Planned]) -> None:
         call.result, call.warnings = plan.result, plan.warnings
         call.finished_at = call.finished_at or now
         new_calls.append(call)
+    if run.tainted == tainted_before and not _waiting(plans) and _write_in_one_statement(run, plans, new_calls, now):
+        return
     try:
         with transaction.atomic():  # one commit for the batch's outcome and its spans, not one per row
             if new_calls:
@@ -201,19 +207,37 @@ def record_batch(*, run: Run, plans: list[Planned]) -> None:
                 }
 
 
-def _update_run(run: Run, plans: list[Planned]) -> None:
-    if run.tainted:
-        Run.objects.filter(pk=run.pk, tainted=False).update(
-            tainted=True, taint_source=run.taint_source, updated_at=timezone.now()
-        )
-    waiting = [
+def _write_in_one_statement(run: Run, plans: list[Planned], new_calls: list[ToolCall], now) -> bool:
+    new = {id(call) for call in new_calls}
+    try:
+        spans = [
+            _span_of(run, plan, now)
+            for plan in plans
+            if plan.tool_call is not None and (plan.tool_call.pk is not None or id(plan.tool_call) in new)
+        ]
+    except Exception:  # the ordinary path records the calls even when their spans cannot be built
+        logger.exception("Could not build the spans of a batch in run %s", run.pk)
+        return False
+    return batch_write.write(run=run, new_calls=new_calls, spans=spans)
+
+
+def _waiting(plans: list[Planned]) -> list[Planned]:
+    """The calls of the batch that now wait for a person (a replayed one already paused the run)."""
+    return [
         p
         for p in plans
         if p.result
         and p.result.get("status") == "approval_required"
         and not (p.tool_call and p.tool_call.decision.get("replay"))
     ]
-    if waiting and run.status == RunStatus.RUNNING:
+
+
+def _update_run(run: Run, plans: list[Planned]) -> None:
+    if run.tainted:
+        Run.objects.filter(pk=run.pk, tainted=False).update(
+            tainted=True, taint_source=run.taint_source, updated_at=timezone.now()
+        )
+    if _waiting(plans) and run.status == RunStatus.RUNNING:
         # Pause only while a call still awaits a person: a fast approver may have decided (and the resume
         # settled the run) before this batch commits; runs.lifecycle orders the two under the run's lock.
         lifecycle.pause_if_waiting(run)
@@ -221,40 +245,40 @@ def _update_run(run: Run, plans: list[Planned]) -> None:
 
 def _record_spans(run: Run, plans: list[Planned], now) -> None:
     with recording_spans(f"the spans of a batch in run {run.pk}"):  # losing them must not change the results
-        _record_span_rows(run, plans, now)
+        for plan in plans:
+            if plan.tool_call is not None and plan.tool_call.pk is not None:
+                save_span(_span_of(run, plan, now))
 
 
-def _record_span_rows(run: Run, plans: list[Planned], now) -> None:
-    for plan in plans:
-        call = plan.tool_call
-        if call is None or call.pk is None:
-            continue
-        decision = call.decision or {}
-        attributes = {"airlock.run.tainted": bool(run.tainted)}
-        for key in ("scope", "reason", "floor", "floor_id", "taint_overridden_by"):
-            if decision.get(key):
-                attributes[f"airlock.decision.{key}"] = decision[key]
-        if any(entry.get("differs") for entry in decision.get("shadow", [])):
-            attributes["airlock.decision.shadow_differs"] = True
-        refused = decision.get("refused_at_execution")
-        if refused:
-            attributes.update({"airlock.refused.code": refused["code"], "airlock.refused.reason": refused["reason"]})
-        if plan.outcome is not None and plan.outcome.trail is not None:
-            attributes.update(plan.outcome.trail.span_attributes())  # attempts, breaker, contract (reliability/)
-        record_span(
-            run=run,
-            kind="tool_call",
-            name=call.name or "unknown",
-            started_at=call.started_at or call.created_at,
-            ended_at=call.finished_at or now,
-            call=call,
-            skill_name=call.name,
-            skill_version=plan.skill.version if plan.skill else "",
-            verdict=call.verdict,
-            outcome=call.status,
-            error_class=call.error_class,
-            attributes=attributes,
-        )
+def _span_of(run: Run, plan: Planned, now) -> Span:
+    """The tool_call span of a planned call (unsaved)."""
+    call = plan.tool_call
+    decision = call.decision or {}
+    attributes = {"airlock.run.tainted": bool(run.tainted)}
+    for key in ("scope", "reason", "floor", "floor_id", "taint_overridden_by"):
+        if decision.get(key):
+            attributes[f"airlock.decision.{key}"] = decision[key]
+    if any(entry.get("differs") for entry in decision.get("shadow", [])):
+        attributes["airlock.decision.shadow_differs"] = True
+    refused = decision.get("refused_at_execution")
+    if refused:
+        attributes.update({"airlock.refused.code": refused["code"], "airlock.refused.reason": refused["reason"]})
+    if plan.outcome is not None and plan.outcome.trail is not None:
+        attributes.update(plan.outcome.trail.span_attributes())  # attempts, breaker, contract (reliability/)
+    return unsaved_span(
+        run=run,
+        kind="tool_call",
+        name=call.name or "unknown",
+        started_at=call.started_at or call.created_at,
+        ended_at=call.finished_at or now,
+        call=call,
+        skill_name=call.name,
+        skill_version=plan.skill.version if plan.skill else "",
+        verdict=call.verdict,
+        outcome=call.status,
+        error_class=call.error_class,
+        attributes=attributes,
+    )
 
 
 __all__ = [

@@ -14,8 +14,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from traces.models import Span, Trace
@@ -167,6 +166,49 @@ def record_span(
     attributes: dict[str, Any] | None = None,
 ) -> Span:
     """Append one span to the run's trace. Its name and attribute payloads are redacted before storage."""
+    span = unsaved_span(
+        run=run,
+        kind=kind,
+        name=name,
+        started_at=started_at,
+        ended_at=ended_at,
+        parent_span_id=parent_span_id,
+        call=call,
+        skill_name=skill_name,
+        skill_version=skill_version,
+        verdict=verdict,
+        outcome=outcome,
+        error_class=error_class,
+        attributes=attributes,
+    )
+    return save_span(span)
+
+
+def save_span(span: Span) -> Span:
+    """Store a span built by `unsaved_span` and count it in its trace."""
+    span.save(force_insert=True)
+    _bump_counters(span.trace, **counter_deltas([span]))
+    return span
+
+
+def unsaved_span(
+    *,
+    run: Run,
+    kind: str,
+    name: str,
+    started_at: datetime,
+    ended_at: datetime | None = None,
+    parent_span_id: str = "",
+    call: ToolCall | None = None,
+    skill_name: str = "",
+    skill_version: str = "",
+    verdict: str = "",
+    outcome: str = "",
+    error_class: str = "",
+    attributes: dict[str, Any] | None = None,
+) -> Span:
+    """The span `record_span` stores, built but not saved: `save_span` stores it, or a writer that stores
+    several spans in one statement (runs/batch_write.py) with `counter_deltas` for the trace."""
     trace = ensure_trace(run)
     attrs: dict[str, Any] = {}
     if kind in GEN_AI_OPERATION:
@@ -187,7 +229,7 @@ def record_span(
         attrs.update(attributes)
     attrs = redact(attrs)
     duration_ms = (ended_at - started_at).total_seconds() * 1000 if ended_at else None
-    span = Span.objects.create(
+    return Span(
         trace=trace,
         span_id=new_span_id(),
         parent_span_id=parent_span_id or "",
@@ -206,10 +248,16 @@ def record_span(
         arguments_sha256=str(attrs.get("airlock.arguments.sha256", ""))[:64],
         result_bytes=_int_or_zero(attrs.get("airlock.result.bytes")),
     )
-    _bump_counters(
-        trace, spans=1, errors=1 if error_class else 0, ended_at=ended_at or started_at, started_at=started_at
-    )
-    return span
+
+
+def counter_deltas(spans: list[Span]) -> dict[str, Any]:
+    """How new spans move their trace's counters: count, errors, earliest start, latest end."""
+    return {
+        "spans": len(spans),
+        "errors": sum(1 for span in spans if span.error_class),
+        "started_at": min(span.started_at for span in spans),
+        "ended_at": max(span.ended_at or span.started_at for span in spans),
+    }
 
 
 def _int_or_zero(value: Any) -> int:
@@ -222,17 +270,32 @@ def _int_or_zero(value: Any) -> int:
 def _bump_counters(
     trace: Trace, *, spans: int, errors: int, ended_at: datetime | None, started_at: datetime | None = None
 ) -> None:
-    updates: dict[str, Any] = {"span_count": F("span_count") + spans}
-    if started_at is not None:  # a span recorded before the run began (the agent's own) moves the start back
-        updates["started_at"] = Case(When(started_at__gt=started_at, then=Value(started_at)), default=F("started_at"))
-    if errors:
-        updates["error_count"] = F("error_count") + errors
-    if ended_at is not None:
-        # Only move ended_at forward (Greatest treats NULL differently on SQLite and PostgreSQL).
-        updates["ended_at"] = Case(
-            When(Q(ended_at__isnull=True) | Q(ended_at__lt=ended_at), then=Value(ended_at)), default=F("ended_at")
-        )
-    Trace.objects.filter(pk=trace.pk).update(**updates)
+    sql, params = trace_counter_update(
+        connection, trace.pk, {"spans": spans, "errors": errors, "started_at": started_at, "ended_at": ended_at}
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def trace_counter_update(db, trace_pk: int, deltas: dict[str, Any]) -> tuple[str, list[Any]]:
+    """How new spans move their trace's counters, as one UPDATE's text and parameters: the count, the
+    errors, an earlier start (a span the agent recorded before the run began moves it back) and a later
+    end. Also usable inside a larger statement (runs/batch_write.py)."""
+    q = db.ops.quote_name
+    spans, errors, started, ended = q("span_count"), q("error_count"), q("started_at"), q("ended_at")
+    assignments = [f"{spans} = {spans} + %s", f"{errors} = {errors} + %s"]
+    params: list[Any] = [deltas["spans"], deltas["errors"]]
+    if deltas.get("started_at") is not None:
+        started_at = db.ops.adapt_datetimefield_value(deltas["started_at"])
+        assignments.append(f"{started} = CASE WHEN {started} > %s THEN %s ELSE {started} END")
+        params += [started_at, started_at]
+    if deltas.get("ended_at") is not None:
+        # Only forward; spelled out because GREATEST treats NULL differently on SQLite and PostgreSQL.
+        ended_at = db.ops.adapt_datetimefield_value(deltas["ended_at"])
+        assignments.append(f"{ended} = CASE WHEN {ended} IS NULL OR {ended} < %s THEN %s ELSE {ended} END")
+        params += [ended_at, ended_at]
+    sql = f"UPDATE {q(Trace._meta.db_table)} SET {', '.join(assignments)} WHERE {q(Trace._meta.pk.column)} = %s"
+    return sql, [*params, trace_pk]
 
 
 def finish_span(
@@ -264,6 +327,7 @@ def finish_span(
 
 __all__ = [
     "adopt_trace",
+    "counter_deltas",
     "ensure_trace",
     "finish_span",
     "new_span_id",
@@ -271,6 +335,9 @@ __all__ = [
     "record_span",
     "record_span_safely",
     "recording_spans",
+    "save_span",
+    "trace_counter_update",
     "trace_id_for_run",
+    "unsaved_span",
     "verdict_attributes",
 ]
