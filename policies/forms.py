@@ -55,7 +55,7 @@ class GrantForm(forms.Form):
     def clean(self) -> dict:
         data = super().clean()
         role, pattern = data.get("agent_role"), data.get("skill_pattern")
-        if role and pattern and not any(s.offered_to_role(role) for s in self.covered()):
+        if role and pattern and grant_options.reaches_nothing(pattern, role, self.skills):
             self.add_error(
                 "skill_pattern",
                 f"{pattern} is not offered to {role} agents (no allowed_agent_roles of its manifests names the "

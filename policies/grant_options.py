@@ -71,3 +71,8 @@ def namespace_patterns(skills: list[OfferedSkill]) -> list[str]:
 
 def covered_by(pattern: str, skills: list[OfferedSkill]) -> list[OfferedSkill]:
     return [skill for skill in skills if pattern_covers(pattern, skill.name)]
+
+
+def reaches_nothing(pattern: str, agent_role: str, skills: list[OfferedSkill]) -> bool:
+    """Whether a grant of `pattern` to `agent_role` lets its agents call no current skill."""
+    return not any(skill.offered_to_role(agent_role) for skill in covered_by(pattern, skills))

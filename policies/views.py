@@ -13,6 +13,7 @@ from console.models import Role
 from console.tenancy import RoleRequired, tenant_for_user_or_404, tenants_for
 from policies import engine, services
 from policies.forms import GrantForm, PolicyCreateForm, PolicyTestForm, rules_from_post
+from policies.grant_options import reaches_nothing
 from policies.models import Grant, Policy, PolicyVersion, Scope, VersionStatus
 from registry.models import Skill
 
@@ -24,7 +25,8 @@ SIMULATION_SIZES = (50, 200, 1000)
 
 def _grants_page(request: HttpRequest, tenant, form: GrantForm, status: int = 200) -> HttpResponse:
     grants = Grant.objects.filter(tenant=tenant).select_related("granted_by", "revoked_by")
-    context = {"tenant": tenant, "grants": grants, "form": form, "preview": form.preview()}
+    rows = [(grant, reaches_nothing(grant.skill_pattern, grant.agent_role, form.skills)) for grant in grants]
+    context = {"tenant": tenant, "grant_rows": rows, "form": form, "preview": form.preview()}
     return render(request, "policies/grants.html", context, status=status)
 
 

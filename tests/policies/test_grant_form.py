@@ -7,7 +7,7 @@ from django.urls import reverse
 from console.services import create_agent, revoke_agent
 from policies.models import Grant
 from tests.conftest import login
-from tests.runs.factories import make_skill
+from tests.runs.factories import grant, make_skill
 
 pytestmark = pytest.mark.django_db
 
@@ -127,3 +127,11 @@ def test_preview_is_for_admins_only(client, catalog, viewer, outsider):
     login(client, outsider)
     assert _preview(client, "acme", skill_pattern="billing.*").status_code == 404
     assert client.post(reverse("policies:grant_preview", args=["globex"])).status_code == 405
+
+
+def test_an_existing_grant_that_reaches_nothing_is_flagged(client, catalog, acme, tenant_admin):
+    grant(acme, "ops.*")  # ops.restart_service is offered to ops agents only
+    grant(acme, "billing.*")
+    login(client, tenant_admin)
+    page = client.get(reverse("policies:grant_list", args=["acme"])).content.decode()
+    assert page.count("covers nothing") == 1
