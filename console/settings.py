@@ -302,6 +302,12 @@ AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = env_int("AIRLOCK_RATE_LIMIT_AGENT_PER_MINU
 AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE = env_int("AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE", 30000, minimum=1)
 AIRLOCK_RATE_LIMITS = rate_limit_list("AIRLOCK_RATE_LIMITS", env_list("AIRLOCK_RATE_LIMITS", []))
 AIRLOCK_GATE_WORKERS = env_int("AIRLOCK_GATE_WORKERS", 16, minimum=1)
+# The gate's hot statements are prepared on PostgreSQL (lib/sql_rows.hot_cursor); off behind a
+# transaction-mode pooler that cannot keep prepared statements (PgBouncer before 1.21).
+AIRLOCK_DB_PREPARED_STATEMENTS = env_bool("AIRLOCK_DB_PREPARED_STATEMENTS", True)
+# The MCP gateway (mcp_gateway/): how long a tools/call that needs a person's approval waits, sending progress
+# notifications, before it answers "approval pending" (the client then calls check_approval).
+AIRLOCK_MCP_APPROVAL_WAIT_SECONDS = env_float("AIRLOCK_MCP_APPROVAL_WAIT_SECONDS", 60.0)
 # Retries of transient failures of idempotent skills: equal-jitter backoff from base, doubling, capped.
 AIRLOCK_RETRY_BASE_SECONDS = env_float("AIRLOCK_RETRY_BASE_SECONDS", 0.1)
 AIRLOCK_RETRY_CAP_SECONDS = env_float("AIRLOCK_RETRY_CAP_SECONDS", 2.0)

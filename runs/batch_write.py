@@ -18,7 +18,7 @@ import logging
 
 from django.db import DatabaseError, connection, transaction
 
-from lib.sql_rows import InsertColumns, quoted
+from lib.sql_rows import InsertColumns, hot_cursor, quoted
 from runs.models import Run, ToolCall
 from traces.models import Span
 from traces.recording import counter_deltas, trace_counter_update
@@ -32,33 +32,23 @@ class _Statement:
         self.spans = InsertColumns(Span)
         self.span_call = [f.name for f in self.spans.fields].index("call")
         q = functools.partial(quoted, connection)
-        self.call_table, self.span_table = q(ToolCall._meta.db_table), q(Span._meta.db_table)
-        self.call_names, self.span_names = self.calls.names(connection), self.spans.names(connection)
-        self.call_row = self.calls.placeholders(connection)
-        self.span_row = self.spans.placeholders(connection)[:-1] + ", %s::varchar)"  # + the call id to join on
-        values = [f"v.c{i}" for i in range(len(self.spans.fields))]
-        values[self.span_call] = f"COALESCE(v.c{self.span_call}, new_calls.{q(ToolCall._meta.pk.column)})"
-        self.span_select = ", ".join(values)
-        self.span_alias = ", ".join([f"c{i}" for i in range(len(self.spans.fields))] + ["call_ref"])
         self.pk, self.call_id = q(ToolCall._meta.pk.column), q("call_id")
+        self.call_insert = f"INSERT INTO {q(ToolCall._meta.db_table)} ({self.calls.names(connection)}) VALUES "
+        self.call_row = self.calls.placeholders()
+        self.span_insert = f"INSERT INTO {q(Span._meta.db_table)} ({self.spans.names(connection)}) VALUES "
+        span_row = ["%s"] * len(self.spans.fields)
+        # A span of a call stored earlier names it; one of a new call finds it by its call id, unique in the run.
+        span_row[self.span_call] = f"COALESCE(%s, (SELECT {self.pk} FROM new_calls WHERE {self.call_id} = %s))"
+        self.span_row = "(" + ", ".join(span_row) + ")"
 
     def sql(self, calls: int, spans: int, counters: str) -> str:
-        parts = []
         if calls:
-            parts.append(
-                f"new_calls AS (INSERT INTO {self.call_table} ({self.call_names}) "
-                f"VALUES {', '.join([self.call_row] * calls)} RETURNING {self.pk}, {self.call_id})"
-            )
+            rows = ", ".join([self.call_row] * calls)
+            parts = [f"new_calls AS ({self.call_insert}{rows} RETURNING {self.pk}, {self.call_id})"]
         else:
-            parts.append(
-                f"new_calls AS (SELECT NULL::bigint AS {self.pk}, NULL::varchar AS {self.call_id} WHERE false)"
-            )
+            parts = [f"new_calls AS (SELECT NULL::bigint AS {self.pk}, NULL::varchar AS {self.call_id} WHERE false)"]
         if spans:
-            parts.append(
-                f"new_spans AS (INSERT INTO {self.span_table} ({self.span_names}) "
-                f"SELECT {self.span_select} FROM (VALUES {', '.join([self.span_row] * spans)}) AS v({self.span_alias}) "
-                f"LEFT JOIN new_calls ON new_calls.{self.call_id} = v.call_ref RETURNING 1)"
-            )
+            parts.append(f"new_spans AS ({self.span_insert}{', '.join([self.span_row] * spans)} RETURNING 1)")
             parts.append(f"counters AS ({counters} RETURNING 1)")
         return f"WITH {', '.join(parts)} SELECT {self.call_id}, {self.pk} FROM new_calls"
 
@@ -69,15 +59,18 @@ class _Statement:
             params += self.calls.params(connection, call)
         for span in spans:
             row = self.spans.params(connection, span)
-            if span.call is not None and span.call.pk is None:  # a new call: its id comes from new_calls
-                row[self.span_call] = None
-            params += [*row, span.call.call_id if span.call is not None else None]
+            new_call = span.call is not None and span.call.pk is None
+            row[self.span_call : self.span_call + 1] = [
+                None if new_call else row[self.span_call],
+                span.call.call_id if new_call else None,
+            ]
+            params += row
         counters = ""
         if spans:
             counters, counter_params = trace_counter_update(connection, spans[0].trace.pk, counter_deltas(spans))
             params += counter_params
         own_savepoint = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
-        with own_savepoint, connection.cursor() as cursor:  # outside a transaction the statement commits itself
+        with own_savepoint, hot_cursor(connection) as cursor:  # outside a transaction the statement commits itself
             cursor.execute(self.sql(len(calls), len(spans), counters), params)
             return dict(cursor.fetchall())
 

@@ -20,7 +20,7 @@ from rest_framework.request import Request
 
 from console.api_auth import sign_in_agent, well_formed_agent_key
 from console.models import Agent, GateGeneration, Tenant
-from lib.sql_rows import Columns, quoted
+from lib.sql_rows import Columns, hot_cursor, quoted
 from registry.models import Snapshot
 from runs.gate import Preloaded, replay_lookups
 from runs.models import IdempotencyRecord, Run, ToolCall
@@ -118,7 +118,7 @@ class _RunQuery:
         """
 
     def load(self, run_id, lookup: str, call_ids: list[str], keys: list[str]) -> tuple[Run, dict[str, Any]] | None:
-        with connection.cursor() as cursor:
+        with hot_cursor(connection) as cursor:
             cursor.execute(self.sql, {"run_id": run_id, "lookup": lookup, "call_ids": call_ids, "keys": keys})
             row = cursor.fetchone()
         if row is None:

@@ -121,8 +121,8 @@ def test_one_statement_records_what_the_ordinary_path_records(agent_client, read
 
 @pytest.mark.postgres
 def test_an_over_long_value_is_refused_not_cut(agent_and_key, reader, acme):
-    """Typed placeholders cast without a length: a value longer than its column fails the statement
-    (and the caller writes the ordinary way) instead of being silently truncated."""
+    """A value longer than its column fails the statement (and the caller writes the ordinary way, where
+    it fails again, loudly) instead of being cut to fit."""
     agent = agent_and_key[0]
     run = Run.objects.create(tenant=acme, agent=agent, end_user="u", snapshot=latest_snapshot())
     long_call = ToolCall(run=run, call_id="x" * 201, name="orders.echo", created_at=timezone.now())
@@ -147,3 +147,13 @@ def test_spans_that_cannot_be_stored_do_not_fail_the_batch(agent_client, reader)
     assert response.status_code == 200 and response.json()["results"][0]["status"] == "ok"
     stored = ToolCall.objects.get(run_id=run_id, call_id="c1")
     assert stored.status == "succeeded" and not Span.objects.filter(call=stored).exists()
+
+
+@pytest.mark.postgres
+def test_with_prepared_statements_off_the_gate_answers_the_same(agent_client, reader, settings):
+    """Behind a transaction-mode pooler the operator turns them off; nothing else changes."""
+    settings.AIRLOCK_DB_PREPARED_STATEMENTS = False
+    run_id = _run(agent_client)
+    response = post_calls(agent_client, run_id, [call("c1", "orders.echo", {"n": 1})])
+    assert response.json()["results"][0]["status"] == "ok"
+    assert Span.objects.filter(call__call_id="c1", call__run_id=run_id).count() == 1
