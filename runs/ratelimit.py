@@ -1,8 +1,8 @@
 """Fixed-window rate limits per agent and per tenant and skill, one cache round trip per check.
 
-With REDIS_URL each check is one MULTI/EXEC pipeline (INCR, EXPIRE) on a client of its own: Django's
-RedisCache has no public atomic increment-or-create (its `incr` is an EXISTS and an INCRBY, after an
-`add`). The embedded mode counts in the process's local-memory cache instead.
+With REDIS_URL each check is one Lua command (INCR, and EXPIRE on a window's first hit) on a shared
+client of its own: Django's RedisCache has no public atomic increment-or-create (its `incr` is an EXISTS
+and an INCRBY, after an `add`). The embedded mode counts in the process's local-memory cache instead.
 
 A skill's limit for a tenant is the operator's (AIRLOCK_RATE_LIMITS), else the skill owner's (the manifest's
 `execution.rate_limit_per_minute`), else AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE. Of the operator's entries
@@ -13,8 +13,10 @@ operator set on one skill for everyone.
 
 from __future__ import annotations
 
+import functools
 import math
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
 
@@ -26,14 +28,23 @@ WINDOW_S = 60
 KEY_TTL_S = WINDOW_S + 5  # outlives its window, whatever the clock skew between processes
 
 
+# INCR, and the TTL on a window's first hit, as one atomic command (EVALSHA after the first call).
+COUNT_HIT = """
+local hits = redis.call('INCR', KEYS[1])
+if hits == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return hits
+"""
+
+
+@functools.cache
+def _count_hit(url: str) -> redis.commands.core.Script:
+    return redis_clients.shared(url).register_script(COUNT_HIT)
+
+
 def _count(key: str) -> int:
     """Count one hit under `key`; the hits so far, this one included."""
     if settings.REDIS_URL:
-        pipeline = redis_clients.shared(settings.REDIS_URL).pipeline(transaction=True)
-        pipeline.incr(key)
-        pipeline.expire(key, KEY_TTL_S)
-        count, _ = pipeline.execute()
-        return count
+        return int(_count_hit(settings.REDIS_URL)(keys=[key], args=[KEY_TTL_S]))
     if cache.add(key, 1, timeout=KEY_TTL_S):
         return 1
     try:
