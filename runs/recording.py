@@ -16,7 +16,7 @@ from runs.execution import Outcome
 from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
 from runs.shaping import shape
 from traces.models import Span
-from traces.recording import recording_spans, save_span, unsaved_span
+from traces.recording import recording_spans, save_spans, unsaved_span
 
 if TYPE_CHECKING:
     from runs.gate import Planned
@@ -245,9 +245,7 @@ def _update_run(run: Run, plans: list[Planned]) -> None:
 
 def _record_spans(run: Run, plans: list[Planned], now) -> None:
     with recording_spans(f"the spans of a batch in run {run.pk}"):  # losing them must not change the results
-        for plan in plans:
-            if plan.tool_call is not None and plan.tool_call.pk is not None:
-                save_span(_span_of(run, plan, now))
+        save_spans([_span_of(run, p, now) for p in plans if p.tool_call is not None and p.tool_call.pk is not None])
 
 
 def _span_of(run: Run, plan: Planned, now) -> Span:

@@ -181,14 +181,19 @@ def record_span(
         error_class=error_class,
         attributes=attributes,
     )
-    return save_span(span)
-
-
-def save_span(span: Span) -> Span:
-    """Store a span built by `unsaved_span` and count it in its trace."""
-    span.save(force_insert=True)
-    _bump_counters(span.trace, **counter_deltas([span]))
+    save_spans([span])
     return span
+
+
+def save_spans(spans: list[Span]) -> None:
+    """Store spans of one trace built by `unsaved_span` (one INSERT) and count them in it (one UPDATE)."""
+    if not spans:
+        return
+    if len(spans) == 1:
+        spans[0].save(force_insert=True)  # the row's id, for callers that keep the span
+    else:
+        Span.objects.bulk_create(spans)
+    _bump_counters(spans[0].trace, **counter_deltas(spans))
 
 
 def unsaved_span(
@@ -207,7 +212,7 @@ def unsaved_span(
     error_class: str = "",
     attributes: dict[str, Any] | None = None,
 ) -> Span:
-    """The span `record_span` stores, built but not saved: `save_span` stores it, or a writer that stores
+    """The span `record_span` stores, built but not saved: `save_spans` stores it, or a writer that stores
     several spans in one statement (runs/batch_write.py) with `counter_deltas` for the trace."""
     trace = ensure_trace(run)
     attrs: dict[str, Any] = {}
@@ -335,7 +340,7 @@ __all__ = [
     "record_span",
     "record_span_safely",
     "recording_spans",
-    "save_span",
+    "save_spans",
     "trace_counter_update",
     "trace_id_for_run",
     "unsaved_span",
