@@ -801,6 +801,8 @@ def evaluate(*, scale_versions: int = SCALE_VERSIONS, generated_skills: int = 10
         clear_snapshot_cache()
         report.scale_versions = len(catalog.manifests)
         report.scale = score(search_all(catalog, load_catalog(catalog)))
+    call_command("flush", verbosity=0, interactive=False)  # leave nothing behind, misses included
+    clear_snapshot_cache()
     return report
 
 

@@ -266,7 +266,8 @@ def _edit_distance(a: str, b: str, limit: int) -> int:
     return previous[-1]
 
 
-def _manifest_texts(entry: dict) -> dict[str, str]:
+def skill_texts(entry: dict) -> dict[str, str]:
+    """The text of each ranked field of a snapshot entry (name, namespace, manifest)."""
     manifest = entry.get("manifest") or {}
     tool = entry["name"].rsplit(".", 1)[-1]
 
@@ -303,7 +304,7 @@ class RankIndex:
         group_postings: dict[int, dict[int, float]] = {}
         for number, entry in enumerate(entries):
             weights: dict[str, float] = {}
-            for field_name, text in _manifest_texts(entry).items():
+            for field_name, text in skill_texts(entry).items():
                 for term in set(terms(text)):
                     weights[term] = weights.get(term, 0.0) + FIELD_WEIGHTS[field_name]
             group_weights: dict[int, float] = {}
@@ -441,4 +442,4 @@ class RankIndex:
         return ranked
 
 
-__all__ = ["FIELD_WEIGHTS", "RankIndex", "stem", "terms"]
+__all__ = ["FIELD_WEIGHTS", "RankIndex", "skill_texts", "stem", "terms"]

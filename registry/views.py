@@ -22,6 +22,7 @@ from registry.diff import diff_manifests
 from registry.forms import CatalogFilterForm, DeprecateForm, ImportMcpForm, ManifestForm
 from registry.mcp_import import import_mcp_server
 from registry.models import DiscoveryEvaluation, DiscoveryQuery, Skill, SkillVersion, VersionStatus
+from registry.ranking import skill_texts, terms
 from registry.validation import lint_manifest
 
 
@@ -92,10 +93,13 @@ def discovery_figures(namespace: str | None = None) -> list[DiscoveryEvaluation]
     return list(rows.filter(namespace=namespace) if namespace is not None else rows)
 
 
-def candidate_examples(misses: dict, limit: int = 5) -> list[str]:
-    """The missed searches the reader may see, as lines an owner can paste into a manifest's `examples`."""
+def candidate_examples(misses: dict, skill: Skill, manifest: dict, limit: int = 5) -> list[str]:
+    """The missed searches the reader may see that share a word with this skill, as lines an owner can
+    paste into a manifest's `examples` ("water the plants" is no candidate for a refund skill)."""
+    entry = {"name": skill.name, "namespace": skill.namespace, "manifest": manifest}
+    words = {word for text in skill_texts(entry).values() for word in terms(text)}
     queries = [row["query"] for group in misses["tenants"] for row in group["rows"]]
-    return list(dict.fromkeys(query for query in queries if len(query.strip()) >= 5))[:limit]
+    return list(dict.fromkeys(q for q in queries if len(q.strip()) >= 5 and words & set(terms(q))))[:limit]
 
 
 @login_required
@@ -157,7 +161,7 @@ def skill_detail(request: HttpRequest, name: str) -> HttpResponse:
     head = head_version(versions)
     is_owner = skill.is_owned_by(request.user)
     misses = discovery_misses(request.user, skill.namespace, 8)
-    candidates = candidate_examples(misses) if is_owner else []
+    candidates = candidate_examples(misses, skill, head.manifest) if is_owner and head else []
     return render(
         request,
         "registry/skill.html",
