@@ -13,13 +13,17 @@ import httpx
 import pytest
 from agents import Agent, RunState, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
-from airlock_sdk import Airlock, ClientSkillRegistry
+from airlock_sdk import Airlock, ClientSkillRegistry, NotFound
 from airlock_sdk.integrations.langgraph import decisions
 from airlock_sdk.integrations.openai_agents import AirlockAgents
+from airlock_sdk.integrations.turns import ProposedCall, wait_for_outcome
+from airlock_sdk.run import Run
+from airlock_sdk.spans import SpanRecorder
 from django.conf import settings
 from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
+from console.services import create_agent
 from tests.sdk.langgraph_resume import build_graph, config_for, tool_outputs
 from traces.models import Span
 
@@ -301,3 +305,29 @@ def test_langgraph_a_declined_call_resumes_with_the_reason(airlock, downstream, 
     output = tool_outputs(state["messages"])["n1"]
     assert output["status"] == "error" and json.loads(output["content"])["error"]["class"] == "declined"
     assert downstream.to("/send") == []
+
+
+# --- isolation -----------------------------------------------------------------------------------
+
+
+def test_another_tenants_agent_can_neither_resume_the_run_nor_add_to_its_trace(
+    airlock, asgi_live_server, person, globex, tmp_path
+):
+    run = airlock.start_run(end_user="customer:c-100", task="Tell the customer")
+    [pending] = run.call([{"call_id": "n1", "name": "mail.send_notice", "arguments": {"to": "a@b.c", "text": "x"}}])
+    _, key = create_agent(tenant=globex, name="globex-bot", role="support")
+    outsider = Airlock(asgi_live_server.url, key, cache_dir=tmp_path / "outsider", client_skills=ClientSkillRegistry())
+
+    with pytest.raises(NotFound):
+        outsider.get_run(run.run_id)
+    forged = Run(outsider, {"run_id": run.run_id, "trace_id": run.trace_id})
+    with pytest.raises(NotFound):  # re-proposing the call to learn its approval: not its run
+        wait_for_outcome(forged, ProposedCall("n1", "mail.send_notice", {"to": "a@b.c", "text": "x"}), None, timeout=1)
+    recorder = SpanRecorder(forged)
+    with recorder.span("chat", "chat forged-turn"):
+        pass
+    recorder.flush()
+    # Not on acme's run: the ingest keeps it in the sender's own tenant, on a trace of its own.
+    assert not Span.objects.filter(trace__run_id=run.run_id, name="chat forged-turn").exists()
+    assert {s.trace.tenant_id for s in Span.objects.filter(name="chat forged-turn")} <= {globex.pk}
+    assert [a["id"] for a in person.pending()] == [pending.approval_id]  # acme's inbox, untouched

@@ -8,6 +8,7 @@ import pytest
 from airlock_sdk.integrations.langgraph import AirlockToolNode, AirlockTracer, decisions
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command
@@ -76,6 +77,15 @@ def test_a_turn_is_one_batch_and_a_confirm_interrupts_until_airlocks_decision(fa
     assert operations == ["chat", "chat", "invoke_agent", "invoke_agent"]
     interrupted = [s for s in spans if s["attributes"].get("airlock.interrupted")]
     assert len(interrupted) == 1 and interrupted[0]["outcome"] == "ok"  # paused for a person, not failed
+
+
+def test_the_skills_bind_to_a_langchain_chat_model_by_their_model_names(fake, tmp_path):
+    node = AirlockToolNode(fake.client(tmp_path).start_run(end_user="u", task="t"))
+    schemas = node.tool_schemas()
+    assert [s["function"]["name"] for s in schemas] == ["customer__list_orders", "support__send_email"]
+    assert [convert_to_openai_tool(s) for s in schemas] == schemas  # what bind_tools sends, unchanged
+    assert schemas[0]["function"]["parameters"]["required"] == ["customer_id"]
+    assert node.skills == {"customer__list_orders": "customer.list_orders", "support__send_email": "support.send_email"}
 
 
 def test_an_interrupt_of_another_node_is_not_airlocks_to_decide(fake, tmp_path):

@@ -4,7 +4,8 @@
     from airlock_sdk.integrations.langgraph import AirlockToolNode, AirlockTracer, decisions
 
     run = airlock.start_run(end_user="u-123", task="Refund order 1182")
-    tools = AirlockToolNode(run)                       # the agent's skills; tools.definitions for bind_tools
+    tools = AirlockToolNode(run)                       # the agent's skills
+    model = chat_model.bind_tools(tools.tool_schemas())
     graph = builder.add_node("tools", tools)...compile(checkpointer=SqliteSaver(...))
     config = {"configurable": {"thread_id": run.run_id}, "callbacks": [AirlockTracer(run)]}
     state = graph.invoke({"messages": [("user", "Refund order 1182")]}, config)
@@ -73,6 +74,23 @@ class AirlockToolNode:
             definitions if definitions is not None else run.airlock.tools(format="openai", query=query, limit=limit)
         )
         self.skills = {tool_name(definition): tool_skill(definition) for definition in self.definitions}
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The skills as function schemas any LangChain chat model accepts: `model.bind_tools(node.tool_schemas())`."""
+        schemas = []
+        for definition in self.definitions:
+            function = definition.get("function") if isinstance(definition.get("function"), Mapping) else definition
+            schemas.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool_name(definition),
+                        "description": str(function.get("description", "")),
+                        "parameters": dict(function.get("parameters") or {"type": "object", "properties": {}}),
+                    },
+                }
+            )
+        return schemas
 
     def _skill(self, name: str) -> str:
         return self.skills.get(name, name.replace("__", "."))  # OpenAI-format names turn dots into "__"
