@@ -9,6 +9,7 @@ import socket
 import statistics
 import sys
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 
 def setup_django() -> None:
@@ -119,3 +120,16 @@ def server_env(workdir, **overrides: str) -> dict[str, str]:
         else:
             env[name] = value
     return env
+
+
+def fresh_database(url: str, *, create: bool = True) -> None:
+    """Drop a benchmark's own PostgreSQL database and, unless told otherwise, create it empty again."""
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    admin = parts._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if create:
+            connection.execute(f'CREATE DATABASE "{name}"')

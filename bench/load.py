@@ -42,9 +42,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from bench.common import Figure, free_port, percentile, print_table, server_env, uvicorn_command
+from bench.common import Figure, free_port, fresh_database, percentile, print_table, server_env, uvicorn_command
 
 ROOT = Path(__file__).resolve().parent.parent
 APPROVERS = 2
@@ -63,21 +62,8 @@ def _redis_url() -> str:
     return os.environ.get("AIRLOCK_LOAD_REDIS_URL") or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 
 
-def _fresh_database(url: str, *, create: bool = True) -> None:
-    """Drop the load database and, unless told otherwise, create it empty again."""
-    import psycopg
-
-    parts = urlsplit(url)
-    name = parts.path.lstrip("/")
-    admin = parts._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if create:
-            connection.execute(f'CREATE DATABASE "{name}"')
-
-
 def drop_database() -> None:
-    _fresh_database(_database_url(), create=False)
+    fresh_database(_database_url(), create=False)
 
 
 # --- the ledger: the skills' downstream service, counting side effects by (run, call) ---------
@@ -567,7 +553,7 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
     import redis
 
     redis.Redis.from_url(_redis_url()).flushdb()
-    _fresh_database(_database_url())
+    fresh_database(_database_url())
     workdir = Path(tempfile.mkdtemp(prefix="airlock-load-"))
     ledger = Ledger()
     env = server_env(

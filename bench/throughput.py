@@ -36,9 +36,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from bench.common import Figure, free_port, percentile, print_table, server_env, uvicorn_command
+from bench.common import Figure, free_port, fresh_database, percentile, print_table, server_env, uvicorn_command
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = 32
@@ -111,20 +110,8 @@ def _redis_url() -> str:
     return os.environ.get("AIRLOCK_THROUGHPUT_REDIS_URL") or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 
 
-def _fresh_database(url: str, *, create: bool = True) -> None:
-    import psycopg
-
-    parts = urlsplit(url)
-    name = parts.path.lstrip("/")
-    admin = parts._replace(path="/postgres").geturl().replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if create:
-            connection.execute(f'CREATE DATABASE "{name}"')
-
-
 def drop_database(url: str) -> None:
-    _fresh_database(url, create=False)
+    fresh_database(url, create=False)
 
 
 def ensure_wrk() -> str:
@@ -318,7 +305,7 @@ def _wait_for(url: str, process: subprocess.Popen, timeout_s: float = 60) -> Non
 def prepare(workdir: Path, agents: int = AGENTS, database_url: str = "") -> tuple[dict, list[list[str]]]:
     """A fresh database seeded for the bench, and the servers' environment: (env, [[key, run_id]])."""
     database_url = database_url or _database_url()
-    _fresh_database(database_url)
+    fresh_database(database_url)
     env = server_env(
         workdir,
         DJANGO_SETTINGS_MODULE="bench.throughput_settings",

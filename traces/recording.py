@@ -149,38 +149,10 @@ def record_span_safely(*, what: str = "a span", **fields: Any) -> Span | None:
     return None
 
 
-def record_span(
-    *,
-    run: Run,
-    kind: str,
-    name: str,
-    started_at: datetime,
-    ended_at: datetime | None = None,
-    parent_span_id: str = "",
-    call: ToolCall | None = None,
-    skill_name: str = "",
-    skill_version: str = "",
-    verdict: str = "",
-    outcome: str = "",
-    error_class: str = "",
-    attributes: dict[str, Any] | None = None,
-) -> Span:
-    """Append one span to the run's trace. Its name and attribute payloads are redacted before storage."""
-    span = unsaved_span(
-        run=run,
-        kind=kind,
-        name=name,
-        started_at=started_at,
-        ended_at=ended_at,
-        parent_span_id=parent_span_id,
-        call=call,
-        skill_name=skill_name,
-        skill_version=skill_version,
-        verdict=verdict,
-        outcome=outcome,
-        error_class=error_class,
-        attributes=attributes,
-    )
+def record_span(**fields: Any) -> Span:
+    """Append one span to the run's trace (the arguments are `unsaved_span`'s). Its name and attribute
+    payloads are redacted before storage."""
+    span = unsaved_span(**fields)
     save_spans([span])
     return span
 
