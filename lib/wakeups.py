@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import threading
@@ -28,7 +27,7 @@ import redis
 from django.conf import settings
 from django.db import transaction
 
-from lib import clock
+from lib import clock, redis_clients
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +52,8 @@ def _channel() -> str:
     return f"{prefix}:{db}:wakeups"
 
 
-@functools.cache
 def _publisher(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    return redis_clients.shared(url)
 
 
 class Waiter:
@@ -116,7 +114,12 @@ def publish(topic: str) -> None:
             _publisher(settings.REDIS_URL).publish(_channel(), topic)
             return
         except redis.RedisError:
-            logger.warning("could not publish a wake-up for %s; waiters read again within %gs", topic, exc_info=True)
+            logger.warning(
+                "could not publish a wake-up for %s; waiters read again within %gs",
+                topic,
+                fallback_seconds(),
+                exc_info=True,
+            )
     _wake_local(topic)
 
 

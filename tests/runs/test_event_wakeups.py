@@ -126,7 +126,7 @@ def test_a_lost_wake_up_still_delivers_the_event_by_the_fallback_read(agent_clie
         process.kill()
         process.wait(10)
         errors = process.stderr.read()
-    assert "could not publish a wake-up" in errors  # the wake-up really was lost
+    assert "could not publish a wake-up for run-events:" in errors and "Logging error" not in errors  # lost
     assert reasons == ["another process"]
     assert elapsed < wakeups.FALLBACK_WITH_REDIS_S + 5  # one fallback read later, not at the 30 s deadline
 
