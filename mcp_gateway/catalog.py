@@ -1,0 +1,66 @@
+"""What `tools/list` shows an agent: its granted, current skills, as /api/v1/tools?format=mcp lists them,
+and the gateway's own `check_approval` tool."""
+
+from __future__ import annotations
+
+import mcp_types as types
+
+from console.models import Agent
+from registry.definitions import mcp_definition
+from registry.discovery import discoverable_entries
+from registry.snapshots import latest_index
+from runs import client_exec
+
+CHECK_APPROVAL = "check_approval"  # skill names always have a namespace ("billing.refund"), so never this
+
+CHECK_APPROVAL_TOOL = types.Tool(
+    name=CHECK_APPROVAL,
+    title="Check approval",
+    description="The outcome of a call that waited for a person's approval: the executed result once an "
+    "approver decided, the decline reason if they declined, or 'approval pending' while nobody has yet. "
+    "Pass the approval_id of an 'approval pending' answer.",
+    input_schema={
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["approval_id"],
+        "properties": {"approval_id": {"type": "integer", "minimum": 1}},
+    },
+    annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+
+
+def _tool(definition: dict) -> types.Tool:
+    """An MCP Tool without `outputSchema`: a call through Airlock may answer 'approval pending' instead of
+    the skill's output, and MCP clients refuse a non-error result that does not match a declared schema."""
+    hints = definition["annotations"]
+    return types.Tool(
+        name=definition["name"],
+        title=definition["title"],
+        description=definition["description"],
+        input_schema=definition["inputSchema"],
+        annotations=types.ToolAnnotations(
+            read_only_hint=hints["readOnlyHint"],
+            destructive_hint=hints["destructiveHint"],
+            idempotent_hint=hints["idempotentHint"],
+            open_world_hint=hints["openWorldHint"],
+        ),
+    )
+
+
+def mcp_entries(agent: Agent) -> list[dict]:
+    """The skills this agent may discover, less those its own process must run (client-executed skills),
+    which an MCP client cannot."""
+    return [
+        entry
+        for entry in discoverable_entries(agent, latest_index())
+        if not client_exec.is_client_skill(entry["manifest"])
+    ]
+
+
+def tools_for(agent: Agent) -> list[types.Tool]:
+    return [*(_tool(mcp_definition(entry)) for entry in mcp_entries(agent)), CHECK_APPROVAL_TOOL]
+
+
+def effects_for(agent: Agent) -> dict[str, str]:
+    """Skill name -> effect class, to tell reads (which may overlap) from everything else (one at a time)."""
+    return {entry["name"]: (entry["manifest"].get("risk") or {}).get("effect", "") for entry in mcp_entries(agent)}

@@ -1,0 +1,175 @@
+"""The MCP server: `tools/list` and `tools/call` for the agent whose key the request carries (checked by
+mcp_gateway/asgi.py, which puts the agent in the ASGI scope), with one run per MCP session.
+
+Calls go to the gate one at a time per session, in the order they arrive, except reads, which may
+overlap (as in one REST batch). A confirm verdict waits for the tenant's approvers, sending progress
+notifications, for at most AIRLOCK_MCP_APPROVAL_WAIT_SECONDS; then the answer is 'approval pending'
+and `check_approval` fetches the outcome later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from uuid import UUID
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection
+from mcp.server import Server
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from console.models import Agent
+from lib import clock
+from mcp_gateway import calls, catalog, results
+
+AGENT_SCOPE_KEY = "airlock.agent"
+END_USER_HEADER = "x-airlock-end-user"
+IDEMPOTENCY_META_KEY = "airlock/idempotency_key"
+TAINT_META_KEY = "airlock/taint"
+MAX_SESSIONS = 10_000  # the SDK session manager's own default limit
+FIRST_POLL_INTERVAL = 0.25
+MAX_POLL_INTERVAL = 2.0
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Session:
+    """What Airlock keeps for one MCP session (the SDK keeps the session itself, in this process)."""
+
+    agent_id: int
+    run_id: UUID | None = None
+    calls: int = 0
+    opening: asyncio.Lock = field(default_factory=asyncio.Lock)
+    one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+_sessions: OrderedDict[str, _Session] = OrderedDict()
+
+
+async def released(function: Callable[..., T], /, **kwargs: Any) -> T:
+    """A sync use case in Django's sync thread; afterwards its database connection goes back (to the pool),
+    so that a session waiting for a person holds none."""
+
+    def work() -> T:
+        try:
+            return function(**kwargs)
+        finally:
+            if not connection.in_atomic_block:  # a test's transaction, not a request's connection
+                connection.close()
+
+    return await sync_to_async(work)()
+
+
+def _agent(ctx) -> Agent:
+    return ctx.request.scope[AGENT_SCOPE_KEY]
+
+
+def _session(ctx, agent: Agent) -> _Session:
+    session_id = ctx.request.headers.get(MCP_SESSION_ID_HEADER, "")
+    session = _sessions.get(session_id)
+    if session is None:
+        session = _sessions[session_id] = _Session(agent_id=agent.pk)
+        while len(_sessions) > MAX_SESSIONS:
+            _sessions.popitem(last=False)
+    if session.agent_id != agent.pk:  # the SDK refuses this first (a session belongs to the key that opened it)
+        raise PermissionError("This MCP session belongs to another agent.")
+    return session
+
+
+async def _run_of(session: _Session, agent: Agent, ctx) -> UUID:
+    async with session.opening:
+        if session.run_id is None:
+            end_user = ctx.request.headers.get(END_USER_HEADER) or f"mcp:{agent.name}"
+            session.run_id = await released(calls.start_session_run, agent=agent, end_user=end_user)
+    return session.run_id
+
+
+async def _list_tools(ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=await released(catalog.tools_for, agent=_agent(ctx)))
+
+
+def _proposed(session: _Session, params: types.CallToolRequestParams, meta: dict) -> dict:
+    session.calls += 1
+    call = {"call_id": f"mcp-{session.calls}", "name": params.name, "arguments": params.arguments or {}}
+    if isinstance(meta.get(IDEMPOTENCY_META_KEY), str):
+        call["idempotency_key"] = meta[IDEMPOTENCY_META_KEY]
+    if meta.get(TAINT_META_KEY):
+        call["taint"] = meta[TAINT_META_KEY]
+    return call
+
+
+async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+    agent = _agent(ctx)
+    if params.name == catalog.CHECK_APPROVAL:
+        return await _check_approval(ctx, agent, params.arguments or {})
+    session = _session(ctx, agent)
+    run_id = await _run_of(session, agent, ctx)
+    effects = await released(catalog.effects_for, agent=agent)
+    call = _proposed(session, params, dict(ctx.meta or {}))
+    if effects.get(params.name) == "read":
+        result = await released(calls.propose_call, agent=agent, run_id=run_id, call=call)
+    else:
+        async with session.one_at_a_time:  # asyncio locks are fair: waiting calls go in arrival order
+            result = await released(calls.propose_call, agent=agent, run_id=run_id, call=call)
+    if result.get("status") == "approval_required":
+        return await _await_decision(ctx, agent, result["approval_id"])
+    return results.from_gate(result)
+
+
+async def _check_approval(ctx, agent: Agent, arguments: dict) -> types.CallToolResult:
+    approval_id = arguments.get("approval_id")
+    if not isinstance(approval_id, int) or isinstance(approval_id, bool) or approval_id < 1:
+        return results.error(
+            "validation",
+            "invalid_arguments",
+            "approval_id must be the approval's id (a positive integer).",
+            fields=[{"field": "approval_id", "message": "positive integer"}],
+        )
+    return await _await_decision(ctx, agent, approval_id)
+
+
+async def _await_decision(ctx, agent: Agent, approval_id: int) -> types.CallToolResult:
+    """The executed result (or the refusal) once recorded, else 'approval pending' after the bounded wait."""
+    wait = settings.AIRLOCK_MCP_APPROVAL_WAIT_SECONDS
+    started = clock.monotonic()
+    interval = FIRST_POLL_INTERVAL
+    while True:
+        state = await released(calls.approval_state, agent=agent, approval_id=approval_id)
+        if state is None:
+            return results.error("not_found", "unknown_approval", f"There is no approval {approval_id} for this agent.")
+        if state.result is not None:
+            return results.from_gate(state.result)
+        waited = clock.monotonic() - started
+        if waited >= wait:
+            return results.pending(state, waited_s=waited)
+        await ctx.session.report_progress(
+            waited, wait, f"Waiting for the tenant's approvers to decide approval {approval_id} ({state.status})."
+        )
+        await clock.asleep(min(interval, wait - waited))
+        interval = min(interval * 1.5, MAX_POLL_INTERVAL)
+
+
+async def _discover(ctx, params: types.RequestParams | None) -> types.DiscoverResult:
+    """Handshake versions only: the session (Mcp-Session-Id) is what ties calls to one run, and 2026-era
+    requests have none. Clients that probe `server/discover` fall back to `initialize`."""
+    return types.DiscoverResult(
+        supported_versions=list(HANDSHAKE_PROTOCOL_VERSIONS), capabilities=mcp_server.get_capabilities()
+    )
+
+
+mcp_server = Server(
+    "airlock",
+    title="Airlock",
+    instructions="Every call goes through Airlock's gate: policies, approvals by people, idempotency and the "
+    "audit trail. A call may answer 'approval pending'; then call check_approval later instead of retrying.",
+    on_list_tools=_list_tools,
+    on_call_tool=_call_tool,
+)
+mcp_server.add_request_handler("server/discover", types.RequestParams, _discover)
