@@ -58,7 +58,7 @@ def _in_a_thread(action) -> None:
     """Run `action` on its own connection once the long poll below has done its first read."""
 
     def later():
-        time.sleep(0.3)
+        time.sleep(0.2)
         try:
             action()
         finally:
@@ -90,7 +90,7 @@ def _another_process(run, *, redis_url: str) -> subprocess.Popen:
 
 def _tell_to_append(process: subprocess.Popen) -> None:
     def go():
-        time.sleep(0.5)  # the long poll has done its first read and sleeps
+        time.sleep(0.2)  # the long poll has done its first read and sleeps
         process.stdin.write("go\n")
         process.stdin.flush()
 
@@ -138,7 +138,7 @@ def test_a_rolled_back_event_is_never_returned_and_the_next_committed_one_is(age
         with contextlib.suppress(RolledBack), transaction.atomic():
             append_event(run=run, kind="run.status", payload={"status": "paused", "reason": "rolled back"})
             raise RolledBack
-        time.sleep(0.3)
+        time.sleep(0.2)
         append_event(run=run, kind="run.status", payload={"status": "running", "reason": "committed"})
 
     _in_a_thread(roll_back_then_commit)
