@@ -276,9 +276,11 @@ def _celery_worker_command() -> list[str]:
     ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def _worker_process(django_db_setup, tmp_path_factory):
-    """One real Celery worker (subprocess, Redis broker) for the session, on the test database."""
+    """One real Celery worker (subprocess, Redis broker) per test module, on the test database. Not per
+    session: it consumes the broker's queue, and later tests (tests/faults/test_load_short.py) run
+    workers of their own on the same Redis, whose tasks it would take."""
     database = django_settings.DATABASES["default"]
     if not (database["ENGINE"].endswith("postgresql") and django_settings.REDIS_URL):
         yield None
