@@ -36,11 +36,15 @@ def _approve(base_url: str, token: str, approval_id: int) -> httpx.Response:
     )
 
 
-async def test_lists_exactly_the_agents_granted_current_skills_with_effect_hints(
+async def _tools(url: str, key: str) -> dict:
+    async with mcp_client(url, key) as client:
+        return {tool.name: tool for tool in (await client.list_tools()).tools}
+
+
+def test_lists_exactly_the_agents_granted_current_skills_with_effect_hints(
     mcp_live_server, catalog, acme_key, globex_key
 ):
-    async with mcp_client(mcp_live_server.url, acme_key) as client:
-        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    tools = asyncio.run(_tools(mcp_live_server.url, acme_key))
     # Not listed: hr.salaries (no grant), crm.old_report (retired), crm.globex_only (offered to globex
     # only) and crm.local_notes (executed by the agent's own process, which an MCP client cannot do).
     assert set(tools) == GRANTED | {"check_approval"}
@@ -62,18 +66,28 @@ async def test_lists_exactly_the_agents_granted_current_skills_with_effect_hints
     ).json()["tools"]
     assert {tool["name"] for tool in rest} - {"crm.local_notes"} == GRANTED  # the same scoping as the REST API
 
-    async with mcp_client(mcp_live_server.url, globex_key) as client:
-        globex_tools = {tool.name for tool in (await client.list_tools()).tools}
+    globex_tools = set(asyncio.run(_tools(mcp_live_server.url, globex_key)))
     assert globex_tools == {"crm.lookup_customer", "crm.add_note", "crm.export_everything", "crm.purge_customer"} | {
         "crm.globex_only",
         "check_approval",
     }
 
 
-async def test_an_allowed_call_runs_once_in_the_sessions_run(mcp_live_server, catalog, acme_key, downstream):
-    async with mcp_client(mcp_live_server.url, acme_key, **{"X-Airlock-End-User": "user:dana"}) as client:
-        first = await client.call_tool("crm.lookup_customer", {"customer_id": "c-1"})
-        second = await client.call_tool("crm.lookup_customer", {"customer_id": "c-2"})
+async def _calls(url: str, key: str, calls: list[tuple[str, dict]], **headers: str) -> list:
+    """The calls one after the other in one MCP session."""
+    async with mcp_client(url, key, **headers) as client:
+        return [await client.call_tool(name, arguments) for name, arguments in calls]
+
+
+def test_an_allowed_call_runs_once_in_the_sessions_run(mcp_live_server, catalog, acme_key, downstream):
+    first, second = asyncio.run(
+        _calls(
+            mcp_live_server.url,
+            acme_key,
+            [("crm.lookup_customer", {"customer_id": "c-1"}), ("crm.lookup_customer", {"customer_id": "c-2"})],
+            **{"X-Airlock-End-User": "user:dana"},
+        )
+    )
     assert not first.is_error and first.structured_content["content"] == {"ok": True, "echo": {"customer_id": "c-1"}}
     assert '"customer_id": "c-1"' in first.content[0].text
     assert not second.is_error
@@ -88,14 +102,19 @@ async def test_an_allowed_call_runs_once_in_the_sessions_run(mcp_live_server, ca
     assert [arrival.body for arrival in downstream.arrivals] == [{"customer_id": "c-1"}, {"customer_id": "c-2"}]
 
 
-async def test_denied_and_refused_calls_are_tool_errors_with_their_class(
-    mcp_live_server, catalog, acme_key, downstream
-):
-    async with mcp_client(mcp_live_server.url, acme_key) as client:
-        denied = await client.call_tool("crm.export_everything", {})
-        ungranted = await client.call_tool("hr.salaries", {})
-        other_tenants = await client.call_tool("crm.globex_only", {})
-        invalid = await client.call_tool("billing.create_refund", {"customer_id": "c-1", "amount_cents": -5})
+def test_denied_and_refused_calls_are_tool_errors_with_their_class(mcp_live_server, catalog, acme_key, downstream):
+    denied, ungranted, other_tenants, invalid = asyncio.run(
+        _calls(
+            mcp_live_server.url,
+            acme_key,
+            [
+                ("crm.export_everything", {}),
+                ("hr.salaries", {}),
+                ("crm.globex_only", {}),
+                ("billing.create_refund", {"customer_id": "c-1", "amount_cents": -5}),
+            ],
+        )
+    )
     assert denied.is_error and denied.structured_content["error"]["class"] == "authorization"
     assert denied.structured_content["error"]["code"] == "denied_by_policy"
     assert denied.content[0].text.startswith("authorization (denied_by_policy): bulk exports are not allowed")
@@ -109,21 +128,41 @@ async def test_denied_and_refused_calls_are_tool_errors_with_their_class(
     assert ToolCall.objects.get(name="crm.export_everything").status == "denied"
 
 
-async def test_two_writes_of_one_session_reach_the_downstream_one_after_the_other_in_order(
-    mcp_live_server, catalog, acme_key, downstream
-):
-    async with mcp_client(mcp_live_server.url, acme_key) as client:
+async def _two_notes_at_once(url: str, key: str) -> list:
+    async with mcp_client(url, key) as client:
         first = asyncio.create_task(client.call_tool("crm.add_note", {"note": "first"}))
         await asyncio.sleep(0.05)  # the model's order: the first proposed reaches Airlock first
         second = asyncio.create_task(client.call_tool("crm.add_note", {"note": "second"}))
-        results = await asyncio.gather(first, second)
+        return await asyncio.gather(first, second)
+
+
+def test_two_writes_of_one_session_reach_the_downstream_one_after_the_other_in_order(
+    mcp_live_server, catalog, acme_key, downstream
+):
+    results = asyncio.run(_two_notes_at_once(mcp_live_server.url, acme_key))
     assert [result.is_error for result in results] == [False, False]
     notes = [arrival for arrival in downstream.arrivals if arrival.path == "/note"]
     assert [arrival.body["note"] for arrival in notes] == ["first", "second"]
     assert notes[0].finished <= notes[1].started, "the second write started before the first had finished"
 
 
-async def test_a_wrong_or_revoked_key_is_refused(mcp_live_server, catalog, acme, agent_and_key, downstream):
+def _revoke(agent) -> None:
+    """In a thread of its own (the test's event loop is running): revoke, then close that thread's connection."""
+    try:
+        revoke_agent(agent=agent)
+    finally:
+        connection.close()
+
+
+async def _call_then_revoke_then_call(url: str, key: str, agent) -> None:
+    async with mcp_client(url, key) as client:
+        assert not (await client.call_tool("crm.lookup_customer", {"customer_id": "c-1"})).is_error
+        await asyncio.to_thread(_revoke, agent)
+        with pytest.raises(Exception):  # noqa: B017 - the client surfaces the 401 as a transport error
+            await client.call_tool("crm.lookup_customer", {"customer_id": "c-2"})
+
+
+def test_a_wrong_or_revoked_key_is_refused(mcp_live_server, catalog, acme, agent_and_key, downstream):
     answer = httpx.post(
         mcp_live_server.url,
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
@@ -134,21 +173,20 @@ async def test_a_wrong_or_revoked_key_is_refused(mcp_live_server, catalog, acme,
     assert httpx.post(mcp_live_server.url, json={}).status_code == 401  # no key at all
 
     agent, key = agent_and_key
-    async with mcp_client(mcp_live_server.url, key) as client:
-        assert not (await client.call_tool("crm.lookup_customer", {"customer_id": "c-1"})).is_error
-        revoke_agent(agent=agent)
-        with pytest.raises(Exception):  # noqa: B017 - the client surfaces the 401 as a transport error
-            await client.call_tool("crm.lookup_customer", {"customer_id": "c-2"})
+    asyncio.run(_call_then_revoke_then_call(mcp_live_server.url, key, agent))
     assert [arrival.body for arrival in downstream.arrivals] == [{"customer_id": "c-1"}]
 
 
-async def test_another_tenants_agent_cannot_see_or_use_an_approval(mcp_live_server, catalog, acme_key, globex_key):
-    async with mcp_client(mcp_live_server.url, acme_key) as client:
-        pending = await client.call_tool("billing.create_refund", REFUND)
+def test_another_tenants_agent_cannot_see_or_use_an_approval(mcp_live_server, catalog, acme_key, globex_key):
+    (pending,) = asyncio.run(_calls(mcp_live_server.url, acme_key, [("billing.create_refund", REFUND)]))
     approval_id = pending.structured_content["approval_id"]
-    async with mcp_client(mcp_live_server.url, globex_key) as client:
-        probe = await client.call_tool("check_approval", {"approval_id": approval_id})
-        missing = await client.call_tool("check_approval", {"approval_id": approval_id + 1000})
+    probe, missing = asyncio.run(
+        _calls(
+            mcp_live_server.url,
+            globex_key,
+            [("check_approval", {"approval_id": approval_id}), ("check_approval", {"approval_id": approval_id + 1000})],
+        )
+    )
     assert probe.is_error and probe.structured_content["error"]["code"] == "unknown_approval"
     assert probe.content[0].text == missing.content[0].text.replace(str(approval_id + 1000), str(approval_id))
     assert ApprovalRequest.objects.get(pk=approval_id).status == "pending"
@@ -156,9 +194,16 @@ async def test_another_tenants_agent_cannot_see_or_use_an_approval(mcp_live_serv
 
 @pytest.mark.postgres
 @pytest.mark.redis
-async def test_confirm_waits_then_a_person_approves_in_the_inbox_and_check_approval_returns_the_result(
+def test_confirm_waits_then_a_person_approves_in_the_inbox_and_check_approval_returns_the_result(
     mcp_live_server, catalog, acme_key, approver_token, celery_worker, settings
 ):
+    direct = asyncio.run(_confirm_flow(mcp_live_server, acme_key, approver_token, settings))
+    assert not direct.is_error and direct.structured_content["content"]["amount_cents"] == 300, direct
+    assert [entry["result"]["amount_cents"] for entry in worker_tools.executions()] == [1250, 300]
+    assert "approvals.tasks.resume_call" in celery_worker.read_text()  # the worker, not the server, resumed it
+
+
+async def _confirm_flow(mcp_live_server, acme_key: str, approver_token: str, settings):
     progress: list[str] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
@@ -190,10 +235,7 @@ async def test_confirm_waits_then_a_person_approves_in_the_inbox_and_check_appro
         second_id = await asyncio.to_thread(_next_pending_approval, approval_id)
         decided = await asyncio.to_thread(_approve, mcp_live_server.base_url, approver_token, second_id)
         assert decided.status_code == 200, decided.text
-        direct = await waiting
-    assert not direct.is_error and direct.structured_content["content"]["amount_cents"] == 300, direct
-    assert [entry["result"]["amount_cents"] for entry in worker_tools.executions()] == [1250, 300]
-    assert "approvals.tasks.resume_call" in celery_worker.read_text()  # the worker, not the server, resumed it
+        return await waiting
 
 
 def _next_pending_approval(after: int) -> int:
