@@ -1,15 +1,17 @@
-"""What `tools/list` shows an agent: its granted, current skills, as /api/v1/tools?format=mcp lists them,
-and the gateway's own `check_approval` tool."""
+"""What `tools/list` shows an agent: the tools of its session's run, as /api/v1/tools?format=mcp&run_id=…
+lists them (the run's pinned snapshot, so the list holds for the whole session), Airlock's `find_tools`
+and `describe_tool`, and the gateway's own `check_approval` tool."""
 
 from __future__ import annotations
+
+from uuid import UUID
 
 import mcp_types as types
 
 from console.models import Agent
 from registry.definitions import mcp_definition
-from registry.discovery import discoverable_entries
-from registry.snapshots import latest_index
-from runs import client_exec
+from runs import client_exec, meta_tools, tool_list
+from runs.models import Run
 
 CHECK_APPROVAL = "check_approval"  # skill names always have a namespace ("billing.refund"), so never this
 
@@ -47,20 +49,21 @@ def _tool(definition: dict) -> types.Tool:
     )
 
 
-def mcp_entries(agent: Agent) -> list[dict]:
-    """The skills this agent may discover, less those its own process must run (client-executed skills),
-    which an MCP client cannot."""
-    return [
-        entry
-        for entry in discoverable_entries(agent, latest_index())
-        if not client_exec.is_client_skill(entry["manifest"])
-    ]
+def mcp_entries(agent: Agent, run_id: UUID) -> list[dict]:
+    """What the session's run may call, less the skills its own process must run (client-executed skills),
+    which an MCP client cannot; find_tools and describe_tool first."""
+    run = Run.objects.for_agent(agent).filter(pk=run_id, agent=agent).select_related("snapshot", "agent__tenant")
+    found = run.first()
+    skills = tool_list.callable_entries(found) if found is not None else []
+    return [*meta_tools.ENTRIES, *(entry for entry in skills if not client_exec.is_client_skill(entry["manifest"]))]
 
 
-def tools_for(agent: Agent) -> list[types.Tool]:
-    return [*(_tool(mcp_definition(entry)) for entry in mcp_entries(agent)), CHECK_APPROVAL_TOOL]
+def tools_for(agent: Agent, run_id: UUID) -> list[types.Tool]:
+    return [*(_tool(mcp_definition(entry)) for entry in mcp_entries(agent, run_id)), CHECK_APPROVAL_TOOL]
 
 
-def effects_for(agent: Agent) -> dict[str, str]:
+def effects_for(agent: Agent, run_id: UUID) -> dict[str, str]:
     """Skill name -> effect class, to tell reads (which may overlap) from everything else (one at a time)."""
-    return {entry["name"]: (entry["manifest"].get("risk") or {}).get("effect", "") for entry in mcp_entries(agent)}
+    return {
+        entry["name"]: (entry["manifest"].get("risk") or {}).get("effect", "") for entry in mcp_entries(agent, run_id)
+    }

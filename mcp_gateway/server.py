@@ -92,7 +92,10 @@ async def _run_of(session: _Session, agent: Agent, ctx) -> UUID:
 
 
 async def _list_tools(ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=await released(catalog.tools_for, agent=_agent(ctx)))
+    """The session's run starts here if no call started it: its pinned snapshot fixes the list."""
+    agent = _agent(ctx)
+    run_id = await _run_of(_session(ctx, agent), agent, ctx)
+    return types.ListToolsResult(tools=await released(catalog.tools_for, agent=agent, run_id=run_id))
 
 
 def _proposed(session: _Session, params: types.CallToolRequestParams, meta: dict) -> dict:
@@ -111,7 +114,7 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
         return await _check_approval(ctx, agent, params.arguments or {})
     session = _session(ctx, agent)
     run_id = await _run_of(session, agent, ctx)
-    effects = await released(catalog.effects_for, agent=agent)
+    effects = await released(catalog.effects_for, agent=agent, run_id=run_id)
     call = _proposed(session, params, dict(ctx.meta or {}))
     if effects.get(params.name) == "read":
         result = await released(calls.propose_call, agent=agent, run_id=run_id, call=call)

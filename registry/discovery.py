@@ -105,10 +105,17 @@ class SearchFilters:
 
     effects: frozenset[str] = frozenset()
     data_classes: frozenset[str] = frozenset()
+    names: frozenset[str] | None = None  # only these skills (what a run may still call); None: any
+
+    @property
+    def narrows(self) -> bool:
+        return bool(self.effects or self.data_classes) or self.names is not None
 
     def admits(self, entry: dict) -> bool:
-        return (not self.effects or entry["effect"] in self.effects) and (
-            not self.data_classes or entry["data_classification"] in self.data_classes
+        return (
+            (not self.effects or entry["effect"] in self.effects)
+            and (not self.data_classes or entry["data_classification"] in self.data_classes)
+            and (self.names is None or entry["name"] in self.names)
         )
 
 
@@ -133,7 +140,7 @@ def search_skills(
     filters = filters or SearchFilters()
     permitted = discoverable_entries(agent, index)
     allowed = None  # every permitted entry; a set of positions when filters or a namespace narrow it
-    if namespace or filters.effects or filters.data_classes:
+    if namespace or filters.narrows:
         allowed = {
             position
             for position, entry in enumerate(permitted)

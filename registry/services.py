@@ -253,13 +253,18 @@ def deprecate_skill(
 
 
 @transaction.atomic
-def retire_skill(*, skill: Skill, user) -> Skill:
-    """Make the skill unknown to runtimes: every published version is retired."""
+def retire_skill(*, skill: Skill, user, replacement: Skill | None = None) -> Skill:
+    """Make the skill unknown to runtimes: every published version is retired. A `replacement` is named in
+    the error a run that pinned an older snapshot gets; without one, a deprecation's replacement stays."""
     _require_owner(skill, user)
-    skill.versions.filter(status__in=[VersionStatus.ACTIVE, VersionStatus.DEPRECATED, VersionStatus.IN_REVIEW]).update(
-        status=VersionStatus.RETIRED,
-        retired_at=timezone.now(),
+    replacement = _resolve_replacement(skill, replacement)
+    retiring = skill.versions.filter(
+        status__in=[VersionStatus.ACTIVE, VersionStatus.DEPRECATED, VersionStatus.IN_REVIEW]
     )
+    changes = {"status": VersionStatus.RETIRED, "retired_at": timezone.now()}
+    if replacement is not None:
+        changes["replacement"] = replacement
+    retiring.update(**changes)
     publish_snapshot(reason=f"retired {skill.name}")
     return skill
 

@@ -163,6 +163,7 @@ class ResolvedSkill:
     owner_team: str = ""
     deprecated_at: str | None = None
     sunset_at: str | None = None
+    builtin: bool = False  # answered by Airlock itself (runs/meta_tools.py): no version row, no grant needed
 
     @property
     def replacement(self) -> str | None:

@@ -65,6 +65,8 @@ def permitted(
     available: list[str] | None = None,
 ) -> None:
     """Raise NotPermitted unless the skill is offered to the tenant and role and a grant covers it."""
+    if skill.builtin:
+        return  # find_tools and describe_tool answer only within what the run may call already
     permissions = skill.manifest.get("permissions") or {}
     if not offers_tenant(skill.manifest, facts.tenant_slug):
         raise NotPermitted(f"{skill.name} is not offered to this tenant.", code="tenant_not_allowed")
@@ -169,12 +171,26 @@ def live_refusal(
 
 
 def skill_refusal(skill: ResolvedSkill) -> NotPermitted | None:
+    if skill.builtin:
+        return None
     version = SkillVersion.objects.filter(pk=skill.skill_version_id).values_list("status", "sunset_at").first()
     if version is None or version[0] not in CALLABLE_STATUSES:
-        return NotPermitted(f"{skill.name} {skill.version} was retired; it no longer runs.", code="skill_retired")
+        replacement = replacement_of(skill)
+        return NotPermitted(
+            f"{skill.name} {skill.version} was retired; it no longer runs"
+            + (f". Use {replacement} instead." if replacement else "."),
+            code="skill_retired",
+            replacement=replacement,
+        )
     if version[0] == VersionStatus.DEPRECATED and version[1] is not None and version[1] <= timezone.now():
         return NotPermitted(f"{skill.name} {skill.version} passed its sunset; it no longer runs.", code="skill_retired")
     return None
+
+
+def replacement_of(skill: ResolvedSkill) -> str | None:
+    """The skill its owners named to replace this version, as recorded now (it may postdate the snapshot)."""
+    live = SkillVersion.objects.filter(pk=skill.skill_version_id).values_list("replacement__name", flat=True).first()
+    return live or skill.replacement_name
 
 
 __all__ = [
@@ -187,6 +203,7 @@ __all__ = [
     "permitted",
     "policy_context",
     "policy_refusal",
+    "replacement_of",
     "skill_refusal",
 ]
 

@@ -16,11 +16,9 @@ from django.db import IntegrityError, transaction
 
 from lib.canonical import sha256_of
 from lib.sealing import seal
-from policies import grants as grant_lookup
 from policies.engine import Decision
 from policies.services import ActivePolicies
 from registry.models import MUTATING_EFFECTS, VersionStatus
-from registry.offering import offered_to
 from registry.snapshots import ResolvedSkill, SnapshotIndex, index_for
 from runs import (
     authorization,
@@ -30,8 +28,10 @@ from runs import (
     gate_cache,
     hooks,
     lifecycle,
+    meta_tools,
     ratelimit,
     recording,
+    tool_list,
 )
 from runs.adapters import InvocationContext
 from runs.authorization import CALLABLE_STATUSES, RunFacts
@@ -78,6 +78,7 @@ class BatchState:
     records: dict[str, IdempotencyRecord]
     tainted: bool
     taint_source: str
+    generation: gate_cache.Generation = None
     seen: set[str] = field(default_factory=set)
 
 
@@ -136,6 +137,7 @@ def _load_state(run: Run, calls: list[dict], preloaded: Preloaded | None) -> Bat
         records=records,
         tainted=run.tainted,
         taint_source=run.taint_source,
+        generation=generation,
     )
 
 
@@ -182,18 +184,16 @@ def _check_shape(plan: Planned, state: BatchState) -> None:
 
 
 def _available(state: BatchState) -> list[str]:
-    """What this agent may call: current skills its tenant and role are offered and a grant covers."""
-    run = state.run
-    names = [
-        entry["name"]
-        for entry in state.index.current_entries()
-        if offered_to(entry["manifest"], tenant_slug=run.tenant.slug, agent_role=run.agent.role)
-    ]
-    return grant_lookup.granted_names([pattern for pattern, _ in state.grants], names)
+    """What this agent may call: the run's tool list (runs/tool_list.py), as /api/v1/tools?run_id= shows it."""
+    return tool_list.callable_names(state.run, index=state.index, grants=state.grants, generation=state.generation)
 
 
 def _resolve(plan: Planned, state: BatchState) -> None:
     name, version = plan.raw["name"], plan.raw.get("version") or None
+    meta = meta_tools.resolved(name, version)
+    if meta is not None:
+        plan.skill = meta
+        return
     skill = state.index.resolve(name, version)
     if skill is None:
         what = f"{name} {version}" if version else name
@@ -203,8 +203,13 @@ def _resolve(plan: Planned, state: BatchState) -> None:
         )
     live = state.live_status.get(skill.skill_version_id)
     if live not in CALLABLE_STATUSES:
+        replacement = authorization.replacement_of(skill)
         raise NotFound(
-            f"{name} {skill.version} was retired after this run started.", code="retired", available=_available(state)
+            f"{name} {skill.version} was retired after this run started"
+            + (f"; use {replacement} instead." if replacement else "."),
+            code="retired",
+            replacement=replacement,
+            available=_available(state),
         )
     if skill.deprecated or live == VersionStatus.DEPRECATED:
         replacement = f"; use {skill.replacement_name} instead" if skill.replacement_name else ""
@@ -298,7 +303,7 @@ def _decide(plan: Planned, state: BatchState) -> None:
         )
     _resolve(plan, state)
     validate_arguments(
-        skill_version_id=plan.skill.skill_version_id,
+        skill_version_id=plan.skill.skill_version_id or plan.skill.name,
         schema=plan.skill.manifest.get("input_schema"),
         version=plan.skill.version,
         name=plan.skill.name,
@@ -440,6 +445,17 @@ def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
     for plan in [p for p in allowed if client_exec.is_client_skill(p.skill.manifest)]:
         allowed.remove(plan)  # the agent's SDK runs it and posts the result (runs/client_exec.py)
         _guarded(plan, state, lambda p=plan: _issue_client_token(p))
+    for plan in [p for p in allowed if meta_tools.is_meta(p.skill.name)]:
+        allowed.remove(plan)  # answered here, from what this batch already loaded
+        outcome = meta_tools.execute_inline(
+            plan.skill.name,
+            plan.arguments,
+            run=run,
+            index=state.index,
+            grants=state.grants,
+            generation=state.generation,
+        )
+        _settle_read(plan, outcome, run)
     reads = [plan for plan in allowed if plan.effect in execution.READ_EFFECTS]
     others = [plan for plan in allowed if plan.effect not in execution.READ_EFFECTS]
     # Reads were authorized a moment ago, in this request, from live rows; they change nothing.
@@ -447,14 +463,18 @@ def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
         [(plan.skill.manifest, plan.effect, plan.arguments, invocation_context(run, plan.tool_call)) for plan in reads]
     )
     for plan, outcome in zip(reads, outcomes, strict=True):
-        plan.outcome = outcome
-        plan.result = recording.apply_outcome(
-            call=plan.tool_call, skill=plan.skill, outcome=outcome, warnings=plan.warnings
-        )
-        lifecycle.first_status(plan.tool_call, recording.outcome_status(outcome))
-        _note_untrusted(plan, run)
+        _settle_read(plan, outcome, run)
     for plan in others:  # side effects: one at a time, in the order given, each recorded before the next
         _guarded(plan, state, lambda p=plan: _execute_write(p, state))
+
+
+def _settle_read(plan: Planned, outcome: execution.Outcome, run: Run) -> None:
+    plan.outcome = outcome
+    plan.result = recording.apply_outcome(
+        call=plan.tool_call, skill=plan.skill, outcome=outcome, warnings=plan.warnings
+    )
+    lifecycle.first_status(plan.tool_call, recording.outcome_status(outcome))
+    _note_untrusted(plan, run)
 
 
 def _guarded(plan: Planned, state: BatchState, act) -> None:

@@ -13,12 +13,12 @@ from lib.schema_patterns import SchemaValidator, UnsupportedPattern
 from runs.errors import Internal, ValidationFailed
 from traces.redaction import redact
 
-_validators: dict[int, tuple[dict, Draft202012Validator]] = {}
+_validators: dict[int | str, tuple[dict, Draft202012Validator]] = {}
 _lock = threading.Lock()
 _format_checker = FormatChecker()
 
 
-def validator_for(skill_version_id: int, schema: dict) -> Draft202012Validator:
+def validator_for(skill_version_id: int | str, schema: dict) -> Draft202012Validator:
     """Compiled once per skill version (published versions are immutable)."""
     cached = _validators.get(skill_version_id)
     # Published versions never change; the identity/equality check guards against a reused id.
@@ -30,7 +30,9 @@ def validator_for(skill_version_id: int, schema: dict) -> Draft202012Validator:
     return validator
 
 
-def validate_arguments(*, skill_version_id: int, schema: dict, version: str, name: str, arguments: object) -> None:
+def validate_arguments(
+    *, skill_version_id: int | str, schema: dict, version: str, name: str, arguments: object
+) -> None:
     validator = validator_for(skill_version_id, schema)
     try:
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))

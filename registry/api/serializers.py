@@ -17,6 +17,14 @@ class DeprecateSerializer(serializers.Serializer):
     sunset_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
+class RetireSerializer(serializers.Serializer):
+    replacement = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="Name of the skill that replaces it (kept from deprecation if empty).",
+    )
+
+
 # --- agents -----------------------------------------------------------------------------------
 
 

@@ -7,7 +7,6 @@ app_name = "registry_api"
 urlpatterns = [
     path("snapshots/latest", views.snapshot_latest, name="snapshot-latest"),
     path("snapshots/public-key", views.public_key, name="snapshot-public-key"),
-    path("tools", views.tool_definitions, name="tools"),
     path("skills/search", views.skill_search, name="skill-search"),
     path("skills/manifest-schema", views.manifest_schema_view, name="manifest-schema"),
     path("skills/validate", views.validate, name="skill-validate"),

@@ -8,12 +8,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view, permission_classes
-from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import AllowAny
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from console.api_auth import IsAgent, IsHuman
 from console.api_errors import error_body, error_responses
@@ -26,17 +23,16 @@ from registry.api.serializers import (
     ManifestCheckSerializer,
     ManifestSerializer,
     PublicKeySerializer,
+    RetireSerializer,
     SearchResultSerializer,
     SignedSnapshotSerializer,
     SkillDetailSerializer,
     SkillListSerializer,
     SkillStatusSerializer,
     SkillVersionSerializer,
-    ToolDefinitionsSerializer,
 )
-from registry.definitions import FORMATS, definitions_for
 from registry.diff import diff_manifests
-from registry.discovery import SearchFilters, agent_snapshot, discoverable_entries, search_skills, summary
+from registry.discovery import SearchFilters, agent_snapshot, search_skills, summary
 from registry.models import DataClassification, Effect, Skill, SkillVersion
 from registry.snapshots import latest_index
 from registry.validation import lint_manifest, manifest_schema
@@ -165,38 +161,6 @@ def skill_search(request: Request) -> Response:
             "results": [summary(entry) for entry in result.results],
         }
     )
-
-
-class JsonOnlyNegotiation(DefaultContentNegotiation):
-    """`?format=` names the tool format here, not a DRF renderer."""
-
-    def select_renderer(self, request, renderers, format_suffix=None):
-        return renderers[0], renderers[0].media_type
-
-
-class ToolDefinitions(APIView):
-    permission_classes = [IsAgent]
-    renderer_classes = [JSONRenderer]
-    content_negotiation_class = JsonOnlyNegotiation
-
-    @extend_schema(
-        parameters=[OpenApiParameter("format", str, enum=list(FORMATS))],
-        responses={200: ToolDefinitionsSerializer, **error_responses(400)},
-        tags=["registry (agents)"],
-    )
-    def get(self, request: Request) -> Response:
-        """The exact model-facing tool definitions for this agent, for OpenAI, Anthropic or MCP."""
-        fmt = request.query_params.get("format", "openai")
-        if fmt not in FORMATS:
-            return Response(
-                error_body("validation", "invalid_format", f"format must be one of {', '.join(FORMATS)}."), status=400
-            )
-        index = latest_index()
-        entries = discoverable_entries(request.auth, index)
-        return Response({"format": fmt, "snapshot": index.number, "tools": definitions_for(entries, fmt)})
-
-
-tool_definitions = ToolDefinitions.as_view()
 
 
 # --- owners -----------------------------------------------------------------------------------
@@ -368,6 +332,18 @@ def version_approve(request: Request, name: str, version: str) -> Response:
     return _lifecycle(lambda: Response(version_data(services.approve_version(version=found, user=request.user))))
 
 
+def _replacement(named: str | None) -> Skill | None | Response:
+    """The skill a body names as the replacement; a 400 Response when it names none that exists."""
+    if not named:
+        return None
+    replacement = Skill.objects.filter(name=named).first()
+    if replacement is None:
+        return _invalid(
+            [{"path": "$.replacement", "code": "unknown_replacement", "message": f"No skill {named!r} exists."}]
+        )
+    return replacement
+
+
 @extend_schema(
     request=DeprecateSerializer,
     responses={200: SkillStatusSerializer, **error_responses(400, 403, 404)},
@@ -379,19 +355,9 @@ def skill_deprecate(request: Request, name: str) -> Response:
     skill = _skill(name)
     body = DeprecateSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    replacement = None
-    if body.validated_data.get("replacement"):
-        replacement = Skill.objects.filter(name=body.validated_data["replacement"]).first()
-        if replacement is None:
-            return _invalid(
-                [
-                    {
-                        "path": "$.replacement",
-                        "code": "unknown_replacement",
-                        "message": f"No skill {body.validated_data['replacement']!r} exists.",
-                    }
-                ]
-            )
+    replacement = _replacement(body.validated_data.get("replacement"))
+    if isinstance(replacement, Response):
+        return replacement
     return _lifecycle(
         lambda: Response(
             {
@@ -408,14 +374,27 @@ def skill_deprecate(request: Request, name: str) -> Response:
 
 
 @extend_schema(
-    request=None, responses={200: SkillStatusSerializer, **error_responses(400, 403, 404)}, tags=["registry"]
+    request=RetireSerializer,
+    responses={200: SkillStatusSerializer, **error_responses(400, 403, 404)},
+    tags=["registry"],
 )
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def skill_retire(request: Request, name: str) -> Response:
+    """Retire every published version. Runs that pinned it get a `retired` error naming the replacement."""
     skill = _skill(name)
+    body = RetireSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    replacement = _replacement(body.validated_data.get("replacement"))
+    if isinstance(replacement, Response):
+        return replacement
     return _lifecycle(
-        lambda: Response({"name": services.retire_skill(skill=skill, user=request.user).name, "status": "retired"})
+        lambda: Response(
+            {
+                "name": services.retire_skill(skill=skill, user=request.user, replacement=replacement).name,
+                "status": "retired",
+            }
+        )
     )
 
 

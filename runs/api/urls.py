@@ -1,10 +1,11 @@
 from django.urls import path
 
-from runs.api import client_results, events, views
+from runs.api import client_results, events, tools, views
 
 app_name = "runs_api"
 
 urlpatterns = [
+    path("tools", tools.tool_definitions, name="tools"),
     path("runs", views.run_create, name="run_create"),
     path("runs/<uuid:run_id>", views.run_detail, name="run_detail"),
     path("runs/<uuid:run_id>/calls", views.run_calls, name="run_calls"),

@@ -128,6 +128,40 @@ class Run:
                 logger.warning("No answer to a batch of %d calls; resending it with the same call ids", len(calls))
         raise AssertionError("unreachable")
 
+    # discovery within the run -----------------------------------------------------------------
+    def tools(self, format: str = "openai", *, disclosure: str = "full") -> list[dict]:
+        """This run's tool definitions, from the snapshot it pinned: the same list for the whole run (less
+        skills retired or ungranted since). `disclosure="progressive"`: only find_tools and describe_tool;
+        `"both"`: those and every tool."""
+        params = {"format": format, "run_id": self.run_id, "disclosure": disclosure}
+        data = self.airlock.transport.json("GET", "/api/v1/tools", safe=True, params=params)
+        return list(data.get("tools", []))
+
+    def find_tools(
+        self,
+        query: str,
+        *,
+        effect: Iterable[str] | None = None,
+        data_class: Iterable[str] | None = None,
+        namespace: str | None = None,
+        limit: int | None = None,
+    ) -> Result:
+        """Search what this run may call, through the gate like any call (recorded on the trace); an
+        `Ok` whose content holds `results`, short summaries best first."""
+        arguments: dict[str, Any] = {"query": query}
+        for key, value in (("effect", effect), ("data_class", data_class)):
+            if value is not None:
+                arguments[key] = [value] if isinstance(value, str) else list(value)
+        if namespace:
+            arguments["namespace"] = namespace
+        if limit is not None:
+            arguments["limit"] = limit
+        return self.call([{"name": "find_tools", "arguments": arguments}])[0]
+
+    def describe_tool(self, name: str, *, format: str = "openai") -> Result:
+        """The full definition of one tool find_tools returned, in `format`, through the gate."""
+        return self.call([{"name": "describe_tool", "arguments": {"name": name, "format": format}}])[0]
+
     def _finish(self, raw: dict, call: dict | None) -> Result:
         typed = result_from_dict(raw)
         if isinstance(typed, dict):  # execute_locally

@@ -39,7 +39,7 @@ def _wrong_agent_key(i: int) -> str:
 
 
 def _guess(times: int, addr: str = SHARED_ADDRESS) -> list[int]:
-    return [_client(_wrong_agent_key(i), addr).get(reverse("registry_api:tools")).status_code for i in range(times)]
+    return [_client(_wrong_agent_key(i), addr).get(reverse("runs_api:tools")).status_code for i in range(times)]
 
 
 def _endpoints(run_id) -> dict:
@@ -47,7 +47,7 @@ def _endpoints(run_id) -> dict:
     otlp = json.dumps({"resourceSpans": []}).encode()
     return {
         "run create": lambda c: c.post(reverse("runs_api:run_create"), {"end_user": "u"}, format="json"),
-        "skills": lambda c: c.get(reverse("registry_api:tools")),
+        "skills": lambda c: c.get(reverse("runs_api:tools")),
         "otlp": lambda c: c.post(reverse("otlp:traces"), data=otlp, content_type="application/json"),
         "events long poll": lambda c: c.get(reverse("runs_api:run_events", args=[run_id]), {"wait": "0"}),
         "approver api": lambda c: c.get(reverse("approvals_api:approval_list")),
@@ -80,13 +80,11 @@ def test_the_guesser_gets_429_with_retry_after_everywhere_and_the_valid_key_stil
 def test_guessing_the_secret_of_a_known_key_from_many_addresses_is_limited_but_the_key_is_not(agent, agent_and_key):
     lookup = agent_and_key[1].split("_")[1]  # shown in the console as ak_<lookup>_…
     statuses = [
-        _client(f"ak_{lookup}_{'y' * 39}{i % 10}", addr=f"198.51.100.{i}")
-        .get(reverse("registry_api:tools"))
-        .status_code
+        _client(f"ak_{lookup}_{'y' * 39}{i % 10}", addr=f"198.51.100.{i}").get(reverse("runs_api:tools")).status_code
         for i in range(LIMIT + 5)
     ]
     assert statuses[:LIMIT] == [401] * LIMIT and set(statuses[LIMIT:]) == {429}
-    assert _client(agent_and_key[1], addr="198.51.100.200").get(reverse("registry_api:tools")).status_code == 200
+    assert _client(agent_and_key[1], addr="198.51.100.200").get(reverse("runs_api:tools")).status_code == 200
 
 
 def test_other_addresses_are_not_slowed_by_the_guesser(agent_and_key):
@@ -97,6 +95,6 @@ def test_other_addresses_are_not_slowed_by_the_guesser(agent_and_key):
 def test_valid_keys_are_never_counted(agent_and_key, approver):
     _, pat = create_personal_token(user=approver, name="bot")
     for _ in range(LIMIT + 5):
-        assert _client(agent_and_key[1]).get(reverse("registry_api:tools")).status_code == 200
+        assert _client(agent_and_key[1]).get(reverse("runs_api:tools")).status_code == 200
         assert _client(pat).get(reverse("approvals_api:approval_list")).status_code == 200
     assert _guess(1) == [401]

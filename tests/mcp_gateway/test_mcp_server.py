@@ -24,6 +24,7 @@ GRANTED = {
     "iam.revoke_access",
 }
 REFUND = {"customer_id": "c-42", "amount_cents": 1250}
+DISCOVERY_TOOLS = {"find_tools", "describe_tool"}
 
 
 def _approve(base_url: str, token: str, approval_id: int) -> httpx.Response:
@@ -47,7 +48,7 @@ def test_lists_exactly_the_agents_granted_current_skills_with_effect_hints(
     tools = asyncio.run(_tools(mcp_live_server.url, acme_key))
     # Not listed: hr.salaries (no grant), crm.old_report (retired), crm.globex_only (offered to globex
     # only) and crm.local_notes (executed by the agent's own process, which an MCP client cannot do).
-    assert set(tools) == GRANTED | {"check_approval"}
+    assert set(tools) == GRANTED | DISCOVERY_TOOLS | {"check_approval"}
     lookup, note, purge, refund = (
         tools[name].annotations
         for name in ("crm.lookup_customer", "crm.add_note", "crm.purge_customer", "billing.create_refund")
@@ -67,10 +68,15 @@ def test_lists_exactly_the_agents_granted_current_skills_with_effect_hints(
     assert {tool["name"] for tool in rest} - {"crm.local_notes"} == GRANTED  # the same scoping as the REST API
 
     globex_tools = set(asyncio.run(_tools(mcp_live_server.url, globex_key)))
-    assert globex_tools == {"crm.lookup_customer", "crm.add_note", "crm.export_everything", "crm.purge_customer"} | {
-        "crm.globex_only",
-        "check_approval",
-    }
+    assert (
+        globex_tools
+        == {"crm.lookup_customer", "crm.add_note", "crm.export_everything", "crm.purge_customer"}
+        | {
+            "crm.globex_only",
+            "check_approval",
+        }
+        | DISCOVERY_TOOLS
+    )
 
 
 async def _calls(url: str, key: str, calls: list[tuple[str, dict]], **headers: str) -> list:

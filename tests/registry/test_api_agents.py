@@ -147,7 +147,7 @@ def test_search_query_count_is_bounded(catalog, agent_client, django_assert_max_
     [("openai", "name", "parameters"), ("anthropic", "name", "input_schema"), ("mcp", "name", "inputSchema")],
 )
 def test_tool_definitions_per_format(catalog, agent_client, fmt, name_key, schema_key):
-    response = agent_client.get(reverse("registry_api:tools"), {"format": fmt})
+    response = agent_client.get(reverse("runs_api:tools"), {"format": fmt})
     tools = response.json()["tools"]
     names = sorted(tool[name_key] for tool in tools)
     if fmt == "mcp":
@@ -162,7 +162,7 @@ def test_tool_definitions_per_format(catalog, agent_client, fmt, name_key, schem
 
 
 def test_tool_definitions_reject_unknown_format(catalog, agent_client):
-    response = agent_client.get(reverse("registry_api:tools"), {"format": "gemini"})
+    response = agent_client.get(reverse("runs_api:tools"), {"format": "gemini"})
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_format"
 
 
@@ -179,7 +179,7 @@ def test_agent_role_limits_discovery(catalog, acme):
     _, key = create_agent(tenant=acme, name="docs-bot", role="developer")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-    tools = client.get(reverse("registry_api:tools"), {"format": "anthropic"}).json()["tools"]
+    tools = client.get(reverse("runs_api:tools"), {"format": "anthropic"}).json()["tools"]
     assert [t["name"] for t in tools] == ["docs__search_documentation"]
 
 

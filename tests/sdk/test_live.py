@@ -21,6 +21,7 @@ from airlock_sdk import (
 )
 
 from runs.models import RunEvent, ToolCall
+from tests.runs.factories import make_skill
 from tests.sdk.conftest import OUTBOX
 
 
@@ -269,3 +270,21 @@ def test_a_client_executed_skill_runs_in_the_agent_and_is_recorded_by_the_gate(a
     assert call.status == "succeeded" and call.result["content"]["notes"] == ["Prefers email."]
     assert RunEvent.objects.filter(run_id=run.run_id, kind="call.completed").exists()
     assert any(span.attributes.get("airlock.execution") == "client" for span in call.spans.all())
+
+
+def test_a_run_discovers_through_the_gate_and_its_tool_list_is_pinned(airlock, acme):
+    run = airlock.start_run(end_user="u-1", task="find a refund tool")
+    assert [tool["name"] for tool in run.tools(disclosure="progressive")] == ["find_tools", "describe_tool"]
+    before = run.tools(format="mcp")
+    found = run.find_tools("refund request", effect="write", limit=3)
+    assert isinstance(found, Ok) and found.content["results"][0]["name"] == "billing.create_refund_request"
+    described = run.describe_tool(found.content["results"][0]["tool_name"], format="anthropic")
+    assert isinstance(described, Ok) and described.content["definition"]["input_schema"]["required"]
+    hidden = run.describe_tool("admin.delete_user_permanently")  # granted, but not offered to this role
+    assert isinstance(hidden, Error) and hidden.code == "unknown_tool"
+    make_skill("customer.read_profile", adapter="python:sdktest.list_orders")  # a new snapshot mid-run
+    assert run.tools(format="mcp") == before
+    assert set(ToolCall.objects.filter(run_id=run.run_id).values_list("name", flat=True)) == {
+        "find_tools",
+        "describe_tool",
+    }

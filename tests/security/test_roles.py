@@ -59,7 +59,7 @@ def _agent_side(name: str) -> bool:
         "registry_api:snapshot-latest",
         "registry_api:public-key",
         "registry_api:skill-search",
-        "registry_api:tools",
+        "runs_api:tools",
         "registry_api:manifest-schema",
     }
 

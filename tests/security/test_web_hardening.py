@@ -149,7 +149,7 @@ def test_good_keys_are_never_counted(world, settings):
     agent = APIClient(REMOTE_ADDR="203.0.113.10")
     agent.credentials(HTTP_AUTHORIZATION=f"Bearer {world.acme_agent_key}")
     for _ in range(10):
-        assert agent.get(reverse("registry_api:tools")).status_code == 200
+        assert agent.get(reverse("runs_api:tools")).status_code == 200
 
 
 SECRETS = [
