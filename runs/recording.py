@@ -254,7 +254,7 @@ def _span_of(run: Run, plan: Planned, now) -> Span:
     decision = call.decision or {}
     attributes = {"airlock.run.tainted": bool(run.tainted)}
     if run.agent.presented_key_lookup:  # which of the agent's keys proposed the call (never the secret)
-        attributes["airlock.agent.key"] = f"ak_{run.agent.presented_key_lookup}"
+        attributes["airlock.agent.key_lookup"] = run.agent.presented_key_lookup
     for key in ("scope", "reason", "floor", "floor_id", "taint_overridden_by"):
         if decision.get(key):
             attributes[f"airlock.decision.{key}"] = decision[key]
