@@ -37,7 +37,12 @@ def rotated(agent_and_key, tenant_admin):
 def test_both_keys_work_during_the_grace_period_and_only_the_new_one_after(rotated, clock):
     agent, old, new = rotated
     assert old != new and agent.previous_key_lookup == old.split("_")[1] != agent.key_lookup
-    assert _whoami(old).status_code == _whoami(new).status_code == 200
+    assert _whoami(old).json()["key"] == {
+        "lookup": agent.previous_key_lookup,
+        "replaced": True,  # the agent can tell it must switch, and by when
+        "expires_at": agent.previous_key_expires_at.isoformat(),
+    }
+    assert _whoami(new).json()["key"] == {"lookup": agent.key_lookup, "replaced": False, "expires_at": None}
     clock.advance(23 * HOUR)
     assert _whoami(old).status_code == 200
     clock.advance(HOUR + 1)

@@ -14,6 +14,7 @@ from runs.models import ToolCall
 from tests.runs.conftest import call, post_calls, start_run
 from tests.runs.factories import grant, make_skill
 from tests.runs.test_hot_path import TRANSACTION_CONTROL
+from traces.access import owner_view
 from traces.models import Span
 
 pytestmark = pytest.mark.django_db
@@ -107,3 +108,16 @@ def test_the_old_key_in_its_grace_period_stays_on_the_two_statement_hot_path(rot
     assert response.json()["results"][0]["status"] == "ok"
     statements = [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(TRANSACTION_CONTROL)]
     assert len(statements) == 2, "\n".join(statements)
+
+
+def test_the_trace_page_shows_members_which_key_proposed_a_call_and_hides_it_from_other_owners(
+    rotated_mid_run, agent_and_key, client, viewer
+):
+    run_id, old, _, agent = rotated_mid_run
+    post_calls(old, run_id, [call("old", "orders.echo", {"n": 1})])
+    span = Span.objects.get(call=ToolCall.objects.get(run_id=run_id, call_id="old"))
+    client.force_login(viewer)
+    panel = client.get(reverse("traces:span", args=[span.trace_id, span.span_id])).content.decode()
+    assert "airlock.agent.key_lookup" in panel and agent.previous_key_lookup in panel
+    assert agent_and_key[1] not in panel  # the lookup, never the secret
+    assert "airlock.agent.key_lookup" not in owner_view(span.attributes)
