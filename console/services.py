@@ -30,10 +30,19 @@ from lib.public_url import public_reverse
 User = get_user_model()
 
 
+def _issue_unused_key(agent: Agent) -> str:
+    """A new key whose lookup is no agent's current or previous lookup (so a lookup finds one key)."""
+    while True:
+        key = agent.issue_key()
+        lookup = agent.key_lookup
+        if not Agent.objects.filter(Q(key_lookup=lookup) | Q(previous_key_lookup=lookup)).exists():
+            return key
+
+
 def create_agent(*, tenant: Tenant, name: str, role: str, created_by=None) -> tuple[Agent, str]:
     """Create an agent and return it with its API key, which is shown once and never stored."""
     agent = Agent(tenant=tenant, name=name, role=role, created_by=created_by)
-    key = agent.issue_key()
+    key = _issue_unused_key(agent)
     agent.save()
     return agent, key
 
@@ -59,15 +68,6 @@ def _record_key_event(agent: Agent, *, action: str, actor, detail: dict) -> Agen
         actor_label=getattr(actor, "username", "") or "system",
         detail=detail,
     )
-
-
-def _issue_unused_key(agent: Agent) -> str:
-    """A new key whose lookup is no agent's current or previous lookup (so a lookup finds one key)."""
-    while True:
-        key = agent.issue_key()
-        lookup = agent.key_lookup
-        if not Agent.objects.filter(Q(key_lookup=lookup) | Q(previous_key_lookup=lookup)).exists():
-            return key
 
 
 def rotate_agent_key(*, agent: Agent, by, grace: timedelta = DEFAULT_KEY_GRACE) -> tuple[Agent, str]:

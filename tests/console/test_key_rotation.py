@@ -8,7 +8,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from console.models import Agent, AgentKeyEvent
-from console.services import KeyRotationRefused, cut_off_old_key, revoke_agent, rotate_agent_key
+from console.services import KeyRotationRefused, create_agent, cut_off_old_key, revoke_agent, rotate_agent_key
 from registry.snapshots import publish_snapshot
 from tests.runs.factories import grant, make_skill
 
@@ -148,3 +148,13 @@ def test_each_key_fetches_a_snapshot_signed_for_itself(rotated, acme, clock):
     assert _client(new).get(url, HTTP_IF_NONE_MATCH=with_old["ETag"]).status_code == 200  # never the old one's 304
     clock.advance(25 * HOUR)
     assert _client(old).get(url).status_code == 401
+
+
+def test_a_new_key_never_reuses_a_lookup_still_held_as_an_old_key(rotated, acme, tenant_admin, monkeypatch):
+    """Randomness is the edge here: make it repeat the old key's lookup once, and the next draw is taken."""
+    agent, old, _ = rotated
+    draws = iter([agent.previous_key_lookup, agent.key_lookup, "feedfacecafe"])
+    monkeypatch.setattr("console.models.secrets.token_hex", lambda _n: next(draws))
+    other, key = create_agent(tenant=acme, name="other-bot", role="support")
+    assert other.key_lookup == "feedfacecafe" and _whoami(key).status_code == 200
+    assert _whoami(old).json()["agent"] == "support-bot"
