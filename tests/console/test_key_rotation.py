@@ -158,3 +158,34 @@ def test_a_new_key_never_reuses_a_lookup_still_held_as_an_old_key(rotated, acme,
     other, key = create_agent(tenant=acme, name="other-bot", role="support")
     assert other.key_lookup == "feedfacecafe" and _whoami(key).status_code == 200
     assert _whoami(old).json()["agent"] == "support-bot"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_rotating_at_once_leave_exactly_two_working_keys(acme, tenant_admin):
+    """The agent row is locked for the rotation: the second waits and replaces the first's new key, so the
+    original key stops, the two new keys work, and both rotations are in the audit log."""
+    import threading
+
+    from django.db import connection
+
+    agent, original = create_agent(tenant=acme, name="raced-bot", role="support")
+    barrier, keys = threading.Barrier(2), []
+
+    def rotate() -> None:
+        try:
+            barrier.wait(timeout=5)
+            keys.append(rotate_agent_key(agent=Agent.objects.get(pk=agent.pk), by=tenant_admin)[1])
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=rotate) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert len(keys) == 2
+    agent.refresh_from_db()
+    assert {agent.key_lookup, agent.previous_key_lookup} == {key.split("_")[1] for key in keys}
+    assert all(_whoami(key).status_code == 200 for key in keys) and _whoami(original).status_code == 401
+    assert AgentKeyEvent.objects.filter(agent=agent, action="rotated").count() == 2
