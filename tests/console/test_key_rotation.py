@@ -1,9 +1,11 @@
 """Rotating an agent's key: both keys work in the grace period, only the new one after it ends or after an
 early cut-off, on every way in; written as the holder of an old key trying to keep using it."""
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -165,10 +167,6 @@ def test_a_new_key_never_reuses_a_lookup_still_held_as_an_old_key(rotated, acme,
 def test_two_admins_rotating_at_once_leave_exactly_two_working_keys(acme, tenant_admin):
     """The agent row is locked for the rotation: the second waits and replaces the first's new key, so the
     original key stops, the two new keys work, and both rotations are in the audit log."""
-    import threading
-
-    from django.db import connection
-
     agent, original = create_agent(tenant=acme, name="raced-bot", role="support")
     barrier, keys = threading.Barrier(2), []
 

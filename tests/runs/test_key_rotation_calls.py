@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from console.services import cut_off_old_key, revoke_agent, rotate_agent_key
+from console.services import create_agent, cut_off_old_key, revoke_agent, rotate_agent_key
 from registry.snapshots import publish_snapshot
 from runs.models import ToolCall
 from tests.runs.conftest import call, post_calls, start_run
@@ -90,8 +90,6 @@ def test_a_revoked_agents_both_keys_propose_nothing(rotated_mid_run):
 
 def test_another_agents_old_key_cannot_reach_this_run(rotated_mid_run, acme, tenant_admin):
     """The lookup of a replaced key is no way into someone else's run."""
-    from console.services import create_agent
-
     run_id, _, _, _ = rotated_mid_run
     other, other_old = create_agent(tenant=acme, name="other-bot", role="support")
     rotate_agent_key(agent=other, by=tenant_admin)
