@@ -1,6 +1,15 @@
 from django.contrib import admin
 
-from console.models import Agent, Invitation, InvitationEvent, Membership, PersonalAccessToken, Team, Tenant
+from console.models import (
+    Agent,
+    AgentKeyEvent,
+    Invitation,
+    InvitationEvent,
+    Membership,
+    PersonalAccessToken,
+    Team,
+    Tenant,
+)
 
 
 @admin.register(Tenant)
@@ -22,9 +31,32 @@ class TeamAdmin(admin.ModelAdmin):
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["name", "tenant", "role", "key_lookup", "last_used_at", "revoked_at"]
+    list_display = ["name", "tenant", "role", "key_lookup", "last_used_at", "previous_key_expires_at", "revoked_at"]
     list_filter = ["tenant", "role"]
-    readonly_fields = ["key_lookup", "key_hash", "last_used_at"]
+    # Keys change only through console.services (rotate_agent_key, cut_off_old_key), which audit it.
+    readonly_fields = [
+        "key_lookup",
+        "key_hash",
+        "key_created_at",
+        "last_used_at",
+        "previous_key_lookup",
+        "previous_key_hash",
+        "previous_key_created_at",
+        "previous_key_expires_at",
+        "previous_key_last_used_at",
+    ]
+
+
+@admin.register(AgentKeyEvent)
+class AgentKeyEventAdmin(admin.ModelAdmin):
+    list_display = ["tenant", "agent", "action", "actor_label", "created_at"]
+    list_filter = ["tenant", "action"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(PersonalAccessToken)

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.db.models import Q
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
@@ -118,8 +119,14 @@ def well_formed_agent_key(request) -> tuple[str, str] | None:
         return None
 
 
-def sign_in_agent(request: Request, agent: Agent) -> None:
-    """Authenticate the request as `agent`, whose key a caller has just checked against the row."""
+def key_lookup_is(lookup: str) -> Q:
+    """Agents whose current key, or the previous key a rotation replaced, has this lookup."""
+    return Q(key_lookup=lookup) | Q(previous_key_lookup=lookup)
+
+
+def sign_in_agent(request: Request, agent: Agent, lookup: str) -> None:
+    """Authenticate the request as `agent`, whose key (`lookup`) a caller has just checked against the row."""
+    agent.presented_key_lookup = lookup
     agent.touch()
     request.user, request.auth = AgentPrincipal(agent=agent), agent
 
@@ -150,11 +157,19 @@ class AgentKeyAuthentication(authentication.BaseAuthentication):
         if token.startswith("pat_"):
             return self._authenticate_personal_token(token)
         lookup = _split_key(token, "ak")
-        agent = Agent.objects.select_related("tenant").filter(key_lookup=lookup).first()
-        if agent is None or not agent.key_matches(token):
+        agent = Agent.objects.select_related("tenant").filter(key_lookup_is(lookup)).first()
+        standing = agent.key_standing(token, clock.now()) if agent is not None else "unknown"
+        if standing == "unknown":
             raise _BadKey("unknown_key", "This API key is not known to Airlock.", lookup=f"ak_{lookup}")
         if agent.is_revoked:
             raise KeyError401("revoked_key", "This API key was revoked; ask a tenant admin for a new one.")
+        if standing == "expired":
+            raise KeyError401(
+                "replaced_key",
+                f"This API key was replaced by a rotation and stopped working at "
+                f"{agent.previous_key_expires_at:%Y-%m-%d %H:%M} UTC; use the agent's new key.",
+            )
+        agent.presented_key_lookup = lookup
         agent.touch()
         return AgentPrincipal(agent=agent), agent
 

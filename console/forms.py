@@ -1,9 +1,13 @@
+from datetime import timedelta
+
 from django import forms
 from django.conf import settings
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.validators import MaxValueValidator, validate_email
 
-from console.models import Role, TokenScope
+from console.models import MAX_KEY_GRACE, Role, TokenScope
+
+MAX_GRACE_HOURS = int(MAX_KEY_GRACE.total_seconds() // 3600)
 
 
 class MemberRolesForm(forms.Form):
@@ -50,6 +54,28 @@ class AgentForm(forms.Form):
         if self.tenant is not None and self.tenant.agents.filter(name=name).exists():
             raise forms.ValidationError("This tenant already has an agent with that name.")
         return name
+
+
+class RotateKeyForm(forms.Form):
+    """How long the agent's current key keeps working after the rotation that replaces it."""
+
+    grace_hours = forms.IntegerField(
+        label="Old key keeps working for (hours)",
+        initial=24,
+        min_value=0,
+        max_value=MAX_GRACE_HOURS,
+        help_text=f"0 stops the old key at once; at most {MAX_GRACE_HOURS} hours (30 days). You can cut it off "
+        "earlier at any time.",
+        error_messages={"required": "Say how many hours the old key keeps working (0 to stop it at once)."},
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["grace_hours"].widget.attrs.update(min=0, max=MAX_GRACE_HOURS)
+
+    @property
+    def grace(self) -> timedelta:
+        return timedelta(hours=self.cleaned_data["grace_hours"])
 
 
 class TokenForm(forms.Form):

@@ -1,6 +1,6 @@
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -71,6 +71,9 @@ def hash_key(secret: str) -> str:
 
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# How long an agent's replaced key keeps working after a rotation: the admin's choice, within these.
+DEFAULT_KEY_GRACE = timedelta(hours=24)
+MAX_KEY_GRACE = timedelta(days=30)
 
 
 class BearerKeyMixin:
@@ -120,9 +123,20 @@ class Agent(BearerKeyMixin, models.Model):
     )
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    key_created_at = models.DateTimeField(default=timezone.now, help_text="When the current key was issued.")
+    # The key a rotation replaced: it keeps working until previous_key_expires_at (the grace period the
+    # admin chose; a cut-off moves it to the moment of the cut-off). Empty when there is none.
+    previous_key_lookup = models.CharField(max_length=16, unique=True, null=True, blank=True)
+    previous_key_hash = models.CharField(max_length=64, blank=True)
+    previous_key_created_at = models.DateTimeField(null=True, blank=True)
+    previous_key_expires_at = models.DateTimeField(null=True, blank=True)
+    previous_key_last_used_at = models.DateTimeField(null=True, blank=True)
 
     key_prefix = KEY_PREFIX
     objects = AgentQuerySet.as_manager()
+    # Which of its keys authenticated the request this instance was loaded for (console.api_auth sets
+    # it); runs and traces record it, and the agent's signed snapshot names it as its audience.
+    presented_key_lookup = ""
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="unique_agent_name_per_tenant")]
@@ -134,6 +148,62 @@ class Agent(BearerKeyMixin, models.Model):
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+    @property
+    def key_in_use(self) -> str:
+        """The lookup of the key this request came with (the current key's when no key was presented)."""
+        return self.presented_key_lookup or self.key_lookup
+
+    def previous_key_live(self, at: datetime) -> bool:
+        """Whether the key a rotation replaced still works at `at` (its grace period not over, not cut off)."""
+        expires = self.previous_key_expires_at
+        return bool(self.previous_key_lookup) and expires is not None and at < expires
+
+    def key_standing(self, full_key: str, at: datetime) -> str:
+        """What `full_key` is to this agent at `at`: "current", "previous" (replaced, in its grace period),
+        "expired" (replaced, grace over or cut off) or "unknown". Revocation is the caller's other check."""
+        if self.key_matches(full_key):
+            return "current"
+        if self.previous_key_lookup and secrets.compare_digest(self.previous_key_hash, hash_key(full_key)):
+            return "previous" if self.previous_key_live(at) else "expired"
+        return "unknown"
+
+    def touch(self) -> None:
+        """Record use of the key this request presented, at most once a minute per key."""
+        if self.presented_key_lookup and self.presented_key_lookup == self.previous_key_lookup:
+            now = timezone.now()
+            used = self.previous_key_last_used_at
+            if used is None or now - used > LAST_USED_RESOLUTION:
+                Agent.objects.filter(pk=self.pk).update(previous_key_last_used_at=now)
+                self.previous_key_last_used_at = now
+            return
+        super().touch()
+
+
+class AgentKeyEvent(models.Model):
+    """The append-only audit log of agent keys: who rotated an agent's key, or cut its old key off, and when."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="key_events")
+    action = models.CharField(max_length=16)  # rotated, cut_off
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_label = models.CharField(max_length=150, help_text="Who acted, kept even if the user is deleted.")
+    detail = models.JSONField(default=dict, blank=True, help_text="Key lookups (never secrets) and the grace period.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.agent} {self.action}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("The agent key audit log is append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("The agent key audit log is append-only.")
 
 
 class TokenScope(models.TextChoices):

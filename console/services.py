@@ -7,11 +7,15 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from console.models import (
+    DEFAULT_KEY_GRACE,
     INVITATION_TTL,
+    MAX_KEY_GRACE,
     Agent,
+    AgentKeyEvent,
     Invitation,
     InvitationEvent,
     Membership,
@@ -20,15 +24,25 @@ from console.models import (
     Tenant,
     TokenScope,
 )
+from lib import clock
 from lib.public_url import public_reverse
 
 User = get_user_model()
 
 
+def _issue_unused_key(agent: Agent) -> str:
+    """A new key whose lookup is no agent's current or previous lookup (so a lookup finds one key)."""
+    while True:
+        key = agent.issue_key()
+        lookup = agent.key_lookup
+        if not Agent.objects.filter(Q(key_lookup=lookup) | Q(previous_key_lookup=lookup)).exists():
+            return key
+
+
 def create_agent(*, tenant: Tenant, name: str, role: str, created_by=None) -> tuple[Agent, str]:
     """Create an agent and return it with its API key, which is shown once and never stored."""
     agent = Agent(tenant=tenant, name=name, role=role, created_by=created_by)
-    key = agent.issue_key()
+    key = _issue_unused_key(agent)
     agent.save()
     return agent, key
 
@@ -37,6 +51,58 @@ def revoke_agent(*, agent: Agent) -> Agent:
     if agent.revoked_at is None:
         agent.revoked_at = timezone.now()
         agent.save(update_fields=["revoked_at"])
+    return agent
+
+
+# --- agent key rotation ------------------------------------------------------------------------
+class KeyRotationRefused(ValueError):
+    """The rotation or cut-off cannot happen; the message says why, for the admin."""
+
+
+def _record_key_event(agent: Agent, *, action: str, actor, detail: dict) -> AgentKeyEvent:
+    return AgentKeyEvent.objects.create(
+        tenant_id=agent.tenant_id,
+        agent=agent,
+        action=action,
+        actor=actor,
+        actor_label=getattr(actor, "username", "") or "system",
+        detail=detail,
+    )
+
+
+def rotate_agent_key(*, agent: Agent, by, grace: timedelta = DEFAULT_KEY_GRACE) -> tuple[Agent, str]:
+    """Give the agent a new key, returned once and never stored; the current key becomes its previous
+    key and keeps working for `grace` (zero: it stops now). A previous key still in its grace period
+    stops at once: an agent has at most two working keys."""
+    if grace < timedelta(0) or grace > MAX_KEY_GRACE:
+        raise KeyRotationRefused(f"The grace period is between 0 and {MAX_KEY_GRACE.days * 24} hours.")
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().select_related("tenant").get(pk=agent.pk)
+        if agent.is_revoked:
+            raise KeyRotationRefused(f"Agent {agent.name} is revoked; create a new agent instead.")
+        now = clock.now()
+        replaced = agent.key_lookup
+        agent.previous_key_lookup, agent.previous_key_hash = agent.key_lookup, agent.key_hash
+        agent.previous_key_created_at, agent.previous_key_last_used_at = agent.key_created_at, agent.last_used_at
+        agent.previous_key_expires_at = now + grace
+        key = _issue_unused_key(agent)
+        agent.key_created_at, agent.last_used_at = now, None
+        agent.save()
+        grace_seconds = int(grace.total_seconds())
+        detail = {"new_key": f"ak_{agent.key_lookup}", "old_key": f"ak_{replaced}", "grace_seconds": grace_seconds}
+        _record_key_event(agent, action="rotated", actor=by, detail=detail)
+    return agent, key
+
+
+def cut_off_old_key(*, agent: Agent, by) -> Agent:
+    """End the previous key's grace period now: from the next request on, only the current key works."""
+    with transaction.atomic():
+        now = clock.now()
+        won = Agent.objects.filter(pk=agent.pk, previous_key_expires_at__gt=now).update(previous_key_expires_at=now)
+        agent.refresh_from_db()
+        if not won:
+            raise KeyRotationRefused(f"Agent {agent.name} has no old key that still works.")
+        _record_key_event(agent, action="cut_off", actor=by, detail={"old_key": f"ak_{agent.previous_key_lookup}"})
     return agent
 
 

@@ -24,6 +24,9 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/agents/", views.agent_list, name="agent_list"),
     path("t/<slug:tenant_slug>/agents/new/", views.agent_create, name="agent_create"),
     path("t/<slug:tenant_slug>/agents/<int:agent_id>/revoke/", views.agent_revoke, name="agent_revoke"),
+    path("t/<slug:tenant_slug>/agents/<int:agent_id>/keys/", views.agent_keys, name="agent_keys"),
+    path("t/<slug:tenant_slug>/agents/<int:agent_id>/keys/rotate/", views.agent_rotate, name="agent_rotate"),
+    path("t/<slug:tenant_slug>/agents/<int:agent_id>/keys/cut-off/", views.agent_cut_off, name="agent_cut_off"),
     path("tokens/", views.token_list, name="token_list"),
     path("tokens/<int:token_id>/revoke/", views.token_revoke, name="token_revoke"),
 ]

@@ -14,9 +14,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import health, services
-from console.forms import AgentForm, InvitationForm, MemberRolesForm, TokenForm
-from console.models import INVITATION_TTL, Invitation, InvitationEvent, Membership, Role, Tenant, hash_key
+from console.forms import AgentForm, InvitationForm, MemberRolesForm, RotateKeyForm, TokenForm
+from console.models import INVITATION_TTL, Agent, Invitation, InvitationEvent, Membership, Role, Tenant, hash_key
 from console.tenancy import SESSION_TENANT_KEY, tenant_for_user_or_404
+from lib import clock
 
 
 class AirlockLoginView(LoginView):
@@ -206,6 +207,7 @@ def agent_list(request: HttpRequest, tenant_slug: str) -> HttpResponse:
             "tenant": tenant,
             "agents": tenant.agents.all(),
             "form": AgentForm(tenant=tenant),
+            "now": clock.now(),
         },
     )
 
@@ -224,11 +226,61 @@ def agent_create(request: HttpRequest, tenant_slug: str) -> HttpResponse:
                 "tenant": tenant,
                 "agents": tenant.agents.all(),
                 "form": form,
+                "now": clock.now(),
             },
             status=400,
         )
     agent, key = services.create_agent(tenant=tenant, created_by=request.user, **form.cleaned_data)
     return render(request, "console/agent_key.html", {"tenant": tenant, "agent": agent, "key": key})
+
+
+def _agent_keys_page(request: HttpRequest, tenant: Tenant, agent: Agent, form: RotateKeyForm, status: int = 200):
+    context = {
+        "tenant": tenant,
+        "agent": agent,
+        "form": form,
+        "previous_live": agent.previous_key_live(clock.now()),
+        "events": agent.key_events.all()[:20],
+    }
+    return render(request, "console/agent_keys.html", context, status=status)
+
+
+@login_required
+@require_GET
+def agent_keys(request: HttpRequest, tenant_slug: str, agent_id: int) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    agent = get_object_or_404(tenant.agents, pk=agent_id)
+    return _agent_keys_page(request, tenant, agent, RotateKeyForm())
+
+
+@never_cache
+@login_required
+@require_POST
+def agent_rotate(request: HttpRequest, tenant_slug: str, agent_id: int) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    agent = get_object_or_404(tenant.agents, pk=agent_id)
+    form = RotateKeyForm(request.POST)
+    if not form.is_valid():
+        return _agent_keys_page(request, tenant, agent, form, status=400)
+    try:
+        agent, key = services.rotate_agent_key(agent=agent, by=request.user, grace=form.grace)
+    except services.KeyRotationRefused as exc:
+        form.add_error(None, str(exc))
+        return _agent_keys_page(request, tenant, agent, form, status=400)
+    return render(request, "console/agent_key.html", {"tenant": tenant, "agent": agent, "key": key, "rotated": True})
+
+
+@login_required
+@require_POST
+def agent_cut_off(request: HttpRequest, tenant_slug: str, agent_id: int) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    agent = get_object_or_404(tenant.agents, pk=agent_id)
+    try:
+        services.cut_off_old_key(agent=agent, by=request.user)
+        messages.success(request, f"The old key of {agent.name} is cut off; only its current key works.")
+    except services.KeyRotationRefused as exc:
+        messages.error(request, str(exc))
+    return redirect("console:agent_keys", tenant_slug=tenant.slug, agent_id=agent.pk)
 
 
 @login_required

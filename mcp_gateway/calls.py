@@ -32,10 +32,11 @@ def start_session_run(*, agent: Agent, end_user: str) -> UUID:
 def propose_call(*, agent: Agent, run_id: UUID, call: dict) -> dict:
     """One call through the gate, as POST /api/v1/runs/{id}/calls sends a batch of one: every check, the
     verdict, the execution and the record are the gate's."""
-    run = Run.objects.for_agent(agent).filter(pk=run_id, agent=agent).select_related("snapshot", "agent", "tenant")
+    run = Run.objects.for_agent(agent).filter(pk=run_id, agent=agent).select_related("snapshot", "tenant")
     found = run.first()
     if found is None:
         return gate.error_result(call["call_id"], NotFound("This session's run is gone; open a new MCP session."))
+    found.agent = agent  # as authenticated for this request: the trace records which of its keys it used
     return gate.process_batch(run=found, calls=[call])[0]
 
 

@@ -36,12 +36,13 @@ _permitted_lock = threading.Lock()
 
 
 def _agent_key(agent: Agent, index: SnapshotIndex) -> tuple:
-    """What a permitted set depends on: the snapshot, the agent's identity, tenant and role, and the filters."""
+    """What a permitted set depends on: the snapshot, the agent's identity (and the key it presented: the
+    signed audience names it), tenant and role, and the filters."""
     return (
         index.number,
         index.sha256,
         agent.pk,
-        agent.key_lookup,
+        agent.key_in_use,
         agent.name,
         agent.role,
         agent.tenant_id,
@@ -226,12 +227,13 @@ def agent_snapshot(agent: Agent, index: SnapshotIndex) -> AgentSnapshot:
         "created_at": index.body.get("created_at"),
         "source_sha256": index.sha256,
         # Signed, so a runtime refuses a snapshot fetched by another agent or tenant (the SDK
-        # compares key_lookup with its own key's and the tenant with the one it knows).
+        # compares key_lookup with its own key's and the tenant with the one it knows). The key is the one
+        # this request came with: during a rotation's grace period the old key's holder gets its own.
         "audience": {
             "tenant": agent.tenant.slug,
             "agent_id": agent.pk,
             "agent_name": agent.name,
-            "key_lookup": agent.key_lookup,
+            "key_lookup": agent.key_in_use,
             "agent_role": agent.role,
         },
         "skills": discoverable_entries(agent, index),

@@ -253,6 +253,8 @@ def _span_of(run: Run, plan: Planned, now) -> Span:
     call = plan.tool_call
     decision = call.decision or {}
     attributes = {"airlock.run.tainted": bool(run.tainted)}
+    if run.agent.presented_key_lookup:  # which of the agent's keys proposed the call (never the secret)
+        attributes["airlock.agent.key_lookup"] = run.agent.presented_key_lookup
     for key in ("scope", "reason", "floor", "floor_id", "taint_overridden_by"):
         if decision.get(key):
             attributes[f"airlock.decision.{key}"] = decision[key]

@@ -104,6 +104,9 @@ ROUTES: list[Route] = [
     Route("console:agent_list", lambda w: {"tenant_slug": w.acme.slug}),
     Route("console:agent_create", lambda w: {"tenant_slug": w.acme.slug}, "post"),
     Route("console:agent_revoke", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}, "post"),
+    Route("console:agent_keys", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}),
+    Route("console:agent_rotate", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}, "post"),
+    Route("console:agent_cut_off", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}, "post"),
     Route(
         "console:token_revoke", lambda w: {"token_id": create_personal_token(user=w.acme_user, name="t")[0].pk}, "post"
     ),

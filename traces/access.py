@@ -22,7 +22,8 @@ from traces.timeline import Timeline, build_timeline
 
 PAYLOAD_HINTS = ("argument", "result", "message", "input", "output", "prompt", "completion", "content")
 # Verdicts of a shadow rule the owner wrote: evaluated on another tenant's calls they would answer its questions.
-HIDDEN_FROM_OWNERS = ("airlock.decision.shadow_differs",)
+# Which of the tenant's agent keys proposed a call is the tenant's business only.
+HIDDEN_FROM_OWNERS = ("airlock.decision.shadow_differs", "airlock.agent.key_lookup")
 
 
 def owned_skill_names(user: Any) -> list[str]:

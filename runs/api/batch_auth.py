@@ -5,8 +5,9 @@ a revoked agent is refused on its next call), the gate generation (runs/gate_cac
 call id or idempotency key of the batch was seen before, and the run's trace are one SELECT. On
 PostgreSQL that SELECT is written once by hand (lib/sql_rows.py: building the equivalent queryset cost
 more than the database took to answer it); on SQLite the same query is built by the ORM. Anything
-unusual (no such run for this key, a wrong key, a revoked agent, not an agent key at all) falls back to
-the ordinary DRF authentication and run lookup, which answer exactly as every other endpoint does.
+unusual (no such run for this key, a wrong key, a revoked agent, a replaced key past its grace period,
+not an agent key at all) falls back to the ordinary DRF authentication and run lookup, which answer
+exactly as every other endpoint does.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import functools
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Subquery
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from rest_framework.request import Request
 
 from console.api_auth import sign_in_agent, well_formed_agent_key
 from console.models import Agent, GateGeneration, Tenant
+from lib import clock
 from lib.sql_rows import Columns, hot_cursor, quoted
 from registry.models import Snapshot
 from runs.gate import Preloaded, replay_lookups
@@ -29,7 +31,8 @@ from traces.recording import adopt_trace
 
 
 def authenticated_run(request: Request, run_id) -> tuple[Run, Preloaded] | None:
-    """The run of the agent whose key the request carries, signed in; None to take the ordinary path."""
+    """The run of the agent whose key (current, or previous within its grace period) the request carries,
+    signed in; None to take the ordinary path."""
     presented = well_formed_agent_key(request)
     if presented is None:
         return None
@@ -41,10 +44,10 @@ def authenticated_run(request: Request, run_id) -> tuple[Run, Preloaded] | None:
     if loaded is None:
         return None
     run, extras = loaded
-    if not run.agent.key_matches(key) or run.agent.is_revoked:
+    if run.agent.key_standing(key, clock.now()) not in ("current", "previous") or run.agent.is_revoked:
         return None
     run.agent.tenant = run.tenant
-    sign_in_agent(request, run.agent)
+    sign_in_agent(request, run.agent, lookup)
     if extras["trace_pk"] is not None:
         adopt_trace(run, extras["trace_pk"])
     epoch = extras["gate_epoch"]
@@ -61,7 +64,11 @@ EXTRAS = ("gate_epoch", "gate_number", "prior_calls", "prior_keys", "trace_pk")
 def _load_orm(run_id, lookup: str, call_ids: list[str], keys: list[str]) -> tuple[Run, dict[str, Any]] | None:
     generation = GateGeneration.objects.filter(pk=1)
     run = (
-        Run.objects.filter(pk=run_id, agent__key_lookup=lookup, tenant_id=F("agent__tenant_id"))
+        Run.objects.filter(
+            Q(agent__key_lookup=lookup) | Q(agent__previous_key_lookup=lookup),
+            pk=run_id,
+            tenant_id=F("agent__tenant_id"),
+        )
         .select_related("agent", "tenant", "snapshot")
         .defer("snapshot__body")  # the snapshot index is cached per process; the body is read on a miss
         .annotate(
@@ -114,7 +121,8 @@ class _RunQuery:
             JOIN {table(Tenant._meta.db_table)} tn ON tn.{column(Tenant._meta.pk.column)} = r.{tenant_fk}
             JOIN {table(Snapshot._meta.db_table)} s ON s.{column(Snapshot._meta.pk.column)} = r.{snapshot_fk}
             LEFT JOIN {table(GateGeneration._meta.db_table)} g ON g.{column(GateGeneration._meta.pk.column)} = 1
-            WHERE r.{run_pk} = %(run_id)s AND a.{column("key_lookup")} = %(lookup)s
+            WHERE r.{run_pk} = %(run_id)s
+              AND (a.{column("key_lookup")} = %(lookup)s OR a.{column("previous_key_lookup")} = %(lookup)s)
         """
 
     def load(self, run_id, lookup: str, call_ids: list[str], keys: list[str]) -> tuple[Run, dict[str, Any]] | None:

@@ -58,7 +58,12 @@ def test_valid_key_authenticates_and_records_last_use(acme, whoami_url):
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
     response = client.get(whoami_url)
     assert response.status_code == 200
-    assert response.json() == {"agent": "bot", "tenant": "acme", "role": "support"}
+    assert response.json() == {
+        "agent": "bot",
+        "tenant": "acme",
+        "role": "support",
+        "key": {"lookup": agent.key_lookup, "replaced": False, "expires_at": None},
+    }
     agent.refresh_from_db()
     assert agent.last_used_at is not None
 
