@@ -336,6 +336,13 @@ class NotificationPreference(models.Model):
     def digest_due_at(self):
         return self.last_digest_at + timedelta(minutes=self.digest_minutes)
 
+    @property
+    def summary(self) -> str:
+        """The choice in words: "immediately", "a digest every 30 minutes", "off"."""
+        if self.mode == NotifyMode.DIGEST:
+            return f"a digest every {self.digest_minutes} minutes"
+        return str(self.mode)
+
 
 class NoticeStatus(models.TextChoices):
     PENDING = "pending"

@@ -57,7 +57,7 @@ def save_preference(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     if not form.is_valid():
         return _preferences_page(request, failed_form=form, failed_slug=tenant.slug, status=400)
     preference = notifications.save_notification_preference(tenant=tenant, user=request.user, **form.cleaned_data)
-    messages.success(request, f"{tenant.name}: e-mail {preference.get_mode_display().lower()}.")
+    messages.success(request, f"{tenant.name}: new requests are e-mailed to you {preference.summary}.")
     return redirect("approvals:notification_preferences")
 
 
