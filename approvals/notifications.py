@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
+from django.core.mail import BadHeaderError, send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -35,7 +35,7 @@ from console.models import Role, Tenant
 
 logger = logging.getLogger(__name__)
 
-MAIL_ERRORS = (smtplib.SMTPException, OSError)
+MAIL_ERRORS = (smtplib.SMTPException, OSError, BadHeaderError)
 
 
 def channels_of(tenant: Tenant) -> TenantNotificationSettings:

@@ -223,6 +223,20 @@ def test_a_failing_receiver_is_retried_then_shown_failed_to_the_admin(
     assert "1 notification failed" in page and "HTTP 500" in page and f"#{request.pk}" in page
 
 
+def test_a_webhook_the_guard_now_refuses_is_blocked_not_posted(
+    settings, client, acme, agent, approver, tenant_admin, receiver, django_capture_on_commit_callbacks
+):
+    _channels(acme, receiver.url)  # saved while private addresses were allowed (a development setup)
+    settings.AIRLOCK_EGRESS_ALLOW_PRIVATE = False
+    request = _open(django_capture_on_commit_callbacks, tenant=acme, agent=agent)
+    delivery = WebhookDelivery.objects.get(approval=request)
+    assert delivery.status == DeliveryStatus.BLOCKED and receiver.requests == []
+    assert "https://" in delivery.last_error
+    client.force_login(tenant_admin)
+    page = client.get(reverse("approvals:notification_settings", args=["acme"])).content.decode()
+    assert "1 notification failed" in page and "blocked" in page
+
+
 def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
