@@ -8,6 +8,8 @@ from datetime import timedelta
 import pytest
 from django.conf import settings as django_settings
 from django.core import mail
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -235,6 +237,24 @@ def test_a_webhook_the_guard_now_refuses_is_blocked_not_posted(
     client.force_login(tenant_admin)
     page = client.get(reverse("approvals:notification_settings", args=["acme"])).content.decode()
     assert "1 notification failed" in page and "blocked" in page
+
+
+def test_the_admin_page_reads_a_fixed_number_of_queries(
+    client, acme, agent, approver, second_approver, tenant_admin, receiver, django_capture_on_commit_callbacks
+):
+    _channels(acme, receiver.url)
+    client.force_login(tenant_admin)
+    url = reverse("approvals:notification_settings", args=["acme"])
+    run = make_run(tenant=acme, agent=agent)
+    _open(django_capture_on_commit_callbacks, tenant=acme, agent=agent, run=run)
+    with CaptureQueriesContext(connection) as one:
+        client.get(url)
+    for _ in range(3):
+        _open(django_capture_on_commit_callbacks, tenant=acme, agent=agent, run=run)
+    with CaptureQueriesContext(connection) as four:
+        page = client.get(url).content.decode()
+    assert page.count("<tr><td><a href") == 4 + 8  # four posts, eight mails
+    assert len(four) == len(one)
 
 
 def _closed_port() -> int:
