@@ -223,6 +223,10 @@ def test_a_failing_receiver_is_retried_then_shown_failed_to_the_admin(
     client.force_login(tenant_admin)
     page = client.get(reverse("approvals:notification_settings", args=["acme"])).content.decode()
     assert "1 notification failed" in page and "HTTP 500" in page and f"#{request.pk}" in page
+    home = client.get(reverse("console:home")).content.decode()
+    assert "Failed notifications · acme" in home
+    client.force_login(approver)  # not an admin: no such card
+    assert "Failed notifications" not in client.get(reverse("console:home")).content.decode()
 
 
 def test_a_webhook_the_guard_now_refuses_is_blocked_not_posted(
