@@ -62,8 +62,9 @@ def preferences_of(tenant_id: int, users: list) -> dict[int, NotificationPrefere
 
 
 def announce_new_request(approval: ApprovalRequest) -> None:
-    """Called as the request opens: notify once the request is committed."""
-    tasks.notify_new_request.delay_on_commit(approval.pk)
+    """Called as the request opens: notify once the request is committed. Robust: a broker that is
+    down loses the notification (logged), never the agent's answer; the request is in the inbox."""
+    transaction.on_commit(lambda: tasks.notify_new_request.delay(approval.pk), robust=True)
 
 
 def _claim(model, **fields):

@@ -12,7 +12,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
+from kombu.exceptions import OperationalError
 
+from approvals import tasks
 from approvals.models import (
     ApprovalNotice,
     DeliveryStatus,
@@ -152,6 +154,17 @@ def test_the_person_the_run_acts_for_is_not_asked_to_approve_it(acme, agent, dja
     make_user("dana", tenant=acme, roles=[Role.APPROVER])
     _open(django_capture_on_commit_callbacks, tenant=acme, agent=agent, end_user="dana")
     assert [m.to for m in mail.outbox] == [["approver@example.com"]]
+
+
+def test_a_broker_that_is_down_loses_the_notice_not_the_request(
+    monkeypatch, acme, agent, approver, django_capture_on_commit_callbacks
+):
+    def broker_down(*args, **kwargs):
+        raise OperationalError("Error 111 connecting to redis:6379. Connection refused.")
+
+    monkeypatch.setattr(tasks.notify_new_request, "delay", broker_down)
+    request = _open(django_capture_on_commit_callbacks, tenant=acme, agent=agent)
+    assert request.is_pending and mail.outbox == []
 
 
 def test_with_email_off_only_the_webhook_posts(acme, agent, approver, receiver, django_capture_on_commit_callbacks):

@@ -29,7 +29,7 @@ def test_racing_workers_post_the_webhook_once_and_mail_each_approver_once(
     monkeypatch, acme, agent, approver, second_approver, receiver
 ):
     enqueued: list[int] = []
-    monkeypatch.setattr(tasks.notify_new_request, "delay_on_commit", enqueued.append)
+    monkeypatch.setattr(tasks.notify_new_request, "delay", enqueued.append)
     save_notification_channels(tenant=acme, user=None, webhook_url=receiver.url, email_enabled=True)
     request = open_request(tenant=acme, agent=agent)
     assert enqueued == [request.pk] and mail.outbox == []
