@@ -27,6 +27,7 @@ def _closed_port() -> int:
 def test_an_approver_chooses_a_digest(asgi_live_server, login_as, approver, acme):
     page = login_as(approver)
     page.goto(asgi_live_server.url + reverse("approvals:inbox"))
+    page.screenshot(path=str(SHOTS / "inbox-with-notifications-link.png"))
     page.get_by_role("link", name="Notifications").click()
     expect(page.locator("h1")).to_have_text("Your notifications")
     panel = page.locator('[data-tenant="acme"]')
