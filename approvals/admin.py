@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from approvals.models import ApprovalEvent, ApprovalRequest, WebhookDelivery
+from approvals.models import ApprovalEvent, ApprovalNotice, ApprovalRequest, WebhookDelivery
 
 
 class ApprovalEventInline(admin.TabularInline):
@@ -32,8 +32,22 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(admin.ModelAdmin):
-    list_display = ["id", "run", "status", "attempts", "last_status_code", "created_at", "delivered_at"]
+    list_display = ["id", "run", "approval", "status", "attempts", "last_status_code", "created_at", "delivered_at"]
     list_filter = ["status"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(ApprovalNotice)
+class ApprovalNoticeAdmin(admin.ModelAdmin):
+    """Read-only: the e-mails of approver notifications, as the tenant admins' page lists them."""
+
+    list_display = ["id", "tenant", "approval", "user", "mode", "status", "attempts", "created_at", "sent_at"]
+    list_filter = ["status", "mode", "tenant"]
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False

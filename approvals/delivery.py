@@ -48,8 +48,9 @@ def attempt_delivery(*, delivery_id: str) -> WebhookDelivery | None:
     delivery = WebhookDelivery.objects.select_related("run").filter(pk=delivery_id).first()
     if delivery is None or delivery.status != DeliveryStatus.PENDING:
         return delivery
+    check = webhooks.check_notification_url if delivery.approval_id else webhooks.check_callback_url
     try:
-        webhooks.check_callback_url(delivery.url)
+        check(delivery.url)
     except webhooks.UnsafeCallbackURL as exc:
         WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.BLOCKED, last_error=str(exc))
         logger.warning("webhook %s blocked: %s", delivery.pk, exc)
@@ -67,7 +68,7 @@ def attempt_delivery(*, delivery_id: str) -> WebhookDelivery | None:
         "User-Agent": "Airlock-Webhooks/1",
         "X-Airlock-Delivery": str(delivery.pk),
         "X-Airlock-Timestamp": str(timestamp),
-        "X-Airlock-Signature": webhooks.sign(secret=delivery.run.webhook_secret, timestamp=timestamp, body=body),
+        "X-Airlock-Signature": webhooks.sign(secret=delivery.signing_secret, timestamp=timestamp, body=body),
     }
     status_code, error = None, ""
     try:

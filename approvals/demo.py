@@ -1,8 +1,10 @@
-"""Demo approvals for `seed_demo`: one run of acme's support bot waiting on two confirm calls."""
+"""Demo approvals for `seed_demo`: one run of acme's support bot waiting on two confirm calls, and
+bob's choice of a digest (alice keeps the default: an e-mail per request, printed to the log)."""
 
 from __future__ import annotations
 
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, NotificationPreference, NotifyMode
+from approvals.notifications import save_notification_preference
 from runs.gate import process_batch
 from runs.services import start_run
 
@@ -34,6 +36,9 @@ CALLS = [
 def seed(context) -> None:
     acme = context.tenants.get("acme")
     agent = context.agents.get("acme/support-bot")
+    bob = context.users.get("bob")
+    if acme is not None and bob is not None and not NotificationPreference.objects.filter(user=bob).exists():
+        save_notification_preference(tenant=acme, user=bob, mode=NotifyMode.DIGEST, digest_minutes=30)
     if acme is None or agent is None or ApprovalRequest.objects.filter(tenant=acme).exists():
         return
 

@@ -1,5 +1,9 @@
 from django import forms
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 
+from approvals.models import DIGEST_MINUTES_MAX, DIGEST_MINUTES_MIN, NotifyMode
+from approvals.webhooks import UnsafeCallbackURL, check_notification_url
 from registry.models import Effect
 
 
@@ -19,3 +23,44 @@ class InboxFilterForm(forms.Form):
     agent = forms.CharField(required=False)
     skill = forms.CharField(required=False)
     effect = forms.ChoiceField(required=False, choices=[("", "Any effect"), *Effect.choices])
+
+
+class NotificationChannelsForm(forms.Form):
+    """A tenant admin's channels: the webhook (Slack-compatible) and e-mail on or off."""
+
+    webhook_url = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Webhook URL",
+        help_text="A Slack incoming webhook, or any https endpoint that accepts the same JSON. Leave empty for none.",
+    )
+    email_enabled = forms.BooleanField(required=False, label="E-mail approvers (as each of them chooses)")
+
+    def clean_webhook_url(self) -> str:
+        url = self.cleaned_data["webhook_url"].strip()
+        if not url:
+            return ""
+        try:
+            URLValidator(schemes=["http", "https"])(url)
+        except ValidationError:
+            raise ValidationError(
+                "Enter a full https:// URL, such as the one Slack gives an incoming webhook."
+            ) from None
+        try:
+            check_notification_url(url)
+        except UnsafeCallbackURL as exc:
+            raise ValidationError(f"Airlock may not send to this URL: {exc}.") from None
+        return url
+
+
+class NotificationPreferenceForm(forms.Form):
+    """One approver's own choice for one tenant."""
+
+    mode = forms.ChoiceField(choices=NotifyMode.choices, widget=forms.RadioSelect, label="E-mail me")
+    digest_minutes = forms.IntegerField(
+        min_value=DIGEST_MINUTES_MIN,
+        max_value=DIGEST_MINUTES_MAX,
+        initial=60,
+        label="Digest every (minutes)",
+        help_text=f"From {DIGEST_MINUTES_MIN} minutes to {DIGEST_MINUTES_MAX // 60} hours.",
+    )

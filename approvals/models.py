@@ -1,7 +1,10 @@
+import secrets
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -231,11 +234,18 @@ class WebhookDeliveryQuerySet(TenantScopedQuerySet):
 
 
 class WebhookDelivery(models.Model):
-    """One run event POSTed to the run's callback URL; the id is the receiver's de-duplication key."""
+    """One signed POST with retries: a run event to the run's callback URL, or (with `approval`) the
+    notice of a new request to the tenant's notification webhook. The id is the receiver's
+    de-duplication key; one notice per request (a unique constraint) however many workers race."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="webhook_deliveries")
-    event = models.ForeignKey("runs.RunEvent", on_delete=models.CASCADE, related_name="deliveries")
+    event = models.ForeignKey(
+        "runs.RunEvent", null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    approval = models.ForeignKey(
+        ApprovalRequest, null=True, blank=True, on_delete=models.CASCADE, related_name="webhook_notices"
+    )
     url = models.URLField(max_length=500)
     body = models.TextField(help_text="The exact bytes sent on every attempt.")
     status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
@@ -250,6 +260,120 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval"], condition=models.Q(approval__isnull=False), name="one_webhook_notice_per_request"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"delivery {self.id} ({self.status})"
+
+    @property
+    def signing_secret(self) -> str:
+        """The run's callback secret, or the tenant's notification secret for a notice."""
+        if self.approval_id:
+            settings_row = TenantNotificationSettings.objects.filter(tenant_id=self.run.tenant_id).first()
+            return settings_row.webhook_secret if settings_row else ""
+        return self.run.webhook_secret
+
+
+# --- approver notifications -------------------------------------------------------------------
+
+
+def new_webhook_secret() -> str:
+    return "whsec_" + secrets.token_urlsafe(32)
+
+
+class TenantNotificationSettings(models.Model):
+    """Where a tenant's approvers hear of new requests: a Slack-compatible webhook and e-mail.
+
+    Without a row: e-mail on, no webhook. The URL passed the egress guard (and https) when saved."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="notification_settings")
+    webhook_url = models.URLField(max_length=500, blank=True)
+    webhook_secret = models.CharField(max_length=64, default=new_webhook_secret)
+    email_enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"notifications of {self.tenant.slug}"
+
+
+class NotifyMode(models.TextChoices):
+    IMMEDIATELY = "immediately", "Immediately, one e-mail per request"
+    DIGEST = "digest", "A digest every N minutes"
+    OFF = "off", "Off (the inbox only)"
+
+
+DIGEST_MINUTES_MIN = 5
+DIGEST_MINUTES_MAX = 24 * 60
+
+
+class NotificationPreference(models.Model):
+    """How one approver wants e-mail about one tenant's new requests; no row means immediately."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    mode = models.CharField(max_length=16, choices=NotifyMode.choices, default=NotifyMode.IMMEDIATELY)
+    digest_minutes = models.PositiveSmallIntegerField(
+        default=60,
+        validators=[MinValueValidator(DIGEST_MINUTES_MIN), MaxValueValidator(DIGEST_MINUTES_MAX)],
+    )
+    last_digest_at = models.DateTimeField(default=timezone.now, help_text="The digest covers requests after it.")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="one_preference_per_approver")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant.slug}: {self.mode}"
+
+    @property
+    def digest_due_at(self):
+        return self.last_digest_at + timedelta(minutes=self.digest_minutes)
+
+    @property
+    def summary(self) -> str:
+        """The choice in words: "immediately", "a digest every 30 minutes", "off"."""
+        if self.mode == NotifyMode.DIGEST:
+            return f"a digest every {self.digest_minutes} minutes"
+        return str(self.mode)
+
+
+class NoticeStatus(models.TextChoices):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+class ApprovalNoticeQuerySet(TenantScopedQuerySet):
+    pass
+
+
+class ApprovalNotice(models.Model):
+    """One approver told by e-mail of one request, alone or in a digest: at most one row per pair,
+    so a second worker (or a second digest) cannot mail the same person about the same request."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    approval = models.ForeignKey(ApprovalRequest, on_delete=models.CASCADE, related_name="notices")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    mode = models.CharField(max_length=16, choices=NotifyMode.choices)
+    status = models.CharField(max_length=16, choices=NoticeStatus.choices, default=NoticeStatus.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApprovalNoticeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["approval", "user"], name="one_notice_per_approver")]
+
+    def __str__(self) -> str:
+        return f"notice of approval {self.approval_id} to {self.user_id} ({self.status})"

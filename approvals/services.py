@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from approvals import broadcast, tasks
+from approvals import broadcast, notifications, tasks
 from approvals.masking import diff, mask, unmask
 from approvals.models import (
     NEGATIVE_STATUSES,
@@ -201,6 +201,7 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
         )
         append_event(run=run, kind="approval.requested", payload={"approval_id": request.pk, "call_id": call.call_id})
         broadcast.approval_changed(request)
+        notifications.announce_new_request(request)
     _record_span(
         run=run,
         kind="approval_request",

@@ -1,4 +1,5 @@
-"""Celery tasks of approvals: resume a decided call, deliver webhooks, expire and escalate (beat).
+"""Celery tasks of approvals: resume a decided call, deliver webhooks, notify approvers, expire and
+escalate (beat).
 
 Tasks take ids, claim their row with a conditional update and then act, so late acknowledgement
 and reject-on-worker-lost (a re-delivered task after a crash) are safe.
@@ -8,7 +9,7 @@ import random
 
 from celery import shared_task
 
-from approvals import delivery, services
+from approvals import delivery, notifications, services
 from runs.services import CallHeldElsewhere
 
 RESUME_MAX_RETRIES = 5
@@ -32,6 +33,21 @@ def resume_call(self, approval_id: int) -> None:
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def deliver_webhook(delivery_id: str) -> None:
     delivery.attempt_delivery(delivery_id=delivery_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def notify_new_request(approval_id: int) -> None:
+    notifications.notify_new_request(approval_id=approval_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def send_notice_mail(notice_id: int) -> None:
+    notifications.send_notice_mail(notice_id=notice_id)
+
+
+@shared_task(ignore_result=True)
+def send_digests() -> int:
+    return notifications.send_due_digests()
 
 
 @shared_task(ignore_result=True)

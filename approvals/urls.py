@@ -1,6 +1,6 @@
 from django.urls import path
 
-from approvals import views
+from approvals import notification_views, views
 
 app_name = "approvals"
 
@@ -12,4 +12,11 @@ urlpatterns = [
     path("<int:approval_id>/card/", views.card, name="card"),
     path("<int:approval_id>/decide/", views.decide, name="decide"),
     path("<int:approval_id>/preview-edit/", views.preview_edit, name="preview_edit"),
+    path("notifications/", notification_views.notification_preferences, name="notification_preferences"),
+    path("notifications/<slug:tenant_slug>/mine/", notification_views.save_preference, name="save_preference"),
+    path(
+        "t/<slug:tenant_slug>/notifications/",
+        notification_views.notification_settings,
+        name="notification_settings",
+    ),
 ]

@@ -7,7 +7,7 @@ import time
 
 from approvals import tasks
 from approvals.models import DeliveryStatus, WebhookDelivery
-from lib.egress import EgressRefused, check_url
+from lib.egress import EgressRefused, check_url, current_policy
 from runs.events import event_to_dict
 
 
@@ -39,6 +39,14 @@ def check_callback_url(url: str) -> None:
         check_url(url)
     except EgressRefused as exc:
         raise UnsafeCallbackURL(str(exc)) from exc
+
+
+def check_notification_url(url: str) -> None:
+    """A tenant's notification webhook: https (Slack's incoming webhooks are), then the egress guard's
+    rules. Plain http only where the guard lets private addresses out (DEBUG, a local receiver)."""
+    if not url.lower().startswith("https://") and not current_policy().allow_private:
+        raise UnsafeCallbackURL("the webhook URL must start with https://")
+    check_callback_url(url)
 
 
 def schedule_deliveries(event) -> None:

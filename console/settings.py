@@ -166,6 +166,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     },
     "approvals: expire stale requests": {"task": "approvals.tasks.expire_approvals", "schedule": 15.0},
     "approvals: escalate overdue requests": {"task": "approvals.tasks.escalate_approvals", "schedule": 60.0},
+    "approvals: mail approvers' digests": {"task": "approvals.tasks.send_digests", "schedule": 60.0},
     "approvals: record outcomes of settled calls": {"task": "approvals.tasks.resume_orphans", "schedule": 30.0},
     "traces: evaluate alert rules": {"task": "traces.tasks.evaluate_alerts", "schedule": 60.0},
     "traces: delete traces past retention": {"task": "traces.tasks.purge_expired_traces", "schedule": 600.0},
