@@ -20,8 +20,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _SHOWN_KEY, _SHOWN_PATH = 40, 200
 
 
-def _bad_text(text: str) -> str | None:
-    """What makes the text unstorable, or None."""
+def unstorable_text(text: str) -> str | None:
+    """What makes the text unstorable (a NUL character, a lone surrogate), or None."""
     if "\x00" in text:
         return "a NUL character"
     if not text.isascii() and _SURROGATE.search(text):
@@ -32,7 +32,7 @@ def _bad_text(text: str) -> str | None:
 def _scalar_problem(value: object) -> str | None:
     """What makes a value other than an object or array unfit to store or hash, or None."""
     if isinstance(value, str):
-        bad = _bad_text(value)
+        bad = unstorable_text(value)
         return f"contains {bad}" if bad else None
     if value is None or isinstance(value, bool):
         return None
@@ -92,7 +92,7 @@ def check_call(raw: object) -> None:
                 if not isinstance(key, str):
                     raise _malformed(link, f"has a key that is not a string ({type(key).__name__})")
                 if "\x00" in key or not key.isascii():  # plain ASCII keys, the usual case, end here
-                    bad = _bad_text(key)
+                    bad = unstorable_text(key)
                     if bad:
                         raise _malformed(link, f"has a key containing {bad}")
             kind = type(value)

@@ -159,6 +159,10 @@ def _approval_id(span: Span) -> str:
     return str(approval.pk) if approval is not None else ""
 
 
+# A skill owner reading another tenant's call sees its answers, not that tenant's agent, end user or payloads.
+HIDDEN_WHY_DETAILS = ("exposed", "taint source", "message to the model", "decided by", "available")
+
+
 @login_required
 @require_GET
 def call_why(request: HttpRequest, pk: int, call_pk: int) -> HttpResponse:
@@ -171,7 +175,12 @@ def call_why(request: HttpRequest, pk: int, call_pk: int) -> HttpResponse:
     if not access.full:
         for answer in answers:
             answer.details = [
-                (k, "(hidden: another tenant's data)" if k == "issues" or k.startswith("shadow") else v)
+                (
+                    k,
+                    "(hidden: another tenant's data)"
+                    if k in HIDDEN_WHY_DETAILS or k.startswith(("shadow", "field "))
+                    else v,
+                )
                 for k, v in answer.details
             ]
     context = {"access": access, "trace": access.trace, "call": call, "answers": answers}
