@@ -9,7 +9,7 @@ from uuid import UUID
 from approvals.models import ApprovalRequest
 from console.models import Agent
 from runs import gate, services
-from runs.api.serializers import MAX_EXPOSED_TOOLS, MAX_TOOL_NAME
+from runs.batch_input import MAX_EXPOSED_TOOLS, MAX_TOOL_NAME
 from runs.errors import NotFound
 from runs.models import Run
 

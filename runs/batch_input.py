@@ -16,6 +16,8 @@ from runs.errors import ValidationFailed
 
 MAX_DEPTH = 64  # the element itself is level 1, its `arguments` level 2
 MAX_SAFE_INTEGER = 2**53 - 1  # RFC 8785 and I-JSON (RFC 7493): the integers every JSON reader holds exactly
+# The tool names a batch may report as shown to the model (`exposed_tools`), and how long each may be.
+MAX_EXPOSED_TOOLS, MAX_TOOL_NAME = 200, 200
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SHOWN_KEY, _SHOWN_PATH = 40, 200
 

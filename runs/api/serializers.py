@@ -4,9 +4,7 @@ each call is checked by the gate), responses described here (see the note above 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from runs.batch_input import unstorable_text
-
-MAX_EXPOSED_TOOLS, MAX_TOOL_NAME = 200, 200
+from runs.batch_input import MAX_EXPOSED_TOOLS, MAX_TOOL_NAME, unstorable_text
 
 
 class RunCreateSerializer(serializers.Serializer):
