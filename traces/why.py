@@ -104,7 +104,7 @@ def _policy(call: Any) -> Answer:
     details: list[tuple[str, Any]] = [
         ("rule", decision.get("rule_id") or "default (no rule matched)"),
         ("scope", decision.get("scope") or "—"),
-        ("policy version", decision.get("policy_version") or "—"),
+        ("policy version", decision.get("policy_version") or "none: the built-in default for its effect"),
         ("reason", decision.get("reason") or "—"),
     ]
     if decision.get("floor"):

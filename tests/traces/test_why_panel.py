@@ -99,7 +99,7 @@ def test_a_denied_call_answers_all_eight_from_its_record(batch):
     assert "reported by the agent's framework" in text(exposed) and "web.search" in text(exposed)
     assert validation.answer == "orders.delete@1.0.0: the arguments matched its schema."
     assert policy.answer == "deny" and "no-deletes" in text(policy)
-    assert "policy version=" in text(policy) and "—" not in dict(policy.details)["policy version"]
+    assert dict(policy.details)["policy version"].endswith("@v1")  # the published version that decided
     assert taint.answer == "Tainted: read a customer email"
     assert approval.answer == "No approval was needed."
     assert attempts.answer == "Nothing ran."
