@@ -14,6 +14,7 @@ REPORTED_BY = {
     "gate": "the callable set at the time, not reported by the agent",
 }
 SHOWN_FIELDS = 20
+SHOWN_NAMES = 12  # the panel's facts are cut at 300 characters
 APPROVAL_KINDS = (SpanKind.APPROVAL, SpanKind.APPROVAL_REQUEST, SpanKind.APPROVAL_DECISION)
 DECIDED = ("approved", "declined", "expired", "cancelled")
 
@@ -43,10 +44,19 @@ def _exposed_tools(call: Any) -> Answer:
         f"{len(names)} tools; {call.name} {'was' if found else 'was not'} among them",
         "ok" if found else "bad",
         [
-            ("exposed", ", ".join(names) or "none"),
+            ("exposed", _listed(names)),
             ("source", REPORTED_BY.get(exposed.get("source"), "recorded")),
         ],
     )
+
+
+def _listed(names: list[str]) -> str:
+    """The names, the called one kept in view: a long list is cut with a count of the rest."""
+    if not names:
+        return "none"
+    if len(names) <= SHOWN_NAMES:
+        return ", ".join(names)
+    return ", ".join(names[:SHOWN_NAMES]) + f" … and {len(names) - SHOWN_NAMES} more"
 
 
 def _field_errors(error: dict) -> list[tuple[str, Any]]:

@@ -201,3 +201,19 @@ def test_the_cached_callable_set_follows_a_grant_change(agent_client, acme, cata
     post_calls(agent_client, run["run_id"], [call("c2", "orders.lookup", {"order_id": "ord_1"})])
     recorded = {c.call_id: c.decision["exposed_tools"]["names"] for c in ToolCall.objects.filter(run_id=run["run_id"])}
     assert len(recorded["c1"]) == 4 and recorded["c2"] == ["orders.lookup"]
+
+
+def test_reported_tool_names_are_shown_escaped_and_a_long_list_is_counted(agent_client, catalog, client, approver):
+    run = start_run(agent_client)
+    hostile = ["<img src=x onerror=alert(1)>"] + [f"tool.n{i}" for i in range(150)] + ["orders.lookup"]
+    agent_client.post(
+        reverse("runs_api:run_calls", args=[run["run_id"]]),
+        {"exposed_tools": hostile, "calls": [call("c1", "orders.lookup", {"order_id": "ord_1"})]},
+        format="json",
+    )
+    tool_call = ToolCall.objects.get(call_id="c1")
+    login(client, approver)
+    page = client.get(reverse("traces:why", args=[Trace.objects.get(run=tool_call.run).pk, tool_call.pk])).content
+    page = page.decode()
+    assert "<img src=x" not in page and "&lt;img src=x" in page
+    assert "152 tools; orders.lookup was among them" in page and "and 140 more" in page
