@@ -51,7 +51,7 @@ def _exposed_tools(call: Any) -> Answer:
 
 
 def _listed(names: list[str]) -> str:
-    """The names, the called one kept in view: a long list is cut with a count of the rest."""
+    """The names; a long list is cut with a count of the rest (the answer says if the called tool was in it)."""
     if not names:
         return "none"
     if len(names) <= SHOWN_NAMES:
