@@ -159,10 +159,6 @@ def _approval_id(span: Span) -> str:
     return str(approval.pk) if approval is not None else ""
 
 
-# A skill owner reading another tenant's call sees its answers, not that tenant's agent, end user or payloads.
-HIDDEN_WHY_DETAILS = ("exposed", "taint source", "message to the model", "decided by", "available")
-
-
 @login_required
 @require_GET
 def call_why(request: HttpRequest, pk: int, call_pk: int) -> HttpResponse:
@@ -171,18 +167,7 @@ def call_why(request: HttpRequest, pk: int, call_pk: int) -> HttpResponse:
     if not spans:
         raise Http404("No such call on this trace.")
     call = spans[0].call
-    answers = explain_call(call=call, spans=spans)
-    if not access.full:
-        for answer in answers:
-            answer.details = [
-                (
-                    k,
-                    "(hidden: another tenant's data)"
-                    if k in HIDDEN_WHY_DETAILS or k.startswith(("shadow", "field "))
-                    else v,
-                )
-                for k, v in answer.details
-            ]
+    answers = explain_call(call=call, spans=spans, full=access.full)
     context = {"access": access, "trace": access.trace, "call": call, "answers": answers}
     if request.htmx:
         return render(request, "traces/detail.html#why", context)

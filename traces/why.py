@@ -14,6 +14,7 @@ REPORTED_BY = {
     "gate": "the callable set at the time, not reported by the agent",
 }
 SHOWN_FIELDS = 20
+OWNER_HIDDEN = ("exposed", "taint source", "message to the model", "decided by", "available", "issues")
 SHOWN_NAMES = 12  # the panel's facts are cut at 300 characters
 APPROVAL_KINDS = (SpanKind.APPROVAL, SpanKind.APPROVAL_REQUEST, SpanKind.APPROVAL_DECISION)
 DECIDED = ("approved", "declined", "expired", "cancelled")
@@ -26,6 +27,7 @@ class Answer:
     status: str = "neutral"  # a pill class: ok, warn, bad, neutral
     details: list[tuple[str, Any]] = field(default_factory=list)
     approval_id: str = ""
+    owner_answer: str = ""  # instead of `answer` for a skill owner from another tenant, when it quotes their data
 
 
 def _decision(call: Any) -> dict:
@@ -78,12 +80,14 @@ def _validation(call: Any, spans: list[Span]) -> Answer:
         ("requested version", call.requested_version or "active"),
     ]
     if error.get("class") == "not_found":
-        return Answer(q, error.get("message") or f"{call.name} did not resolve.", "bad", chosen[1:] + _available(error))
+        message = error.get("message") or f"{call.name} did not resolve."
+        return Answer(q, message, "bad", chosen[1:] + _available(error), owner_answer="The skill did not resolve.")
     if error.get("class") == "validation":
         details = [("code", error.get("code") or "—"), *_field_errors(error)]
         if error.get("schema_version"):
             details.append(("schema version", error["schema_version"]))
-        return Answer(q, error.get("message") or "The arguments were rejected.", "bad", chosen + details)
+        message = error.get("message") or "The arguments were rejected."
+        return Answer(q, message, "bad", chosen + details, owner_answer="The arguments were rejected.")
     if call.status == "invalid":  # recorded before errors were kept with the call
         return Answer(q, "The arguments were rejected.", "bad", chosen)
     if not version:
@@ -108,7 +112,8 @@ def _policy(call: Any) -> Answer:
     if not call.verdict:
         if error.get("class") == "authorization" or call.error_class == "authorization":
             details = [("code", error.get("code") or "—"), *_available(error)]
-            return Answer(q, error.get("message") or "Authorization refused the call.", "bad", details)
+            message = error.get("message") or "Authorization refused the call."
+            return Answer(q, message, "bad", details, owner_answer="Authorization refused the call.")
         return Answer(q, "Not reached.", "neutral")
     status = {"allow": "ok", "confirm": "warn", "deny": "bad"}.get(call.verdict, "neutral")
     details: list[tuple[str, Any]] = [
@@ -149,7 +154,7 @@ def _taint(call: Any) -> Answer:
     if not taint.get("tainted"):
         return Answer(q, "Not tainted when this call was decided.", "ok", details)
     source = taint.get("source") or taint.get("taint_source") or "unknown source"
-    return Answer(q, f"Tainted: {source}", "warn", [("taint source", source), *details])
+    return Answer(q, f"Tainted: {source}", "warn", [("taint source", source), *details], owner_answer="Tainted.")
 
 
 def _approval(call: Any, spans: list[Span]) -> Answer:
@@ -232,8 +237,16 @@ def _outcome(call: Any) -> Answer:
     return Answer(q, f"{call.status}" + (f": {error.get('code')}" if error else ""), "bad", details)
 
 
-def explain_call(*, call: Any, spans: list[Span]) -> list[Answer]:
-    return [
+def _for_owner(answer: Answer) -> Answer:
+    hidden = "(hidden: another tenant's data)"
+    details = [(k, hidden if k in OWNER_HIDDEN or k.startswith(("shadow", "field ")) else v) for k, v in answer.details]
+    return Answer(answer.question, answer.owner_answer or answer.answer, answer.status, details, answer.approval_id)
+
+
+def explain_call(*, call: Any, spans: list[Span], full: bool = True) -> list[Answer]:
+    """The eight answers; `full=False` for a skill owner reading another tenant's call (traces.access):
+    the answers without that tenant's agent, end user, payloads or shadow verdicts."""
+    answers = [
         _exposed_tools(call),
         _validation(call, spans),
         _policy(call),
@@ -243,3 +256,4 @@ def explain_call(*, call: Any, spans: list[Span]) -> list[Answer]:
         _shaping(call),
         _outcome(call),
     ]
+    return answers if full else [_for_owner(answer) for answer in answers]

@@ -217,3 +217,11 @@ def test_reported_tool_names_are_shown_escaped_and_a_long_list_is_counted(agent_
     page = page.decode()
     assert "<img src=x" not in page and "&lt;img src=x" in page
     assert "152 tools; orders.lookup was among them" in page and "and 140 more" in page
+
+
+def test_a_skill_owner_of_another_tenant_gets_the_answers_without_the_data(batch):
+    tool_call = ToolCall.objects.get(run=batch.run, call_id="c-invalid")
+    spans = list(Span.objects.filter(call=tool_call))
+    shown = " ".join(text(answer) for answer in explain_call(call=tool_call, spans=spans, full=False))
+    assert "nope" not in shown and "'ten'" not in shown and "customer email" not in shown and "web.search" not in shown
+    assert "The arguments were rejected." in shown and "Tainted." in shown
