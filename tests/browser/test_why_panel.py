@@ -19,8 +19,10 @@ from approvals.demo import CALLS as DEMO_CALLS
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import decide_approval
 from console.models import Agent, Tenant
+from console.tenancy import teams_for
 from policies import services as policy_services
 from policies.models import Scope
+from registry.models import Skill
 from runs import demo_tools
 from runs.gate import process_batch
 from runs.models import ToolCall
@@ -30,6 +32,7 @@ from traces.models import Trace
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
 SCREENSHOTS = (
     ROOT / "docs" / "screenshots" if os.environ.get("AIRLOCK_UPDATE_SCREENSHOTS") == "1" else ROOT / "test-artifacts"
 )
@@ -113,3 +116,15 @@ def test_the_why_panel_answers_eight_questions_for_denied_invalid_and_approved_c
     expect(panel).to_contain_text("alice")
     expect(panel).to_contain_text("arguments edited")
     expect(panel).to_contain_text("succeeded: the model got the result.")
+
+
+def test_the_skill_page_shows_calls_per_task_and_result_byte_share(asgi_live_server, demo, login_as):
+    olivia = get_user_model().objects.get(username="olivia")  # an owner in support-tools
+    skill = Skill.objects.filter(owner_team__in=teams_for(olivia), name="support.read_inbound_email").get()
+    page = login_as(olivia)
+    page.set_viewport_size({"width": 1100, "height": 800})
+    page.goto(asgi_live_server.url + reverse("traces:skill", args=[skill.name]))
+    expect(page.locator(".stat", has_text="Calls per task")).to_contain_text("1.0")
+    expect(page.locator(".stat", has_text="Share of result bytes per run")).to_contain_text("%")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "skill-metrics.png"), full_page=True)
