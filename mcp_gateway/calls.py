@@ -9,6 +9,7 @@ from uuid import UUID
 from approvals.models import ApprovalRequest
 from console.models import Agent
 from runs import gate, services
+from runs.batch_input import MAX_EXPOSED_TOOLS, MAX_TOOL_NAME
 from runs.errors import NotFound
 from runs.models import Run
 
@@ -29,15 +30,17 @@ def start_session_run(*, agent: Agent, end_user: str) -> UUID:
     return services.start_run(agent=agent, end_user=end_user, task="MCP session").pk
 
 
-def propose_call(*, agent: Agent, run_id: UUID, call: dict) -> dict:
+def propose_call(*, agent: Agent, run_id: UUID, call: dict, exposed: list[str] | None = None) -> dict:
     """One call through the gate, as POST /api/v1/runs/{id}/calls sends a batch of one: every check, the
-    verdict, the execution and the record are the gate's."""
+    verdict, the execution and the record are the gate's. `exposed`: the tool names the session last
+    listed, recorded as what its model was shown (when it fits the batch API's bounds)."""
     run = Run.objects.for_agent(agent).filter(pk=run_id, agent=agent).select_related("snapshot", "tenant")
     found = run.first()
     if found is None:
         return gate.error_result(call["call_id"], NotFound("This session's run is gone; open a new MCP session."))
     found.agent = agent  # as authenticated for this request: the trace records which of its keys it used
-    return gate.process_batch(run=found, calls=[call])[0]
+    fits = exposed is not None and len(exposed) <= MAX_EXPOSED_TOOLS and all(len(n) <= MAX_TOOL_NAME for n in exposed)
+    return gate.process_batch(run=found, calls=[call], exposed_tools=exposed if fits else None)[0]
 
 
 def approval_state(*, agent: Agent, approval_id: int) -> ApprovalState | None:

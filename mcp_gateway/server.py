@@ -46,6 +46,7 @@ class _Session:
     agent_id: int
     run_id: UUID | None = None
     calls: int = 0
+    listed: list[str] | None = None  # the tool names last listed to this session: what its model was shown
     opening: asyncio.Lock = field(default_factory=asyncio.Lock)
     one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -94,8 +95,11 @@ async def _run_of(session: _Session, agent: Agent, ctx) -> UUID:
 async def _list_tools(ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
     """The session's run starts here if no call started it: its pinned snapshot fixes the list."""
     agent = _agent(ctx)
-    run_id = await _run_of(_session(ctx, agent), agent, ctx)
-    return types.ListToolsResult(tools=await released(catalog.tools_for, agent=agent, run_id=run_id))
+    session = _session(ctx, agent)
+    run_id = await _run_of(session, agent, ctx)
+    tools = await released(catalog.tools_for, agent=agent, run_id=run_id)
+    session.listed = [tool.name for tool in tools]
+    return types.ListToolsResult(tools=tools)
 
 
 def _proposed(session: _Session, params: types.CallToolRequestParams, meta: dict) -> dict:
@@ -116,11 +120,12 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
     run_id = await _run_of(session, agent, ctx)
     effects = await released(catalog.effects_for, agent=agent, run_id=run_id)
     call = _proposed(session, params, dict(ctx.meta or {}))
+    proposal = {"agent": agent, "run_id": run_id, "call": call, "exposed": session.listed}
     if effects.get(params.name) == "read":
-        result = await released(calls.propose_call, agent=agent, run_id=run_id, call=call)
+        result = await released(calls.propose_call, **proposal)
     else:
         async with session.one_at_a_time:  # asyncio locks are fair: waiting calls go in arrival order
-            result = await released(calls.propose_call, agent=agent, run_id=run_id, call=call)
+            result = await released(calls.propose_call, **proposal)
     if result.get("status") == "approval_required":
         return await _await_decision(ctx, agent, result["approval_id"])
     return results.from_gate(result)

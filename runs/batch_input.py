@@ -16,12 +16,14 @@ from runs.errors import ValidationFailed
 
 MAX_DEPTH = 64  # the element itself is level 1, its `arguments` level 2
 MAX_SAFE_INTEGER = 2**53 - 1  # RFC 8785 and I-JSON (RFC 7493): the integers every JSON reader holds exactly
+# The tool names a batch may report as shown to the model (`exposed_tools`), and how long each may be.
+MAX_EXPOSED_TOOLS, MAX_TOOL_NAME = 200, 200
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SHOWN_KEY, _SHOWN_PATH = 40, 200
 
 
-def _bad_text(text: str) -> str | None:
-    """What makes the text unstorable, or None."""
+def unstorable_text(text: str) -> str | None:
+    """What makes the text unstorable (a NUL character, a lone surrogate), or None."""
     if "\x00" in text:
         return "a NUL character"
     if not text.isascii() and _SURROGATE.search(text):
@@ -32,7 +34,7 @@ def _bad_text(text: str) -> str | None:
 def _scalar_problem(value: object) -> str | None:
     """What makes a value other than an object or array unfit to store or hash, or None."""
     if isinstance(value, str):
-        bad = _bad_text(value)
+        bad = unstorable_text(value)
         return f"contains {bad}" if bad else None
     if value is None or isinstance(value, bool):
         return None
@@ -92,7 +94,7 @@ def check_call(raw: object) -> None:
                 if not isinstance(key, str):
                     raise _malformed(link, f"has a key that is not a string ({type(key).__name__})")
                 if "\x00" in key or not key.isascii():  # plain ASCII keys, the usual case, end here
-                    bad = _bad_text(key)
+                    bad = unstorable_text(key)
                     if bad:
                         raise _malformed(link, f"has a key containing {bad}")
             kind = type(value)

@@ -218,6 +218,7 @@ def _record_reported(call: ToolCall, *, content: Any, error: dict | None, report
     finished_at = timezone.now()
     manifest = _manifest(call)
     fields: dict[str, Any] = {}
+    recorded: dict[str, Any] = {}  # kept in the call's decision, beside the reported result's hash
     if error is not None:
         message = redact_text(error.get("message") or "The client-executed skill failed.", limit=2000)
         result = {
@@ -248,6 +249,7 @@ def _record_reported(call: ToolCall, *, content: Any, error: dict | None, report
             result_bytes=shaped.size,
             result_sha256=sha256_of(shaped.content),
         )
+        recorded["shaping"] = shaped.summary
         if (manifest.get("risk") or {}).get("untrusted_output"):
             _taint(call.run, f"{call.name} ({call.call_id}) returned untrusted content")
     lifecycle.finish_execution(
@@ -255,7 +257,7 @@ def _record_reported(call: ToolCall, *, content: Any, error: dict | None, report
         status=status,
         result=result,
         finished_at=finished_at,
-        decision={**(call.decision or {}), RESULT_HASH_KEY: reported_hash},
+        decision={**(call.decision or {}), RESULT_HASH_KEY: reported_hash, **recorded},
         **fields,
     )
     return result

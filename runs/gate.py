@@ -42,6 +42,8 @@ from traces.redaction import redact, redact_text
 
 logger = logging.getLogger(__name__)
 MAX_BATCH = 50
+EXPOSED_BY_AGENT = "agent"  # the framework reported what it showed the model
+EXPOSED_BY_GATE = "gate"  # not reported: the callable set at the time, as the gate knew it
 
 
 @dataclass
@@ -80,6 +82,7 @@ class BatchState:
     taint_source: str
     generation: gate_cache.Generation = None
     seen: set[str] = field(default_factory=set)
+    exposed_tools: dict = field(default_factory=dict)  # recorded with every call of the batch
 
 
 def error_result(call_id: str, error: CallError) -> dict:
@@ -144,6 +147,25 @@ def _load_state(run: Run, calls: list[dict], preloaded: Preloaded | None) -> Bat
 def _explicit_key(raw: dict) -> str:
     key = raw.get("idempotency_key")
     return redact_text(key.strip())[:300] if isinstance(key, str) else ""
+
+
+def _exposure(state: BatchState, reported: list[str] | None, generation: gate_cache.Generation) -> dict:
+    """The tools the model was shown this turn, as its framework reported them; otherwise what the
+    gate knew the agent could call then (cached: it would be worked out again on every batch)."""
+    if reported is not None:
+        return {"names": list(reported), "source": EXPOSED_BY_AGENT}
+    run = state.run
+    key = (run.snapshot_id, run.tenant_id, run.agent.role, tuple(pattern for pattern, _ in state.grants))
+    names = gate_cache.callable_names(key=key, generation=generation, load=lambda: _available(state))
+    return {"names": list(names), "source": EXPOSED_BY_GATE}
+
+
+def _recorded(state: BatchState) -> dict:
+    """What every call of the batch keeps of the moment it was proposed, for its "why" panel."""
+    return {
+        "exposed_tools": state.exposed_tools,
+        "taint": {"tainted": state.tainted, "source": state.taint_source},
+    }
 
 
 def _check_shape(plan: Planned, state: BatchState) -> None:
@@ -289,6 +311,7 @@ def _new_tool_call(plan: Planned, state: BatchState, sha: str) -> ToolCall:
         arguments_sha256=sha,
         idempotency_key=plan.idempotency_key,
         warnings=plan.warnings,
+        decision=_recorded(state),
     )
 
 
@@ -324,13 +347,14 @@ def _decide(plan: Planned, state: BatchState) -> None:
         lifecycle.first_status(
             plan.tool_call, CallStatus.SUCCEEDED if replay.get("status") == "ok" else CallStatus.FAILED
         )
-        plan.tool_call.decision = {"replay": True}
+        plan.tool_call.decision = {**plan.tool_call.decision, "replay": True}
         return
     facts = _facts(state)
     plan.decision = authorization.decide(plan.skill, facts, plan.arguments, policies=state.policies)
     plan.tool_call.verdict = plan.decision.verdict
     context = authorization.policy_context(plan.skill, facts, {})
     plan.tool_call.decision = {
+        **plan.tool_call.decision,
         **plan.decision.as_dict(),
         "inputs": {
             "context": {k: v for k, v in context.items() if k != "args"},
@@ -529,12 +553,16 @@ def _note_untrusted(plan: Planned, run: Run) -> None:
         run.tainted, run.taint_source = True, f"{plan.skill.name} returned untrusted content ({plan.call_id})"
 
 
-def process_batch(*, run: Run, calls: list[dict], preloaded: Preloaded | None = None) -> list[dict]:
-    """One result per call, in call order. See the module docstring for the order of checks."""
+def process_batch(
+    *, run: Run, calls: list[dict], preloaded: Preloaded | None = None, exposed_tools: list[str] | None = None
+) -> list[dict]:
+    """One result per call, in call order. See the module docstring for the order of checks.
+    `exposed_tools`: the tool names the agent's framework showed the model this turn, if it says."""
     plans = [Planned(position=position, raw=raw) for position, raw in enumerate(calls)]
     tainted_before = run.tainted
     try:
         state = _load_state(run, calls, preloaded)
+        state.exposed_tools = _exposure(state, exposed_tools, preloaded.generation if preloaded else None)
     except Exception:
         logger.exception("Gate could not load its state for run %s", run.pk)
         return [
@@ -587,6 +615,7 @@ def _mark_failed(plan: Planned, state: BatchState, error: CallError) -> None:
         plan.tool_call = None  # nothing to record under a malformed or reused call_id
         return
     plan.tool_call = plan.tool_call or _new_tool_call(plan, state, sha256_of(plan.arguments))
+    plan.tool_call.decision = {**plan.tool_call.decision, "error": error.as_error()}
     lifecycle.first_status(
         plan.tool_call,
         CallStatus.INVALID

@@ -69,6 +69,7 @@ class PerGeneration:
 _grants = PerGeneration()
 _policies = PerGeneration()
 _statuses = PerGeneration()
+_callable = PerGeneration()
 
 
 def active_grants(*, tenant_id: int, agent_role: str, generation: Generation) -> list[tuple[str, list[str]]]:
@@ -93,3 +94,9 @@ def version_statuses(version_ids: Iterable[int], *, generation: Generation) -> d
         version_ids,
         lambda ids: dict(SkillVersion.objects.filter(pk__in=ids).order_by().values_list("pk", "status")),
     )
+
+
+def callable_names(*, key: tuple, generation: Generation, load: Callable[[], list[str]]) -> list[str]:
+    """The skills an agent could call, for `key` = (snapshot, tenant, role, grant patterns): a snapshot
+    never changes, and the patterns in the key follow grants that expire within a generation."""
+    return _callable.get(generation, key, load)

@@ -40,6 +40,7 @@ OUTCOME_FIELDS = (
     "result_sha256",
     "result",
     "warnings",
+    "decision",
 )
 
 
@@ -67,6 +68,7 @@ def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, war
         )
         call.error_class = ""
         call.truncated, call.result_bytes = shaped.truncated, shaped.size
+        call.decision = {**(call.decision or {}), "shaping": shaped.summary}
         call.result_sha256 = sha256_of(shaped.content)
         result = {
             "call_id": call.call_id,

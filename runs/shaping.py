@@ -19,6 +19,22 @@ class Shaped:
     size: int
     truncated: bool = False
     truncation: dict = field(default_factory=dict)
+    raw_size: int = 0
+    redacted: bool = False
+
+    @property
+    def summary(self) -> dict:
+        """What shaping did, kept with the call (ToolCall.decision["shaping"]) for its "why" panel."""
+        summary = {"bytes_in": self.raw_size, "bytes_out": self.size, "redacted": self.redacted}
+        if self.truncated:
+            summary.update(
+                {
+                    key: self.truncation[key]
+                    for key in ("cut", "limit_bytes", "original_bytes")
+                    if key in self.truncation
+                }
+            )
+        return summary
 
 
 def _size(value: Any) -> int:
@@ -39,11 +55,14 @@ def _fit_list(items: list, budget: int) -> list:
 
 def shape(content: Any, limit: int | None, *, output_schema: dict | None = None) -> Shaped:
     """Redacted first, in one pass, so that a cut never leaves half a secret unrecognised."""
-    content = redact(content, schema=output_schema if isinstance(output_schema, dict) else None)
+    raw_size = _size(content)
+    redacted = redact(content, schema=output_schema if isinstance(output_schema, dict) else None)
+    changed = redacted != content
+    content = redacted
     limit = limit or DEFAULT_LIMIT
-    size = _size(content)
+    size = _size(content) if changed else raw_size
     if size <= limit:
-        return Shaped(content=content, size=size)
+        return Shaped(content=content, size=size, raw_size=raw_size, redacted=changed)
     budget = max(limit - 200, 16)  # room for the explicit note
     if isinstance(content, list):
         kept = _fit_list(content, budget)
@@ -71,4 +90,4 @@ def shape(content: Any, limit: int | None, *, output_schema: dict | None = None)
             ),
         }
     )
-    return Shaped(content=cut, size=_size(cut), truncated=True, truncation=note)
+    return Shaped(content=cut, size=_size(cut), truncated=True, truncation=note, raw_size=raw_size, redacted=changed)

@@ -28,6 +28,22 @@ def percentile(sorted_values: list[float], fraction: float) -> float | None:
     return sorted_values[index]
 
 
+@dataclass(frozen=True)
+class Spread:
+    """Mean, median and 95th percentile of one figure taken per run."""
+
+    mean: float | None = None
+    p50: float | None = None
+    p95: float | None = None
+
+    @classmethod
+    def of(cls, values: list[float]) -> Spread:
+        if not values:
+            return cls()
+        ordered = sorted(values)
+        return cls(sum(ordered) / len(ordered), percentile(ordered, 0.5), percentile(ordered, 0.95))
+
+
 @dataclass
 class CallFact:
     trace_id: int
@@ -120,6 +136,8 @@ class SkillMetrics:
     contract_violations: int = 0
     result_bytes: int = 0
     run_result_bytes: int = 0
+    calls_per_task: Spread = field(default_factory=Spread)
+    run_byte_share: Spread = field(default_factory=Spread)
     tenants: list[tuple[str, int]] = field(default_factory=list)
     buckets: list[Bucket] = field(default_factory=list)
 
@@ -201,12 +219,27 @@ def skill_metrics(*, skill_name: str, since: datetime, until: datetime) -> Skill
     m.max_repeats = max(repeats, default=0)
     m.contract_violations = sum(1 for f in facts if f.contract_violation)
     m.result_bytes = sum(f.result_bytes for f in facts)
-    m.run_result_bytes = _run_result_bytes({f.trace_id for f in facts}, since, until) or m.result_bytes
+    per_run = per_run_figures(facts)
+    run_bytes = _run_result_bytes(set(per_run), since, until)
+    m.run_result_bytes = sum(run_bytes.values()) or m.result_bytes
+    m.calls_per_task = Spread.of([float(calls) for calls, _ in per_run.values()])
+    m.run_byte_share = Spread.of(
+        [own / run_bytes[trace] for trace, (_, own) in per_run.items() if run_bytes.get(trace)]
+    )
     return m
 
 
-def _run_result_bytes(trace_ids: set[int], since: datetime, until: datetime) -> int:
-    """Tool-result bytes of every skill in those runs (a call's largest span carries its size)."""
+def per_run_figures(facts: list[CallFact]) -> dict[int, tuple[int, int]]:
+    """(calls, result bytes) of this skill in each run (trace) that called it."""
+    figures: dict[int, tuple[int, int]] = {}
+    for fact in facts:
+        calls, size = figures.get(fact.trace_id, (0, 0))
+        figures[fact.trace_id] = (calls + 1, size + fact.result_bytes)
+    return figures
+
+
+def _run_result_bytes(trace_ids: set[int], since: datetime, until: datetime) -> dict[int, int]:
+    """Tool-result bytes of every skill in each of those runs (a call's largest span carries its size)."""
     spans = Span.objects.filter(
         kind=SpanKind.TOOL_CALL,
         source="airlock",
@@ -214,11 +247,14 @@ def _run_result_bytes(trace_ids: set[int], since: datetime, until: datetime) -> 
         started_at__gte=since,
         started_at__lt=until,
     )
-    per_call: dict[object, int] = {}
-    for pk, call_id, size in spans.values_list("pk", "call_id", "result_bytes")[:MAX_SAMPLES]:
+    per_call: dict[object, tuple[int, int]] = {}
+    for pk, call_id, trace_id, size in spans.values_list("pk", "call_id", "trace_id", "result_bytes")[:MAX_SAMPLES]:
         key = call_id if call_id is not None else f"span:{pk}"
-        per_call[key] = max(per_call.get(key, 0), size)
-    return sum(per_call.values())
+        per_call[key] = (trace_id, max(per_call.get(key, (trace_id, 0))[1], size))
+    per_run: dict[int, int] = {}
+    for trace_id, size in per_call.values():
+        per_run[trace_id] = per_run.get(trace_id, 0) + size
+    return per_run
 
 
 def _buckets(since: datetime, until: datetime, facts: list[CallFact]) -> list[Bucket]:
@@ -231,4 +267,13 @@ def _buckets(since: datetime, until: datetime, facts: list[CallFact]) -> list[Bu
     return buckets
 
 
-__all__ = ["WINDOWS", "CallFact", "SkillMetrics", "call_facts", "repeats_per_run", "skill_metrics"]
+__all__ = [
+    "WINDOWS",
+    "CallFact",
+    "SkillMetrics",
+    "Spread",
+    "call_facts",
+    "per_run_figures",
+    "repeats_per_run",
+    "skill_metrics",
+]

@@ -167,13 +167,7 @@ def call_why(request: HttpRequest, pk: int, call_pk: int) -> HttpResponse:
     if not spans:
         raise Http404("No such call on this trace.")
     call = spans[0].call
-    answers = explain_call(call=call, spans=spans)
-    if not access.full:
-        for answer in answers:
-            answer.details = [
-                (k, "(hidden: another tenant's data)" if k == "issues" or k.startswith("shadow") else v)
-                for k, v in answer.details
-            ]
+    answers = explain_call(call=call, spans=spans, full=access.full)
     context = {"access": access, "trace": access.trace, "call": call, "answers": answers}
     if request.htmx:
         return render(request, "traces/detail.html#why", context)

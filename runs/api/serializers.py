@@ -4,6 +4,8 @@ each call is checked by the gate), responses described here (see the note above 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from runs.batch_input import MAX_EXPOSED_TOOLS, MAX_TOOL_NAME, unstorable_text
+
 
 class RunCreateSerializer(serializers.Serializer):
     end_user = serializers.CharField(max_length=200)
@@ -44,7 +46,29 @@ class ProposedCallField(serializers.Field):
         return value
 
 
+class ToolNameField(serializers.CharField):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(max_length=MAX_TOOL_NAME, **kwargs)
+
+    def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):  # CharField would turn a number into text
+            self.fail("invalid")
+        bad = unstorable_text(data)
+        if bad:
+            raise serializers.ValidationError(f"A tool name must not contain {bad}.")
+        return super().to_internal_value(data)
+
+
 class CallBatchSerializer(serializers.Serializer):
+    exposed_tools = serializers.ListField(
+        child=ToolNameField(),
+        required=False,
+        max_length=MAX_EXPOSED_TOOLS,
+        help_text=f"The tool names the agent's framework showed the model this turn (at most {MAX_EXPOSED_TOOLS}, "
+        f'each at most {MAX_TOOL_NAME} characters), recorded with every call of the batch for its "why" panel. '
+        "Left out, each call records the skills the agent could call at the time, marked as not reported by the "
+        "agent. A malformed list refuses the whole batch (400) and records nothing.",
+    )
     calls = serializers.ListField(
         child=ProposedCallField(),
         min_length=1,

@@ -94,7 +94,10 @@ class RunCalls(APIView):
             return Response(
                 error_body("validation", "run_closed", f"The run is {run.status}; start a new run."), status=409
             )
-        results = gate.process_batch(run=run, calls=serializer.validated_data["calls"], preloaded=preloaded)
+        batch = serializer.validated_data
+        results = gate.process_batch(
+            run=run, calls=batch["calls"], preloaded=preloaded, exposed_tools=batch.get("exposed_tools")
+        )
         return Response({"run_id": str(run.pk), "run_status": run.status, "tainted": run.tainted, "results": results})
 
 

@@ -24,6 +24,18 @@ logger = logging.getLogger("airlock_sdk")
 
 MAX_LONG_POLL = 30
 FINAL_DECISIONS = {"declined", "expired", "cancelled"}
+MAX_EXPOSED_TOOLS, MAX_TOOL_NAME = 200, 200  # what the batch API keeps of `exposed_tools`
+
+
+def _exposed(names: Iterable[str] | None) -> list[str] | None:
+    """The names as the batch API takes them, or None when they do not fit (Airlock then records what the
+    agent could call): a refused list would refuse the whole batch."""
+    if names is None:
+        return None
+    names = list(dict.fromkeys(str(name) for name in names))
+    if len(names) > MAX_EXPOSED_TOOLS or not all(0 < len(name) <= MAX_TOOL_NAME for name in names):
+        return None
+    return names
 
 
 class Run:
@@ -76,8 +88,11 @@ class Run:
             return None
         return cache.validate(call["name"], call["arguments"], call.get("version"))
 
-    def call(self, calls: Iterable[Mapping[str, Any]]) -> list[Result]:
+    def call(self, calls: Iterable[Mapping[str, Any]], *, exposed_tools: Iterable[str] | None = None) -> list[Result]:
         """Send a batch through the gate; one typed result per call, in the order given.
+
+        `exposed_tools`: the tool names the model was shown this turn, recorded with each call for its
+        "why" panel (left out when there are more than Airlock keeps: it then records the callable set).
 
         Arguments that fail the cached schema come back as `Error(error_class="validation",
         local=True)` without a network hop. Client-executed skills the gate allows are run
@@ -102,7 +117,7 @@ class Run:
             else:
                 to_send.append(call)
         if to_send:
-            response = self._send(to_send)
+            response = self._send(to_send, _exposed(exposed_tools))
             self.run_status = response.get("run_status", self.run_status)
             self.tainted = bool(response.get("tainted", self.tainted))
             by_id = {c["call_id"]: c for c in to_send}
@@ -110,13 +125,16 @@ class Run:
                 results[str(raw.get("call_id"))] = self._finish(raw, by_id.get(str(raw.get("call_id"))))
         return [results[call["call_id"]] for call in prepared]
 
-    def _send(self, calls: list[dict]) -> dict:
+    def _send(self, calls: list[dict], exposed_tools: list[str] | None = None) -> dict:
         """POST the batch. Sent without an answer, it is resent once with the same call ids: the gate
         keeps each call id of a run once and replays what it recorded (or answers `in_progress`),
         so nothing runs twice. A second silence raises OutcomeUnknown."""
         for attempt in (1, 2):
             try:
-                return self.airlock.transport.json("POST", f"{self.path}/calls", safe=False, json={"calls": calls})
+                batch: dict[str, Any] = {"calls": calls}
+                if exposed_tools is not None:
+                    batch["exposed_tools"] = exposed_tools
+                return self.airlock.transport.json("POST", f"{self.path}/calls", safe=False, json=batch)
             except TransportError as exc:
                 if not exc.sent:
                     raise

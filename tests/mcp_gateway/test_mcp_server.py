@@ -255,3 +255,20 @@ def _next_pending_approval(after: int) -> int:
         raise AssertionError("the second call opened no approval")
     finally:
         connection.close()
+
+
+async def _listed_then_called(url: str, key: str) -> list[str]:
+    async with mcp_client(url, key) as client:
+        listed = [tool.name for tool in (await client.list_tools()).tools]
+        await client.call_tool("crm.lookup_customer", {"customer_id": "c-1"})
+        return listed
+
+
+def test_a_call_records_the_tools_its_session_listed(mcp_live_server, catalog, acme_key, downstream):
+    listed = asyncio.run(_listed_then_called(mcp_live_server.url, acme_key))
+    recorded = ToolCall.objects.get().decision["exposed_tools"]
+    assert recorded == {"names": listed, "source": "agent"} and "check_approval" in listed
+    ToolCall.objects.all().delete()
+    asyncio.run(_calls(mcp_live_server.url, acme_key, [("crm.lookup_customer", {"customer_id": "c-2"})]))
+    unlisted = ToolCall.objects.get().decision["exposed_tools"]
+    assert unlisted["source"] == "gate" and "crm.lookup_customer" in unlisted["names"]

@@ -87,14 +87,18 @@ def test_a_session_request_still_takes_the_whole_stack(client, reader, django_us
 
 
 @pytest.mark.postgres
-def test_a_single_read_call_is_two_sql_statements_on_postgresql(agent_client, reader):
+@pytest.mark.parametrize("exposed", [None, ["orders.echo", "web.search"]], ids=["gate_records_exposure", "reported"])
+def test_a_single_read_call_is_two_sql_statements_on_postgresql(agent_client, reader, exposed):
     run_id = _run(agent_client)
     url = reverse("runs_api:run_calls", args=[run_id])
+    batch = {"calls": [call("c1", "orders.echo", {"n": 1})]} | ({"exposed_tools": exposed} if exposed else {})
     with CaptureQueriesContext(connection) as queries:
-        response = agent_client.post(url, {"calls": [call("c1", "orders.echo", {"n": 1})]}, format="json")
+        response = agent_client.post(url, batch, format="json")
     assert response.json()["results"][0]["status"] == "ok"
     statements = [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(TRANSACTION_CONTROL)]
     assert len(statements) == 2, "\n".join(statements)
+    recorded = ToolCall.objects.get(run_id=run_id, call_id="c1").decision["exposed_tools"]
+    assert recorded["source"] == ("agent" if exposed else "gate") and "orders.echo" in recorded["names"]
 
 
 @pytest.mark.postgres

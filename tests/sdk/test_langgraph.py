@@ -62,6 +62,8 @@ def test_a_turn_is_one_batch_and_a_confirm_interrupts_until_airlocks_decision(fa
     assert (approval["approval_id"], approval["call_id"], approval["skill"]) == (12, "call_2", "support.send_email")
     sent = [[c["call_id"] for c in body(r)["calls"]] for r in fake.sent("POST", "/api/v1/runs/r-1/calls")]
     assert sent == [["call_1", "call_2"]]
+    [batch] = fake.sent("POST", "/api/v1/runs/r-1/calls")
+    assert body(batch)["exposed_tools"] == ["customer.list_orders", "support.send_email"]  # the node's tools
 
     state = graph.invoke(Command(resume=decisions(run, pending, timeout=5)), config)
 
@@ -92,3 +94,14 @@ def test_an_interrupt_of_another_node_is_not_airlocks_to_decide(fake, tmp_path):
     run = fake.client(tmp_path).start_run(end_user="u", task="t")
     with pytest.raises(ValueError):
         decisions(run, {"question": "Proceed?"})
+
+
+def test_the_plain_client_sends_exposed_tools_only_when_they_fit(fake, tmp_path):
+    run = fake.client(tmp_path).start_run(end_user="customer:c-100", task="Orders")
+    lookup = {"call_id": "c1", "name": "customer.list_orders", "arguments": {"customer_id": "c-1"}}
+    run.call([lookup], exposed_tools=["customer.list_orders", "customer.list_orders", "web.search"])
+    run.call([lookup | {"call_id": "c2"}], exposed_tools=[f"t{i}" for i in range(201)])
+    run.call([lookup | {"call_id": "c3"}])
+    first, too_many, none = (body(r) for r in fake.sent("POST", "/api/v1/runs/r-1/calls"))
+    assert first["exposed_tools"] == ["customer.list_orders", "web.search"]
+    assert "exposed_tools" not in too_many and "exposed_tools" not in none  # Airlock records the callable set

@@ -93,6 +93,8 @@ async def test_one_turn_is_one_batch_and_a_confirm_is_an_interruption_resolved_f
     assert interruption.raw_item.call_id == "call_2"
     sent = [[c["call_id"] for c in body(r)["calls"]] for r in fake.sent("POST", "/api/v1/runs/r-1/calls")]
     assert sent == [["call_1", "call_2"]]  # the whole turn, in one batch
+    [batch] = fake.sent("POST", "/api/v1/runs/r-1/calls")
+    assert body(batch)["exposed_tools"] == ["customer.list_orders", "support.send_email"]  # the turn's tools
     state = await airlock_agents.resolve(await RunState.from_string(agent, result.to_state().to_string()))
     result = await airlock_agents.invoke(agent, state)
 

@@ -228,3 +228,24 @@ def test_registry_pages_show_search_text_only_to_the_searching_tenant(client, mi
     client.force_login(outsider)  # globex's own member sees globex's words, not acme's
     body = client.get(url).content.decode()
     assert "falcon" in body and "acme lost words" not in body
+
+
+def test_the_why_panel_gives_an_owner_no_globex_tool_names_or_taint_source(client, world, globex):
+    run = start_run(world["globex_client"], end_user=GLOBEX_END_USERS[0], task=GLOBEX_TASK)
+    world["globex_client"].post(
+        reverse("runs_api:run_calls", args=[run["run_id"]]),
+        {
+            "exposed_tools": [SKILL, "globex.private_crm_export"],
+            "calls": [call("gx-t", SKILL, {"q": "x"}, taint=f"read {GLOBEX_END_USERS[1]}'s mail")],
+        },
+        format="json",
+    )
+    trace = Trace.objects.get(run_id=run["run_id"])
+    url = reverse("traces:why", args=[trace.pk, ToolCall.objects.get(call_id="gx-t").pk])
+    client.force_login(world["owner"])
+    why = client.get(url).content.decode()
+    assert why.count('<div class="q">') == 8 and "Tainted." in why
+    assert "globex.private_crm_export" not in why and not [u for u in GLOBEX_END_USERS if u in why]
+    client.force_login(make_user("gx-viewer", tenant=globex, roles=[Role.VIEWER]))  # the control
+    why = client.get(url).content.decode()
+    assert "globex.private_crm_export" in why and GLOBEX_END_USERS[1] in why

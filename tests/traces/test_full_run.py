@@ -113,7 +113,7 @@ def test_a_full_run_has_a_complete_timeline(
     confirm_call = by_call["c-confirm"][0].call
     why = client.get(reverse("traces:why", args=[trace.pk, confirm_call.pk])).content.decode()
     assert "Approval required; approved." in why and "approver" in why
-    assert "orders.notify was among them" in why  # the resolver's exposure, reconstructed
+    assert "orders.notify was among them" in why  # the exposure recorded by the gate with the call
     deny_call = by_call["c-deny"][0].call
     why = client.get(reverse("traces:why", args=[trace.pk, deny_call.pk])).content.decode()
     assert "no-deletes" in why

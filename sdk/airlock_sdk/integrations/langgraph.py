@@ -99,7 +99,7 @@ class AirlockToolNode:
         message = state[self.messages_key][-1]
         tool_calls = list(getattr(message, "tool_calls", None) or [])
         calls = [ProposedCall(str(tc["id"]), self._skill(tc["name"]), arguments_of(tc["args"])) for tc in tool_calls]
-        results = send_turn(self.run, calls)
+        results = send_turn(self.run, calls, exposed_tools=list(self.skills.values()))
         pending = [(call, results[call.call_id]) for call in calls]
         pending = [(call, result) for call, result in pending if isinstance(result, ApprovalRequired)]
         outcomes: dict[str, dict] = {}

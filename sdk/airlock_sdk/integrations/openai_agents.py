@@ -57,6 +57,12 @@ def model_name(skill: str) -> str:
     return _MODEL_NAME.sub("__", skill)[:64]
 
 
+def _turn_tools(args: tuple, kwargs: dict) -> list[Any] | None:
+    """The `tools` argument of Model.get_response / stream_response (the fourth), as the model got them."""
+    tools = kwargs["tools"] if "tools" in kwargs else (args[3] if len(args) > 3 else None)
+    return list(tools) if tools is not None else None
+
+
 def _field(item: Any, name: str) -> Any:
     return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
 
@@ -140,10 +146,15 @@ class AirlockAgents:
             return None
         return ProposedCall(str(call_id), skill, arguments_of(_field(raw_item, "arguments")))
 
-    async def gate_turn(self, output: Iterable[Any]) -> None:
-        """Send the turn's Airlock calls not answered yet as one batch."""
+    async def gate_turn(self, output: Iterable[Any], tools: Iterable[Any] | None = None) -> None:
+        """Send the turn's Airlock calls not answered yet as one batch, with the names of the tools the
+        model was shown this turn (its Airlock tools by their skill names)."""
         calls = [call for item in output if (call := self._proposed(item)) and call.call_id not in self.results]
-        self.results.update(await asyncio.to_thread(send_turn, self.run, calls))
+        exposed = None
+        if tools is not None:
+            names = [str(getattr(tool, "name", "")) for tool in tools]
+            exposed = [self.skills.get(name, name) for name in names if name]
+        self.results.update(await asyncio.to_thread(send_turn, self.run, calls, exposed))
 
     async def _result(self, call: ProposedCall) -> Result:
         if call.call_id not in self.results:  # the model was not wrapped: this call is a batch of its own
@@ -203,7 +214,7 @@ class AirlockModel(Model):
                     ],
                 }
             )
-        await self.airlock_agents.gate_turn(response.output)
+        await self.airlock_agents.gate_turn(response.output, _turn_tools(args, kwargs))
         return response
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
@@ -212,7 +223,7 @@ class AirlockModel(Model):
         with self.airlock_agents.spans.span("chat", f"chat {label}", **self._turn_attributes(label)):
             async for event in self.inner.stream_response(*args, **kwargs):
                 if getattr(event, "type", "") == "response.completed":
-                    await self.airlock_agents.gate_turn(event.response.output)
+                    await self.airlock_agents.gate_turn(event.response.output, _turn_tools(args, kwargs))
                 yield event
 
     def get_retry_advice(self, request: Any) -> Any:

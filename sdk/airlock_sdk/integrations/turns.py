@@ -35,12 +35,13 @@ def unreachable(call_id: str, exc: AirlockError) -> Error:
     return Error(call_id=call_id, error_class="unavailable", message=f"Airlock could not be reached: {exc}")
 
 
-def send_turn(run: Run, calls: list[ProposedCall]) -> dict[str, Result]:
-    """The turn's calls as one batch; each result by call id (transport failures become `unavailable`)."""
+def send_turn(run: Run, calls: list[ProposedCall], exposed_tools: list[str] | None = None) -> dict[str, Result]:
+    """The turn's calls as one batch; each result by call id (transport failures become `unavailable`).
+    `exposed_tools`: the names of the tools the model was shown this turn, recorded with the calls."""
     if not calls:
         return {}
     try:
-        results = run.call([call.as_batch_entry() for call in calls])
+        results = run.call([call.as_batch_entry() for call in calls], exposed_tools=exposed_tools)
     except AirlockError as exc:
         return {call.call_id: unreachable(call.call_id, exc) for call in calls}
     return {result.call_id: result for result in results}
