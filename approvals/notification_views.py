@@ -5,7 +5,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from approvals import notifications
 from approvals.forms import NotificationChannelsForm, NotificationPreferenceForm
@@ -44,6 +44,7 @@ def _preferences_page(request: HttpRequest, *, failed_form=None, failed_slug: st
 
 
 @login_required
+@require_safe
 def notification_preferences(request: HttpRequest) -> HttpResponse:
     """How the signed-in approver hears of new requests, per tenant where they approve."""
     return _preferences_page(request)
