@@ -1,9 +1,13 @@
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
+
+from airlock.web_process import PooledThreadsASGIHandler, tune_garbage_collection  # noqa: E402
+
+django_asgi_app = PooledThreadsASGIHandler()
 
 # Imported only after Django is set up: consumers touch models.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
@@ -19,3 +23,5 @@ application = ProtocolTypeRouter(
         "websocket": ExactOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+tune_garbage_collection()  # last: everything imported above lives as long as the process
