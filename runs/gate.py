@@ -316,25 +316,32 @@ def _new_tool_call(plan: Planned, state: BatchState, sha: str) -> ToolCall:
 
 
 def _decide(plan: Planned, state: BatchState) -> None:
-    _check_shape(plan, state)
-    ratelimit.check_agent(state.run.agent_id)
-    taint = plan.raw.get("taint")
-    if taint and not state.tainted:
-        state.tainted = True
-        state.taint_source = redact_text(
-            taint if isinstance(taint, str) else f"agent marked call {plan.call_id}", limit=300
+    try:
+        _check_shape(plan, state)
+        taint = plan.raw.get("taint")
+        if taint and not state.tainted:
+            state.tainted = True
+            state.taint_source = redact_text(
+                taint if isinstance(taint, str) else f"agent marked call {plan.call_id}", limit=300
+            )
+        _resolve(plan, state)
+        validate_arguments(
+            skill_version_id=plan.skill.skill_version_id or plan.skill.name,
+            schema=plan.skill.manifest.get("input_schema"),
+            version=plan.skill.version,
+            name=plan.skill.name,
+            arguments=plan.arguments,
         )
-    _resolve(plan, state)
-    validate_arguments(
-        skill_version_id=plan.skill.skill_version_id or plan.skill.name,
-        schema=plan.skill.manifest.get("input_schema"),
-        version=plan.skill.version,
-        name=plan.skill.name,
-        arguments=plan.arguments,
-    )
-    _authorize(plan, state)
-    ratelimit.check_skill(
-        plan.skill.name, plan.skill.manifest, tenant_id=state.run.tenant_id, tenant_slug=state.run.tenant.slug
+        _authorize(plan, state)
+    except CallError:
+        ratelimit.check_agent(state.run.agent_id)  # a refused call still counts; over the limit, that is the answer
+        raise
+    ratelimit.check_call(
+        state.run.agent_id,
+        plan.skill.name,
+        plan.skill.manifest,
+        tenant_id=state.run.tenant_id,
+        tenant_slug=state.run.tenant.slug,
     )
     sha = sha256_of(plan.arguments)
     replay = _check_idempotency(plan, state, sha)

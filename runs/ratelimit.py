@@ -1,5 +1,7 @@
-"""Fixed-window rate limits per agent and per tenant and skill, one cache round trip per check.
+"""Fixed-window rate limits per agent and per tenant and skill, one cache round trip per call.
 
+A call that reaches authorization is checked against both limits at once (`check_call`); one that
+fails before (unknown name, invalid arguments, denied) still counts against its agent (`check_agent`).
 With REDIS_URL each check is one Lua command (INCR, and EXPIRE on a window's first hit) on a shared
 client of its own: Django's RedisCache has no public atomic increment-or-create (its `incr` is an EXISTS
 and an INCRBY, after an `add`). The embedded mode counts in the process's local-memory cache instead.
@@ -36,9 +38,26 @@ return hits
 """
 
 
+# The agent's hit, then the skill's only if the agent is within its limit (an agent over its limit uses
+# none of the tenant's budget for the skill): {agent hits, skill hits or 0}.
+COUNT_CALL = """
+local agent = redis.call('INCR', KEYS[1])
+if agent == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+if agent > tonumber(ARGV[2]) then return {agent, 0} end
+local skill = redis.call('INCR', KEYS[2])
+if skill == 1 then redis.call('EXPIRE', KEYS[2], ARGV[1]) end
+return {agent, skill}
+"""
+
+
 @functools.cache
 def _count_hit(url: str) -> redis.commands.core.Script:
     return redis_clients.shared(url).register_script(COUNT_HIT)
+
+
+@functools.cache
+def _count_call(url: str) -> redis.commands.core.Script:
+    return redis_clients.shared(url).register_script(COUNT_CALL)
 
 
 def _count(key: str) -> int:
@@ -54,13 +73,21 @@ def _count(key: str) -> int:
         return 1
 
 
+def _window_key(key: str, window: int) -> str:
+    return f"airlock:rl:{key}:{window}"
+
+
+def _retry_after(now: float, window: int) -> int:
+    return max(1, math.ceil((window + 1) * WINDOW_S - now))
+
+
 def _hit(key: str, limit: int) -> int | None:
     """Count one hit in the current window; the seconds until the window resets when over the limit."""
     now = clock.time()
     window = int(now // WINDOW_S)
-    if _count(f"airlock:rl:{key}:{window}") <= limit:
+    if _count(_window_key(key, window)) <= limit:
         return None
-    return max(1, math.ceil((window + 1) * WINDOW_S - now))
+    return _retry_after(now, window)
 
 
 def skill_limit(skill_name: str, manifest: dict, *, tenant_slug: str) -> int:
@@ -76,21 +103,47 @@ def skill_limit(skill_name: str, manifest: dict, *, tenant_slug: str) -> int:
     return manifest.get("execution", {}).get("rate_limit_per_minute") or settings.AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE
 
 
+def _agent_limited(limit: int, wait: int) -> RateLimited:
+    return RateLimited(
+        f"This agent made more than {limit} calls this minute.", code="agent_rate_limited", retry_after=wait
+    )
+
+
+def _skill_limited(skill_name: str, limit: int, wait: int) -> RateLimited:
+    return RateLimited(
+        f"{skill_name} is limited to {limit} calls a minute for this tenant.",
+        code="skill_rate_limited",
+        retry_after=wait,
+    )
+
+
 def check_agent(agent_id: int) -> None:
     limit = settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE
     wait = _hit(f"agent:{agent_id}", limit)
     if wait is not None:
-        raise RateLimited(
-            f"This agent made more than {limit} calls this minute.", code="agent_rate_limited", retry_after=wait
-        )
+        raise _agent_limited(limit, wait)
 
 
 def check_skill(skill_name: str, manifest: dict, *, tenant_id: int, tenant_slug: str) -> None:
     limit = skill_limit(skill_name, manifest, tenant_slug=tenant_slug)
     wait = _hit(f"skill:{tenant_id}:{skill_name}", limit)
     if wait is not None:
-        raise RateLimited(
-            f"{skill_name} is limited to {limit} calls a minute for this tenant.",
-            code="skill_rate_limited",
-            retry_after=wait,
-        )
+        raise _skill_limited(skill_name, limit, wait)
+
+
+def check_call(agent_id: int, skill_name: str, manifest: dict, *, tenant_id: int, tenant_slug: str) -> None:
+    """check_agent, then check_skill if the agent is within its limit: with Redis, one round trip."""
+    if not settings.REDIS_URL:
+        check_agent(agent_id)
+        check_skill(skill_name, manifest, tenant_id=tenant_id, tenant_slug=tenant_slug)
+        return
+    agent_limit = settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE
+    skill_limit_ = skill_limit(skill_name, manifest, tenant_slug=tenant_slug)
+    now = clock.time()
+    window = int(now // WINDOW_S)
+    keys = [_window_key(f"agent:{agent_id}", window), _window_key(f"skill:{tenant_id}:{skill_name}", window)]
+    agent_hits, skill_hits = _count_call(settings.REDIS_URL)(keys=keys, args=[KEY_TTL_S, agent_limit])
+    if int(agent_hits) > agent_limit:
+        raise _agent_limited(agent_limit, _retry_after(now, window))
+    if int(skill_hits) > skill_limit_:
+        raise _skill_limited(skill_name, skill_limit_, _retry_after(now, window))

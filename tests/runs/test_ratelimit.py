@@ -168,3 +168,40 @@ def test_each_check_is_one_round_trip_to_redis_and_every_process_sees_the_count(
     elsewhere = redis.Redis.from_url(settings.REDIS_URL)  # as another web or worker process would
     assert int(elsewhere.get(f"airlock:rl:skill:3:orders.lookup:{window}")) == 2
     assert 0 < elsewhere.ttl(f"airlock:rl:agent:7:{window}") <= ratelimit.KEY_TTL_S
+
+
+@pytest.mark.redis
+def test_a_call_checks_both_limits_in_one_round_trip_and_an_agent_over_its_limit_spends_no_skill_budget(
+    clock, settings, monkeypatch
+):
+    clock.advance(ratelimit.WINDOW_S - clock.time() % ratelimit.WINDOW_S + 10)
+    settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = 2
+    check = {"tenant_id": 5, "tenant_slug": "acme"}
+    ratelimit.check_call(8, "orders.lookup", {}, **check)  # connects and loads the script
+    sent = []
+    original = AbstractConnection.send_packed_command
+    monkeypatch.setattr(
+        AbstractConnection, "send_packed_command", lambda self, *a, **kw: sent.append(1) or original(self, *a, **kw)
+    )
+    ratelimit.check_call(8, "orders.lookup", {}, **check)
+    assert len(sent) == 1
+    with pytest.raises(RateLimited) as refused:  # the looping agent's third call
+        ratelimit.check_call(8, "orders.lookup", {}, **check)
+    assert refused.value.code == "agent_rate_limited"
+    window = int(clock.time() // ratelimit.WINDOW_S)
+    elsewhere = redis.Redis.from_url(settings.REDIS_URL)
+    assert int(elsewhere.get(f"airlock:rl:skill:5:orders.lookup:{window}")) == 2  # not 3: the tenant keeps it
+    assert 0 < elsewhere.ttl(f"airlock:rl:skill:5:orders.lookup:{window}") <= ratelimit.KEY_TTL_S
+
+
+def test_refused_calls_still_count_against_the_agent_and_the_limit_answers_first_once_over_it(
+    agent_client, acme, settings
+):
+    settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = 3
+    grant(acme, "orders.*")
+    make_skill("orders.lookup", adapter="python:test.echo")
+    calls = [call("a", "orders.nope", {}), call("b", "orders.lookup", {"i": 1}), call("c", "orders.lookup", "bad")]
+    calls += [call("d", "orders.nope", {}), call("e", "orders.lookup", {"i": 2})]
+    codes = outcomes(agent_client, calls)
+    assert codes[:2] == ["unknown_skill", "ok"] and codes[2] != "ok"
+    assert codes[3:] == ["agent_rate_limited", "agent_rate_limited"]
