@@ -201,6 +201,9 @@ def server_time(key: str, run_id: str, warmup: int = SERVER_TIME_WARMUP, calls: 
     from django.test import Client
     from django.urls import reverse
 
+    from airlock.web_process import tune_garbage_collection
+
+    tune_garbage_collection()  # as a web worker has it (airlock/asgi.py)
     client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {key}")
     url = reverse("runs_api:run_calls", args=[run_id])
     samples = []
