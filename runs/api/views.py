@@ -52,6 +52,7 @@ def run_create(request: Request) -> Response:
 
 
 @extend_schema(responses={200: RunSummarySerializer, **error_responses(404)}, tags=["runs"])
+@api_lane
 @api_view(["GET"])
 @permission_classes([IsAgent])
 def run_detail(request: Request, run_id) -> Response:
@@ -110,6 +111,7 @@ run_calls = api_lane(RunCalls.as_view())
     tags=["runs"],
     description="Close the run; pending approvals of the run are cancelled.",
 )
+@api_lane
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def run_finish(request: Request, run_id) -> Response:

@@ -161,3 +161,46 @@ def test_with_prepared_statements_off_the_gate_answers_the_same(agent_client, re
     response = post_calls(agent_client, run_id, [call("c1", "orders.echo", {"n": 1})])
     assert response.json()["results"][0]["status"] == "ok"
     assert Span.objects.filter(call__call_id="c1", call__run_id=run_id).count() == 1
+
+
+AGENT_ENDPOINTS = {
+    "run_detail": lambda c, run_id: c.get(reverse("runs_api:run_detail", args=[run_id])),
+    "run_finish": lambda c, run_id: c.post(
+        reverse("runs_api:run_finish", args=[run_id]), {"status": "completed"}, format="json"
+    ),
+    "tools": lambda c, run_id: c.get(reverse("runs_api:tools"), {"run_id": run_id}),
+    "client_result": lambda c, run_id: c.post(
+        reverse("runs_api:client_result", args=[run_id, "warm"]), {"status": "ok", "result": {}}, format="json"
+    ),
+}
+
+
+@pytest.mark.parametrize("endpoint", list(AGENT_ENDPOINTS))
+def test_every_agent_endpoint_takes_the_lane_and_keeps_runs_apart(
+    endpoint, agent_client, outsider_agent_client, reader
+):
+    """The agent's other sync endpoints skip the browser middleware too (no Content-Security-Policy, the
+    console's header), keep the security headers, and still answer another tenant's key as if the run
+    did not exist."""
+    send = AGENT_ENDPOINTS[endpoint]
+    run_id = _run(agent_client)
+    before = list(Run.objects.values_list("status", "status_reason"))
+    theirs = send(outsider_agent_client, run_id)
+    missing = send(outsider_agent_client, "00000000-0000-4000-8000-000000000000")
+    assert theirs.status_code == missing.status_code == 404
+    assert theirs.json() == missing.json()
+    assert list(Run.objects.values_list("status", "status_reason")) == before
+    own = send(agent_client, run_id)
+    assert own.status_code < 500
+    for response in (theirs, own):
+        assert "Content-Security-Policy" not in response
+        assert response["X-Content-Type-Options"] == "nosniff" and response["X-Frame-Options"] == "DENY"
+        assert "Set-Cookie" not in response and not response.cookies
+
+
+def test_the_console_api_off_the_lane_still_takes_the_whole_stack(agent_client, reader):
+    """The CSP header the lane test relies on is really set by the whole stack."""
+    run_id = _run(agent_client)
+    response = agent_client.get(reverse("runs_api:run_events", args=[run_id]), {"wait": "0"})
+    assert response.status_code == 200
+    assert "Content-Security-Policy" in response
