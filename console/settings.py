@@ -151,6 +151,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False  # workers log through LOGGING below, secrets masked
+# Celery's Django fixup closes every database connection, and Django's psycopg pool with it, around
+# each task unless this is set (celery#10554): each task then opened a new pool and connection.
+# With it set, the fixup only recycles them every 2 × N tasks, and console/celery.py hands the
+# connection back to the pool after each task, as Django does after a request.
+CELERY_DB_REUSE_MAX = 500
 # A resume task that is not acknowledged within this window is delivered again; tasks are
 # idempotent (they claim their row first), so redelivery is safe. Keep it above the longest task.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 900, minimum=30)}
