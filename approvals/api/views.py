@@ -1,6 +1,8 @@
 """The approver API: list and decide pending requests with exactly the console's rules.
 
-Humans only (session with CSRF, or `Bearer pat_...`); agents are refused by IsHuman.
+Humans only (session with CSRF, or `Bearer pat_...`); agents are refused by IsHuman. A request with a
+personal token takes the API lane (console/api_lane.py): a token is not ambient authority, so it needs
+no session or CSRF check, and the rules below are the same either way.
 """
 
 from django.core.exceptions import PermissionDenied
@@ -20,6 +22,7 @@ from approvals.api.serializers import (
 from approvals.models import ApprovalRequest, ApprovalStatus
 from console.api_auth import IsHuman
 from console.api_errors import error_body, error_responses, invalid_body
+from console.api_lane import api_lane
 from console.models import Role
 from console.tenancy import get_visible_or_404, require_role, tenants_for
 
@@ -30,6 +33,18 @@ def _queryset():
     return ApprovalRequest.objects.select_related("tenant", "call__skill_version").prefetch_related("votes__user")
 
 
+def _listed(approvals):
+    """A page of requests: each skill version (its manifest is the largest column) is read once for the
+    page, not once per request, and the calls' results and decision trails, which the list does not show,
+    are not read at all."""
+    return (
+        approvals.select_related("tenant", "call")
+        .defer("call__result", "call__decision", "call__warnings")
+        .prefetch_related("call__skill_version", "votes__user")
+    )
+
+
+@api_lane
 @extend_schema(operation_id="approvals_list", responses={200: ApprovalListSerializer, **error_responses(400)})
 @api_view(["GET"])
 @permission_classes([IsHuman])
@@ -37,9 +52,7 @@ def approval_list(request: Request) -> Response:
     wanted = request.query_params.get("status", ApprovalStatus.PENDING)
     if wanted not in ApprovalStatus.values and wanted != "all":
         return Response(error_body("validation", "invalid_status", f"Unknown status {wanted!r}."), status=400)
-    approvals = (
-        queries.approvable(request.user).select_related("tenant", "call__skill_version").prefetch_related("votes__user")
-    )
+    approvals = _listed(queries.approvable(request.user))
     approver_tenants = {tenant.pk for tenant in tenants_for(request.user, Role.APPROVER)}
     if wanted != "all":
         approvals = approvals.filter(status=wanted)
@@ -55,6 +68,7 @@ def approval_list(request: Request) -> Response:
     )
 
 
+@api_lane
 @extend_schema(operation_id="approvals_retrieve", responses={200: ApprovalSerializer, **error_responses(404)})
 @api_view(["GET"])
 @permission_classes([IsHuman])
@@ -62,6 +76,7 @@ def approval_detail(request: Request, approval_id: int) -> Response:
     return Response(approval_to_dict(get_visible_or_404(_queryset(), request.user, pk=approval_id), request.user))
 
 
+@api_lane
 @extend_schema(
     operation_id="approvals_decide",
     request=ApprovalDecisionSerializer,

@@ -1,4 +1,6 @@
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -96,3 +98,64 @@ def test_list_query_count_does_not_grow(approver, acme, agent, django_assert_max
         open_request(tenant=acme, agent=agent)
     with django_assert_max_num_queries(len(few.captured_queries)):
         assert len(client.get(reverse("approvals_api:approval_list")).json()["results"]) == 10
+
+
+def _lane_headers_only(response) -> None:
+    """On the API lane: the security headers, none of the console's (its Content-Security-Policy), no cookie."""
+    assert "Content-Security-Policy" not in response
+    assert response["X-Content-Type-Options"] == "nosniff" and response["X-Frame-Options"] == "DENY"
+    assert "Set-Cookie" not in response and not response.cookies
+
+
+def test_personal_token_requests_take_the_api_lane_with_the_same_rules(approver, outsider, viewer, pending):
+    client, _ = _pat_client(approver)
+    outsider_client, _ = _pat_client(outsider)
+    viewer_client, _ = _pat_client(viewer)
+    detail = reverse("approvals_api:approval_detail", args=[pending.pk])
+    decision = reverse("approvals_api:approval_decision", args=[pending.pk])
+    missing = reverse("approvals_api:approval_decision", args=[pending.pk + 1000])
+    listed = outsider_client.get(reverse("approvals_api:approval_list"))
+    assert listed.status_code == 200 and listed.json()["results"] == []
+    theirs, nothing = (
+        outsider_client.post(decision, {"decision": "approve"}, format="json"),
+        outsider_client.post(missing, {"decision": "approve"}, format="json"),
+    )
+    assert theirs.status_code == nothing.status_code == 404 and theirs.json() == nothing.json()
+    assert outsider_client.get(detail).status_code == 404
+    assert viewer_client.post(decision, {"decision": "approve"}, format="json").status_code == 403
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.PENDING
+    for response in (listed, theirs, client.get(detail)):
+        _lane_headers_only(response)
+
+
+def test_a_session_cookie_does_not_rescue_a_forged_token_on_the_lane(approver, pending):
+    attacker = APIClient()
+    attacker.force_login(approver)  # a real approver's session, riding along with a made-up token
+    attacker.credentials(HTTP_AUTHORIZATION="Bearer pat_notatoken_" + "x" * 43)
+    response = attacker.post(
+        reverse("approvals_api:approval_decision", args=[pending.pk]), {"decision": "approve"}, format="json"
+    )
+    assert response.status_code == 401
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.PENDING
+
+
+def test_an_agent_key_cannot_decide_on_the_lane(agent_client, pending):
+    response = agent_client.post(
+        reverse("approvals_api:approval_decision", args=[pending.pk]), {"decision": "approve"}, format="json"
+    )
+    assert response.status_code == 403
+    pending.refresh_from_db()
+    assert pending.status == ApprovalStatus.PENDING
+
+
+def test_the_list_reads_each_skill_version_once_not_once_per_request(approver, acme, agent):
+    client, _ = _pat_client(approver)
+    for _ in range(5):
+        open_request(tenant=acme, agent=agent)
+    with CaptureQueriesContext(connection) as queries:
+        results = client.get(reverse("approvals_api:approval_list")).json()["results"]
+    assert len(results) == 5 and all(r["proposed_action"]["downstream"] for r in results)
+    version_reads = [q["sql"] for q in queries.captured_queries if 'FROM "registry_skillversion"' in q["sql"]]
+    assert len(version_reads) == 1, version_reads
