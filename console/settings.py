@@ -142,6 +142,11 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
+# A web worker lets this many requests run their Django code at once and queues the rest, each for at
+# most the patience (airlock/web_process.py). 0 lets every request in at once.
+AIRLOCK_WEB_REQUESTS_AT_ONCE = env_int("AIRLOCK_WEB_REQUESTS_AT_ONCE", 1)
+AIRLOCK_WEB_TURN_PATIENCE_MS = env_int("AIRLOCK_WEB_TURN_PATIENCE_MS", 250, minimum=1)
+
 # Celery: eager in the embedded default, Redis broker and result backend otherwise.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"

@@ -1,17 +1,20 @@
 """The web worker's request handling (airlock/web_process.py), as a slow request and a busy worker meet it:
 one request stuck in its sync code holds up no other, request threads are reused instead of started per
-request, and the collector no longer walks what the process imported."""
+request, requests take turns (a few at a time) without a slow one stalling the worker, and the collector no
+longer walks what the process imported."""
 
 import asyncio
 import gc
 import threading
+import time
 
 import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.http import HttpResponse
 from django.urls import path
 
-from airlock.web_process import YOUNG_GENERATION_THRESHOLD, PooledThreadsASGIHandler, tune_garbage_collection
+from airlock.web_process import YOUNG_GENERATION_THRESHOLD, PooledThreadsASGIHandler, Turns, tune_garbage_collection
+from lib import admission
 
 release_slow = threading.Event()
 
@@ -25,7 +28,23 @@ def where(request):
     return HttpResponse(str(threading.get_ident()))
 
 
-urlpatterns = [path("slow", slow), path("where", where)]
+def aside(request):
+    """A view that, like the gate waiting on a slow downstream, steps aside before it waits."""
+    admission.step_aside()
+    release_slow.wait(timeout=5)
+    return HttpResponse("aside")
+
+
+def boom(request):
+    raise RuntimeError("the view failed")
+
+
+def server_error(request):
+    return HttpResponse("failed", status=500)
+
+
+urlpatterns = [path("slow", slow), path("where", where), path("aside", aside), path("boom", boom)]
+handler500 = server_error
 
 
 @pytest.fixture
@@ -34,6 +53,20 @@ def handler(settings):
     settings.ALLOWED_HOSTS = ["*"]
     release_slow.clear()
     yield PooledThreadsASGIHandler()
+    release_slow.set()
+
+
+PATIENCE_S = 0.3
+
+
+@pytest.fixture
+def one_at_a_time(settings):
+    """A worker that lets one request at a time into its Django code, as the default does."""
+    settings.ROOT_URLCONF = __name__
+    settings.ALLOWED_HOSTS = ["*"]
+    settings.DEBUG_PROPAGATE_EXCEPTIONS = False
+    release_slow.clear()
+    yield PooledThreadsASGIHandler(Turns(1, PATIENCE_S))
     release_slow.set()
 
 
@@ -94,3 +127,69 @@ def test_the_collector_leaves_what_was_loaded_at_start_alone():
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+async def timed_answer(handler, path_: str) -> tuple[float, int]:
+    started_at = time.monotonic()
+    status, _ = await answer(await started(handler, path_))
+    return time.monotonic() - started_at, status
+
+
+async def test_a_request_waiting_on_a_downstream_gives_its_turn_to_the_next(one_at_a_time):
+    waiting = await started(one_at_a_time, "/aside")
+    await asyncio.sleep(0.05)  # it has its turn, stepped aside and now waits
+    took, status = await timed_answer(one_at_a_time, "/where")
+    assert status == 200 and took < PATIENCE_S / 2  # in at once, not after the patience
+    release_slow.set()
+    assert await answer(waiting) == (200, b"aside")
+
+
+async def test_a_request_that_holds_its_turn_stalls_the_next_for_the_patience_at_most(one_at_a_time):
+    """As a request blocked on a row lock would: it never steps aside, and the worker still serves."""
+    stuck = await started(one_at_a_time, "/slow")
+    await asyncio.sleep(0.05)
+    took, status = await timed_answer(one_at_a_time, "/where")
+    assert status == 200 and PATIENCE_S * 0.9 <= took < PATIENCE_S + 1.0
+    assert await stuck.receive_nothing(timeout=0.05)
+    release_slow.set()
+    assert await answer(stuck) == (200, b"slow")
+
+
+async def test_a_failed_request_gives_its_turn_back(one_at_a_time):
+    assert (await answer(await started(one_at_a_time, "/boom")))[0] == 500
+    for _ in range(3):  # each would wait the whole patience if a turn had been lost
+        took, status = await timed_answer(one_at_a_time, "/where")
+        assert status == 200 and took < PATIENCE_S / 2
+
+
+async def test_turns_are_taken_in_the_order_requests_came():
+    turns = Turns(1, 5)
+    first = await turns.take()
+    order = []
+
+    async def queued(label):
+        give_back = await turns.take()
+        order.append(label)
+        give_back()
+
+    waiting = [asyncio.create_task(queued(n)) for n in range(5)]
+    await asyncio.sleep(0.01)
+    assert order == []  # all wait for the turn the first holds
+    first()
+    first()  # giving a turn back twice frees one turn, not two
+    await asyncio.gather(*waiting)
+    assert order == [0, 1, 2, 3, 4]
+    assert turns._free._value == 1
+
+
+async def test_no_limit_lets_every_request_in_at_once(settings):
+    settings.ROOT_URLCONF = __name__
+    settings.ALLOWED_HOSTS = ["*"]
+    release_slow.clear()
+    handler = PooledThreadsASGIHandler(Turns(0, PATIENCE_S))
+    stuck = await started(handler, "/slow")
+    await asyncio.sleep(0.05)
+    took, status = await timed_answer(handler, "/where")
+    assert status == 200 and took < PATIENCE_S / 2
+    release_slow.set()
+    assert await answer(stuck) == (200, b"slow")
