@@ -150,6 +150,9 @@ AIRLOCK_WEB_TURN_PATIENCE_MS = env_int("AIRLOCK_WEB_TURN_PATIENCE_MS", 250, mini
 # Celery: eager in the embedded default, Redis broker and result backend otherwise.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
+# One result backend (and Redis connection pool) per process, not one per thread: Celery builds it on a
+# thread's first `.delay()`, which cost a request thread more than the rest of queueing its task.
+CELERY_RESULT_BACKEND_THREAD_SAFE = True
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True

@@ -1,5 +1,6 @@
-"""A real Celery worker (prefork, Redis broker, PostgreSQL through the default psycopg pool) keeps its
-database connection from one task to the next, as a web worker does from one request to the next.
+"""What queueing and running a task costs in connections: a real Celery worker (prefork, Redis broker,
+PostgreSQL through the default psycopg pool) keeps its database connection from one task to the next, as a
+web worker does from one request to the next, and the threads that queue tasks share one result backend.
 
 Celery's Django fixup closes every connection and the whole pool around each task (celery#10554), so
 each task of the worker used to open a new pool and a new PostgreSQL connection; console/celery.py and
@@ -10,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -112,3 +114,16 @@ def test_a_connection_postgresql_dropped_between_tasks_is_replaced_not_failed(wo
     _wait_for(lambda: worker.read_text().count("succeeded") >= 4, 30, "three more tasks")
     assert "OperationalError" not in worker.read_text()
     assert " raised unexpected" not in worker.read_text()
+
+
+def test_request_threads_share_one_result_backend_instead_of_building_one_each():
+    """Celery builds its result backend on a thread's first `.delay()`; per thread, a burst of requests on
+    fresh threads each paid for a new backend and Redis connection pool."""
+    first = celery_app.backend
+    seen = []
+    threads = [threading.Thread(target=lambda: seen.append(celery_app.backend)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(backend is first for backend in seen)
