@@ -59,6 +59,20 @@ class ToolNameField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+MAX_BATCH_CALLS = 50
+
+
+def plain_batch(data: object) -> dict | None:
+    """What CallBatchSerializer would make of the usual body, a JSON object with 1 to MAX_BATCH_CALLS calls
+    and no `exposed_tools`, without building its fields (which cost the gate more than the check); None
+    for anything else, which the serializer then judges, errors included."""
+    if type(data) is dict and "exposed_tools" not in data:
+        calls = data.get("calls")
+        if type(calls) is list and 1 <= len(calls) <= MAX_BATCH_CALLS:
+            return {"calls": list(calls)}
+    return None
+
+
 class CallBatchSerializer(serializers.Serializer):
     exposed_tools = serializers.ListField(
         child=ToolNameField(),
@@ -72,7 +86,7 @@ class CallBatchSerializer(serializers.Serializer):
     calls = serializers.ListField(
         child=ProposedCallField(),
         min_length=1,
-        max_length=50,
+        max_length=MAX_BATCH_CALLS,
         help_text="1 to 50 proposed calls, answered one result each, in order. Each call is judged alone: an element "
         "that is not a well-formed call (not an object, a NUL character or lone surrogate in a string or "
         "key, an integer beyond ±(2**53 - 1), nesting deeper than 64 levels) gets a `validation` result "

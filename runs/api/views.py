@@ -22,6 +22,7 @@ from runs.api.serializers import (
     RunFinishedSerializer,
     RunFinishSerializer,
     RunSummarySerializer,
+    plain_batch,
 )
 from runs.models import Run, ToolCall
 
@@ -89,13 +90,15 @@ class RunCalls(APIView):
             run, preloaded = _run_for_agent(request, run_id), None
         else:
             run, preloaded = found
-        serializer = CallBatchSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        batch = plain_batch(request.data)
+        if batch is None:
+            serializer = CallBatchSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            batch = serializer.validated_data
         if not lifecycle.is_open(run.status):
             return Response(
                 error_body("validation", "run_closed", f"The run is {run.status}; start a new run."), status=409
             )
-        batch = serializer.validated_data
         results = gate.process_batch(
             run=run, calls=batch["calls"], preloaded=preloaded, exposed_tools=batch.get("exposed_tools")
         )
