@@ -78,7 +78,8 @@ class ToolCallQuerySet(TenantScopedQuerySet):
 class ToolCall(models.Model):
     """A call an agent proposed in a run, with the gate's verdict and the outcome."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="calls")
+    # No index of its own: the unique (run, call_id) constraint begins with it.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="calls", db_index=False)
     call_id = models.CharField(max_length=200, help_text="The agent's id for the call, unique in the run.")
     position = models.PositiveIntegerField(default=0, help_text="Order within its batch.")
     name = models.CharField(max_length=200)
