@@ -13,9 +13,17 @@ from approvals import delivery, notifications, services
 from runs.services import CallHeldElsewhere
 
 RESUME_MAX_RETRIES = 5
+RESUME_QUEUE = "resume"  # its own queue (CELERY_TASK_QUEUES): never behind a burst of notifications
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True, max_retries=RESUME_MAX_RETRIES)
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    max_retries=RESUME_MAX_RETRIES,
+    queue=RESUME_QUEUE,
+)
 def resume_call(self, approval_id: int) -> None:
     """Resume the paused call of a decided request; running it twice acts once."""
     try:

@@ -270,11 +270,14 @@ def run() -> list[Figure]:
         print(f"[bench] approvals needs Redis and PostgreSQL: {exc}", file=sys.stderr)
         return []
     workdir = Path(tempfile.mkdtemp(prefix="airlock-bench-approvals-"))
+    receiver = _Receiver()
     env = server_env(
         workdir,
         DATABASE_URL=_database_url(),
         REDIS_URL=_redis_url(),
         AIRLOCK_ALLOW_PRIVATE_CALLBACKS="1",
+        # the webhook receiver is this process on loopback: let the worker reach it, and only it
+        AIRLOCK_EGRESS_PORTS=str(receiver.server.server_address[1]),
         AIRLOCK_CHANNEL_PREFIX=f"benchappr{os.getpid()}",
     )
     seeded = json.loads(
@@ -319,7 +322,6 @@ def run() -> list[Figure]:
         stdout=worker_log.open("w"),
         stderr=subprocess.STDOUT,
     )
-    receiver = _Receiver()
     figures: list[Figure] = []
     try:
 

@@ -14,6 +14,7 @@ the way). Run alone: `.venv/bin/python -m bench.execution`.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -22,7 +23,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bench.common import Figure, percentile, print_table
+from bench.common import Figure, free_port, percentile, print_table
 
 ROOT = Path(__file__).resolve().parent.parent
 CALLS = 400
@@ -107,7 +108,7 @@ def child() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Tool)
+    server = ThreadingHTTPServer(("127.0.0.1", int(os.environ["BENCH_TOOL_PORT"])), _Tool)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/orders/get"
@@ -139,7 +140,15 @@ def run() -> list[Figure]:
     with tempfile.TemporaryDirectory() as tmp:
         from bench.gate import _server_env  # DEBUG off, signing key, own SQLite database in tmp
 
-        env = {**_server_env(Path(tmp)), "DATABASE_URL": f"sqlite:///{tmp}/bench_execution.sqlite3"}
+        port = free_port()
+        env = {
+            **_server_env(Path(tmp)),
+            "DATABASE_URL": f"sqlite:///{tmp}/bench_execution.sqlite3",
+            # the tool is the child's own HTTP server on loopback: let the gate reach it, and only it
+            "BENCH_TOOL_PORT": str(port),
+            "AIRLOCK_EGRESS_ALLOW_HOSTS": "127.0.0.1",
+            "AIRLOCK_EGRESS_PORTS": str(port),
+        }
         out = subprocess.run(
             [sys.executable, "-m", "bench.execution", "--child"],
             cwd=ROOT,

@@ -1,0 +1,95 @@
+"""Resuming an approved call does not wait behind a burst of notifications: a real worker (prefork, one
+process, Redis broker, PostgreSQL), started as a deployment starts it (no -Q), has a backlog of e-mail
+tasks when a person approves; the approved call runs while most of that backlog is still queued."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+from django.conf import settings
+
+from approvals.models import ApprovalRequest
+from approvals.services import decide_approval
+from approvals.tasks import RESUME_QUEUE, resume_call, send_notice_mail
+from console.celery import app as celery_app
+from tests.approvals.gate_world import build_refund_world
+from tests.runs.conftest import post_calls, start_run
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+
+BACKLOG = 1500  # notification tasks queued before the decision (each a no-op on a notice that is gone)
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def worker(tmp_path, monkeypatch):
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("AIRLOCK_TEST_LEDGER", str(ledger))
+    database = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "AIRLOCK_TEST_LEDGER": str(ledger),
+    }
+    log = tmp_path / "worker.log"
+    celery_app.conf.task_always_eager = False
+    celery_app.control.purge()
+    command = [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool=prefork", "--concurrency=1"]
+    command += ["-n", f"resume{os.getpid()}@%h", "-I", "tests.approvals.worker_tools", "--loglevel=INFO"]
+    command += ["--without-gossip", "--without-mingle"]
+    process = subprocess.Popen(
+        command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, cwd=settings.BASE_DIR
+    )
+    try:
+        _wait_for(lambda: "ready" in log.read_text(), 60, "the worker")
+        yield log
+    finally:
+        celery_app.control.purge()
+        celery_app.conf.task_always_eager = True
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_the_resume_task_has_its_own_queue_and_a_plain_worker_consumes_it():
+    assert resume_call.queue == RESUME_QUEUE
+    assert RESUME_QUEUE in {queue.name for queue in settings.CELERY_TASK_QUEUES}
+    assert getattr(send_notice_mail, "queue", None) is None  # the default queue
+
+
+def test_an_approved_call_runs_before_a_backlog_of_notifications_drains(worker, agent_client, acme, approver):
+    build_refund_world(acme)
+    run = start_run(agent_client)
+    result = post_calls(
+        agent_client,
+        run["run_id"],
+        [{"call_id": "a", "name": "billing.create_refund", "arguments": {"customer_id": "c-1", "amount_cents": 5}}],
+    ).json()["results"][0]
+    approval = ApprovalRequest.objects.get(pk=result["approval_id"])
+    for notice_id in range(10**9, 10**9 + BACKLOG):
+        send_notice_mail.delay(notice_id)
+    queued = redis.Redis.from_url(settings.REDIS_URL)
+    assert queued.llen("celery") > BACKLOG / 2  # the worker is still busy with the backlog
+
+    decide_approval(approval=approval, user=approver, decision="approve")  # enqueued on commit
+    _wait_for(lambda: ApprovalRequest.objects.get(pk=approval.pk).completed_at is not None, 60, "the resume")
+    left = queued.llen("celery")
+    assert left > BACKLOG / 4, f"the approved call waited for the backlog: {left} of {BACKLOG} notifications left"
+    approval.refresh_from_db()
+    assert approval.status == "executed"
