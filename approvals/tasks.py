@@ -13,7 +13,10 @@ from approvals import delivery, notifications, services
 from runs.services import CallHeldElsewhere
 
 RESUME_MAX_RETRIES = 5
-RESUME_QUEUE = "resume"  # its own queue (CELERY_TASK_QUEUES): never behind a burst of notifications
+# Queues of their own (CELERY_TASK_QUEUES) for what an agent is waiting for, so that neither waits behind a
+# burst of notifications, nor a resume behind a slow webhook receiver.
+RESUME_QUEUE = "resume"
+WEBHOOK_QUEUE = "webhooks"
 
 
 @shared_task(
@@ -38,7 +41,7 @@ def resume_call(self, approval_id: int) -> None:
         raise self.retry(exc=exc, countdown=min(300, 2**self.request.retries) + random.random()) from exc
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True, queue=WEBHOOK_QUEUE)
 def deliver_webhook(delivery_id: str) -> None:
     delivery.attempt_delivery(delivery_id=delivery_id)
 

@@ -168,11 +168,11 @@ CELERY_DB_REUSE_MAX = 500
 # A resume task that is not acknowledged within this window is delivered again; tasks are
 # idempotent (they claim their row first), so redelivery is safe. Keep it above the longest task.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 900, minimum=30)}
-# Two queues, and a worker started without -Q consumes both, taking them in turn: resuming an approved call
-# never waits behind a burst of notifications (an approval in a tenant of 100 approvers queues 100 e-mails).
-# A worker given -Q must name both.
+# Three queues, and a worker started without -Q consumes them all, taking them in turn: resuming an approved
+# call or telling its agent never waits behind a burst of notifications (an approval in a tenant of 100
+# approvers queues 100 e-mails). A worker given -Q must name all three.
 CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_TASK_QUEUES = [Queue("celery"), Queue("resume")]  # "resume": approvals.tasks.RESUME_QUEUE
+CELERY_TASK_QUEUES = [Queue("celery"), Queue("resume"), Queue("webhooks")]  # approvals.tasks.*_QUEUE
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Every periodic task, in one place (beat in a deployment, `run_periodic` in the embedded mode);

@@ -14,7 +14,7 @@ from django.conf import settings
 
 from approvals.models import ApprovalRequest
 from approvals.services import decide_approval
-from approvals.tasks import RESUME_QUEUE, resume_call, send_notice_mail
+from approvals.tasks import RESUME_QUEUE, WEBHOOK_QUEUE, deliver_webhook, resume_call, send_notice_mail
 from console.celery import app as celery_app
 from tests.approvals.gate_world import build_refund_world
 from tests.runs.conftest import post_calls, start_run
@@ -67,9 +67,10 @@ def worker(tmp_path, monkeypatch):
             os.killpg(process.pid, signal.SIGKILL)
 
 
-def test_the_resume_task_has_its_own_queue_and_a_plain_worker_consumes_it():
-    assert resume_call.queue == RESUME_QUEUE
-    assert RESUME_QUEUE in {queue.name for queue in settings.CELERY_TASK_QUEUES}
+def test_what_agents_wait_for_has_queues_of_its_own_that_a_plain_worker_consumes():
+    assert resume_call.queue == RESUME_QUEUE and deliver_webhook.queue == WEBHOOK_QUEUE
+    assert {RESUME_QUEUE, WEBHOOK_QUEUE} <= {queue.name for queue in settings.CELERY_TASK_QUEUES}
+    assert {RESUME_QUEUE, WEBHOOK_QUEUE} <= set(celery_app.amqp.queues)  # what a worker without -Q consumes
     assert getattr(send_notice_mail, "queue", None) is None  # the default queue
 
 
