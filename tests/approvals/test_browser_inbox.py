@@ -9,9 +9,6 @@ worker subprocess on PostgreSQL, and saves docs/inbox.png.
 
 import os
 import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,6 +23,7 @@ from approvals.models import ApprovalRequest
 from console.celery import app as celery_app
 from tests.approvals.gate_world import build_refund_world
 from tests.browser.conftest import *  # noqa: F403 - asgi_live_server, page, login_as (browser: below)
+from tests.celery_worker import start_worker, stop_worker, worker_env
 
 pytestmark = pytest.mark.browser
 
@@ -186,44 +184,13 @@ def test_live_inbox_with_redis_and_worker(
 
     channel_layers.backends.clear()  # settings.CHANNEL_LAYERS is channels_redis (REDIS_URL is set)
     assert "Redis" in settings.CHANNEL_LAYERS["default"]["BACKEND"]
-    database = settings.DATABASES["default"]
     ledger = tmp_path / "ledger.jsonl"
     monkeypatch.setenv("AIRLOCK_TEST_LEDGER", str(ledger))
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-        "AIRLOCK_TEST_LEDGER": str(ledger),
-    }
     log = tmp_path / "worker.log"
-    worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "console",
-            "worker",
-            "--pool=solo",
-            "-n",
-            "browser@%h",
-            "-I",
-            "tests.approvals.worker_tools",
-            "--without-gossip",
-            "--without-mingle",
-            "--loglevel=INFO",
-        ],
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=settings.BASE_DIR,
-    )
+    env = worker_env(AIRLOCK_TEST_LEDGER=str(ledger))
+    worker = start_worker("browser", log, env, "--pool=solo", "-I", "tests.approvals.worker_tools")
     celery_app.conf.task_always_eager = False
     try:
-        deadline = time.monotonic() + 30
-        while "ready" not in log.read_text():
-            assert time.monotonic() < deadline and worker.poll() is None, log.read_text()[-2000:]
-            time.sleep(0.2)
         _flow(
             asgi_live_server,
             page,
@@ -238,5 +205,4 @@ def test_live_inbox_with_redis_and_worker(
         assert "approvals.tasks.resume_call" in log.read_text()  # the worker, not the server, resumed it
     finally:
         celery_app.conf.task_always_eager = True
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(15)
+        stop_worker(worker)

@@ -3,10 +3,6 @@ process, Redis broker, PostgreSQL), started as a deployment starts it (no -Q), h
 tasks when a person approves; the approved call runs while most of that backlog is still queued."""
 
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import redis
@@ -17,6 +13,7 @@ from approvals.services import decide_approval
 from approvals.tasks import RESUME_QUEUE, WEBHOOK_QUEUE, deliver_webhook, resume_call, send_notice_mail
 from console.celery import app as celery_app
 from tests.approvals.gate_world import build_refund_world
+from tests.celery_worker import start_worker, stop_worker, wait_for, worker_env
 from tests.runs.conftest import post_calls, start_run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -24,47 +21,27 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(tra
 BACKLOG = 1500  # notification tasks queued before the decision (each a no-op on a notice that is gone)
 
 
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def worker(tmp_path, monkeypatch):
     ledger = tmp_path / "ledger.jsonl"
     monkeypatch.setenv("AIRLOCK_TEST_LEDGER", str(ledger))
-    database = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "AIRLOCK_TEST_LEDGER": str(ledger),
-    }
-    log = tmp_path / "worker.log"
     celery_app.conf.task_always_eager = False
     celery_app.control.purge()
-    command = [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool=prefork", "--concurrency=1"]
-    command += ["-n", f"resume{os.getpid()}@%h", "-I", "tests.approvals.worker_tools", "--loglevel=INFO"]
-    command += ["--without-gossip", "--without-mingle"]
-    process = subprocess.Popen(
-        command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, cwd=settings.BASE_DIR
+    process = start_worker(
+        f"resume{os.getpid()}",
+        tmp_path / "worker.log",
+        worker_env(AIRLOCK_TEST_LEDGER=str(ledger)),
+        "--pool=prefork",
+        "--concurrency=1",
+        "-I",
+        "tests.approvals.worker_tools",
     )
     try:
-        _wait_for(lambda: "ready" in log.read_text(), 60, "the worker")
-        yield log
+        yield
     finally:
         celery_app.control.purge()
         celery_app.conf.task_always_eager = True
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        stop_worker(process)
 
 
 def test_what_agents_wait_for_has_queues_of_its_own_that_a_plain_worker_consumes():
@@ -89,7 +66,7 @@ def test_an_approved_call_runs_before_a_backlog_of_notifications_drains(worker, 
     assert queued.llen("celery") > BACKLOG / 2  # the worker is still busy with the backlog
 
     decide_approval(approval=approval, user=approver, decision="approve")  # enqueued on commit
-    _wait_for(lambda: ApprovalRequest.objects.get(pk=approval.pk).completed_at is not None, 60, "the resume")
+    wait_for(lambda: ApprovalRequest.objects.get(pk=approval.pk).completed_at is not None, 60, "the resume")
     left = queued.llen("celery")
     assert left > BACKLOG / 4, f"the approved call waited for the backlog: {left} of {BACKLOG} notifications left"
     approval.refresh_from_db()

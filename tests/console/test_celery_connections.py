@@ -8,18 +8,15 @@ CELERY_DB_REUSE_MAX keep the pool. PostgreSQL's own count of sessions opened on 
 witness."""
 
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from approvals.tasks import expire_approvals
 from console.celery import app as celery_app
+from tests.celery_worker import start_worker, stop_worker, wait_for, worker_env
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -34,69 +31,29 @@ def _sessions_opened() -> int:
         return cursor.fetchone()[0]
 
 
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def worker(tmp_path):
-    database = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "PGAPPNAME": WORKER_APPLICATION,  # libpq's: names the worker's sessions in pg_stat_activity
-    }
     log = tmp_path / "worker.log"
     celery_app.conf.task_always_eager = False
     celery_app.control.purge()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "console",
-            "worker",
-            "--pool=prefork",
-            "--concurrency=1",
-            "-n",
-            f"connections{os.getpid()}@%h",
-            "--loglevel=INFO",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=settings.BASE_DIR,
+    # PGAPPNAME is libpq's: it names the worker's sessions in pg_stat_activity
+    process = start_worker(
+        f"connections{os.getpid()}", log, worker_env(PGAPPNAME=WORKER_APPLICATION), "--pool=prefork", "--concurrency=1"
     )
     try:
-        _wait_for(lambda: "ready" in log.read_text(), 60, "the worker")
         yield log
     finally:
         celery_app.conf.task_always_eager = True
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        stop_worker(process)
 
 
 def test_a_worker_does_not_open_a_database_connection_for_every_task(worker):
     expire_approvals.delay()  # the child's first task opens its pool and connection
-    _wait_for(lambda: "succeeded" in worker.read_text(), 30, "the first task")
+    wait_for(lambda: "succeeded" in worker.read_text(), 30, "the first task")
     before = _sessions_opened()
     for _ in range(TASKS):
         expire_approvals.delay()
-    _wait_for(lambda: worker.read_text().count("succeeded") >= TASKS + 1, 60, f"{TASKS} more tasks")
+    wait_for(lambda: worker.read_text().count("succeeded") >= TASKS + 1, 60, f"{TASKS} more tasks")
     deadline = time.monotonic() + 1.5  # backends report their statistics within a second
     while (opened := _sessions_opened() - before) <= 2 and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -105,7 +62,7 @@ def test_a_worker_does_not_open_a_database_connection_for_every_task(worker):
 
 def test_a_connection_postgresql_dropped_between_tasks_is_replaced_not_failed(worker):
     expire_approvals.delay()
-    _wait_for(lambda: "succeeded" in worker.read_text(), 30, "the first task")
+    wait_for(lambda: "succeeded" in worker.read_text(), 30, "the first task")
     with connection.cursor() as cursor:  # as a PostgreSQL restart or an idle-session timeout would
         cursor.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
@@ -114,7 +71,7 @@ def test_a_connection_postgresql_dropped_between_tasks_is_replaced_not_failed(wo
         assert cursor.fetchone()[0] >= 1  # the worker's pooled connection
     for _ in range(3):
         expire_approvals.delay()
-    _wait_for(lambda: worker.read_text().count("succeeded") >= 4, 30, "three more tasks")
+    wait_for(lambda: worker.read_text().count("succeeded") >= 4, 30, "three more tasks")
     assert "OperationalError" not in worker.read_text()
     assert " raised unexpected" not in worker.read_text()
 

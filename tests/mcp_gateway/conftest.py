@@ -4,11 +4,7 @@ that records when each call reached it, a small catalog, and the official MCP cl
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +26,7 @@ from console.services import create_agent, create_personal_token
 from mcp_gateway.asgi import with_mcp
 from registry.snapshots import publish_snapshot
 from tests.approvals.gate_world import build_refund_world
+from tests.celery_worker import start_worker, stop_worker, worker_env
 from tests.runs.factories import grant, make_skill, published_policy, rule
 
 DOWNSTREAM_SECONDS = 0.3  # long enough that two overlapping calls could not be missed
@@ -177,34 +174,16 @@ def approver_token(approver) -> str:
 def celery_worker(settings, tmp_path, monkeypatch) -> Iterator[Path]:
     """A real Celery worker process on the test database: it resumes approved calls (the downstream
     refund tool of tests/approvals/worker_tools.py records each real effect in a shared ledger)."""
-    database = settings.DATABASES["default"]
     ledger = tmp_path / "ledger.jsonl"
     monkeypatch.setenv("AIRLOCK_TEST_LEDGER", str(ledger))
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "AIRLOCK_TEST_LEDGER": str(ledger),
-    }
     log = tmp_path / "worker.log"
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool=solo", "-n", "mcp@%h"]
-        + ["-I", "tests.approvals.worker_tools", "--without-gossip", "--without-mingle", "--loglevel=INFO"],
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=settings.BASE_DIR,
-    )
     celery_app.conf.task_always_eager = False
     celery_app.control.purge()
+    worker = start_worker(
+        "mcp", log, worker_env(AIRLOCK_TEST_LEDGER=str(ledger)), "--pool=solo", "-I", "tests.approvals.worker_tools"
+    )
     try:
-        deadline = time.monotonic() + 30
-        while "ready" not in log.read_text():
-            assert time.monotonic() < deadline and worker.poll() is None, log.read_text()[-2000:]
-            time.sleep(0.2)
         yield log
     finally:
         celery_app.conf.task_always_eager = True
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(15)
+        stop_worker(worker)

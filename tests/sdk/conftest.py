@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +17,7 @@ from console.services import create_personal_token
 from registry.snapshots import publish_snapshot
 from runs.adapters.python import register
 from tests.browser.conftest import asgi_live_server  # noqa: F401 - reused fixture
+from tests.celery_worker import start_worker, stop_worker, worker_env
 from tests.runs.factories import grant, make_skill
 
 ORDER_SCHEMA = {
@@ -259,23 +257,6 @@ def person(asgi_live_server, approver_token) -> Person:
     return Person(asgi_live_server.url, approver_token)
 
 
-def _celery_worker_command() -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "console",
-        "worker",
-        "--pool=solo",
-        "-n",
-        f"sdk-{os.getpid()}@%h",
-        "--loglevel=INFO",
-        "--without-gossip",
-        "--without-mingle",
-    ]
-
-
 @pytest.fixture(scope="module")
 def _worker_process(django_db_setup, tmp_path_factory):
     """One real Celery worker (subprocess, Redis broker) per test module, on the test database. Not per
@@ -286,34 +267,13 @@ def _worker_process(django_db_setup, tmp_path_factory):
         yield None
         return
     log = tmp_path_factory.mktemp("celery") / "worker.log"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "console.settings",
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-        "REDIS_URL": django_settings.REDIS_URL,
-        "AIRLOCK_EGRESS_ALLOW_PRIVATE": "1",  # the downstream is on loopback
-    }
     celery_app.control.purge()  # no stale tasks from earlier runs
-    worker = subprocess.Popen(
-        _celery_worker_command(),
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        cwd=django_settings.BASE_DIR,
-    )
+    # the downstream is on loopback
+    worker = start_worker(f"sdk-{os.getpid()}", log, worker_env(AIRLOCK_EGRESS_ALLOW_PRIVATE="1"), "--pool=solo")
     try:
-        deadline = time.monotonic() + 30
-        while "ready" not in log.read_text():
-            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.2)
         yield log
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
+        stop_worker(worker)
 
 
 @pytest.fixture
