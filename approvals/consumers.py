@@ -74,9 +74,7 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
 
     async def _still_allowed(self) -> bool:
         session = self.scope.get("session")
-        # Not thread-sensitive: every socket of a tenant checks before the same message, and on one shared
-        # thread a hundred approvers' checks ran one after another.
-        code = await database_sync_to_async(_refusal, thread_sensitive=False)(
+        code = await database_sync_to_async(_refusal)(
             getattr(session, "session_key", None), self.scope["user"].pk, self.tenant_ids
         )
         if code is None:
