@@ -179,7 +179,12 @@ async def test_turns_are_taken_in_the_order_requests_came():
     first()  # giving a turn back twice frees one turn, not two
     await asyncio.gather(*waiting)
     assert order == [0, 1, 2, 3, 4]
-    assert turns._free._value == 1
+    held = await turns.take()  # the one free turn
+    next_in_line = asyncio.create_task(turns.take())
+    await asyncio.sleep(0.05)
+    assert not next_in_line.done()  # a second free turn would have let it in
+    held()
+    (await next_in_line)()
 
 
 async def test_no_limit_lets_every_request_in_at_once(settings):
@@ -193,3 +198,40 @@ async def test_no_limit_lets_every_request_in_at_once(settings):
     assert status == 200 and took < PATIENCE_S / 2
     release_slow.set()
     assert await answer(stuck) == (200, b"slow")
+
+
+def http_scope(path_: str, query: bytes, key: str) -> dict:
+    return {
+        **scope(path_),
+        "query_string": query,
+        "headers": [(b"host", b"testserver"), (b"authorization", f"Bearer {key}".encode())],
+    }
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+async def test_an_agent_waiting_on_its_runs_events_does_not_hold_up_the_worker(settings, agent_and_key):
+    """The real app, one request at a time and a patience longer than the test: a long poll steps aside
+    while it waits, so another request is served at once, and the poll still ends when it should."""
+    from asgiref.sync import sync_to_async
+    from rest_framework.test import APIClient
+
+    from tests.runs.conftest import start_run
+
+    settings.ALLOWED_HOSTS = ["*"]
+    _, key = agent_and_key
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    run_id = (await sync_to_async(start_run)(client))["run_id"]
+    handler = PooledThreadsASGIHandler(Turns(1, 30))
+    poll = ApplicationCommunicator(handler, http_scope(f"/api/v1/runs/{run_id}/events", b"wait=2", key))
+    await poll.send_input({"type": "http.request", "body": b""})
+    await asyncio.sleep(0.5)  # the poll has read the feed and waits for the run's next event
+    assert await poll.receive_nothing(timeout=0.05)
+    started_at = time.monotonic()
+    other = ApplicationCommunicator(handler, http_scope(f"/api/v1/runs/{run_id}", b"", key))
+    await other.send_input({"type": "http.request", "body": b""})
+    status, _ = await answer(other)
+    assert status == 200 and time.monotonic() - started_at < 1.0  # not after the poll's 2 s, nor the patience
+    start = await poll.receive_output(timeout=5)
+    assert start["status"] == 200
