@@ -226,12 +226,11 @@ async def test_an_agent_waiting_on_its_runs_events_does_not_hold_up_the_worker(s
     handler = PooledThreadsASGIHandler(Turns(1, 30))
     poll = ApplicationCommunicator(handler, http_scope(f"/api/v1/runs/{run_id}/events", b"wait=2", key))
     await poll.send_input({"type": "http.request", "body": b""})
-    await asyncio.sleep(0.5)  # the poll has read the feed and waits for the run's next event
-    assert await poll.receive_nothing(timeout=0.05)
     started_at = time.monotonic()
     other = ApplicationCommunicator(handler, http_scope(f"/api/v1/runs/{run_id}", b"", key))
-    await other.send_input({"type": "http.request", "body": b""})
+    await other.send_input({"type": "http.request", "body": b""})  # queued behind the poll's first read
     status, _ = await answer(other)
     assert status == 200 and time.monotonic() - started_at < 1.0  # not after the poll's 2 s, nor the patience
+    assert await poll.receive_nothing(timeout=0.05)  # the poll is still waiting for the run's next event
     start = await poll.receive_output(timeout=5)
     assert start["status"] == 200
