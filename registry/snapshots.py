@@ -126,9 +126,11 @@ def latest_index() -> SnapshotIndex:
     return index_for(Snapshot.objects.get(number=latest[0]))
 
 
-def latest_snapshot() -> Snapshot:
-    """The newest snapshot, publishing snapshot 1 when the registry has never published one."""
-    snapshot = Snapshot.objects.order_by("-number").first()
+def latest_snapshot(*, with_body: bool = True) -> Snapshot:
+    """The newest snapshot, publishing snapshot 1 when the registry has never published one. Without its
+    body (megabytes for a large catalog) when the caller only pins it: `index_for` reads it on a miss."""
+    newest = Snapshot.objects.order_by("-number")
+    snapshot = (newest if with_body else newest.defer("body")).first()
     if snapshot is None:
         with transaction.atomic():
             snapshot = Snapshot.objects.order_by("-number").first() or publish_snapshot(reason="initial snapshot")

@@ -2,25 +2,30 @@
 
 The gate decides a call when it arrives (`permitted`, `decide`); every path that later acts on it
 (the gate's own writes, an approved resume, an edited approval, a client-executed result, a
-pipeline step, a long-running job's end) calls `live_refusal` first. It reads the current rows,
-not the run's pinned snapshot or anything cached: the agent is active, a grant still covers the
-skill for this tenant and agent role, the skill version is still callable, the run is open, and
-the policy on the final arguments is no worse than the verdict that was approved.
+pipeline step, a long-running job's end) calls `live_refusal` first. It checks the state as of that
+moment, not the run's pinned snapshot: the agent is active, a grant still covers the skill for this
+tenant and agent role, the skill version is still callable, the run is open, and the policy on the
+final arguments is no worse than the verdict that was approved. One query reads the run, its agent and
+the gate generation; grants, policies and the version's standing come from the gate caches for exactly
+that generation (runs/gate_cache.py), which the database bumps in the same transaction as any change to
+them, so they are as current as the rows themselves.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db.models import Subquery
 from django.utils import timezone
 
+from console.models import GateGeneration
 from policies import grants as grant_lookup
 from policies.engine import VERDICT_RANK, Decision
 from policies.services import ActivePolicies, evaluate_with_shadow, load_active_policies
 from registry.models import SkillVersion, VersionStatus
 from registry.offering import offers_role, offers_tenant
 from registry.snapshots import ResolvedSkill, index_for
-from runs import lifecycle
+from runs import gate_cache, lifecycle
 from runs.errors import CallError, Declined, NotPermitted
 from runs.models import Run
 
@@ -140,40 +145,48 @@ def live_refusal(
     approved_verdict: str,
     policies: ActivePolicies | None = None,
 ) -> CallError | None:
-    """The reason this call must not execute now, or None. Reads live rows (four small queries).
+    """The reason this call must not execute now, or None. One query, plus the gate caches' loads when
+    the generation moved since they were filled.
 
     `arguments=None` skips the policy: a long-running job's end delivers what already ran, and its
     raw arguments are gone by then.
     """
-    row = Run.objects.filter(pk=run.pk).values_list("status", "tainted", "taint_source", "agent__revoked_at").first()
+    generation = GateGeneration.objects.filter(pk=1)
+    row = (
+        Run.objects.filter(pk=run.pk)
+        .annotate(gate_epoch=Subquery(generation.values("epoch")), gate_number=Subquery(generation.values("number")))
+        .values_list("status", "tainted", "taint_source", "agent__revoked_at", "gate_epoch", "gate_number")
+        .first()
+    )
     if row is None:
         return NotPermitted("The run no longer exists.", code="run_closed")
-    status, tainted, taint_source, agent_revoked_at = row
+    status, tainted, taint_source, agent_revoked_at, epoch, number = row
     if agent_revoked_at is not None:
         return NotPermitted("The agent's key was revoked; nothing runs for it any more.", code="agent_revoked")
     if not lifecycle.is_open(status):
         return NotPermitted(f"The run is {status}; nothing more runs in it.", code="run_closed")
+    live = (epoch, number) if epoch is not None else None  # no generation row: every lookup reads live
     facts = RunFacts.of(run, tainted=tainted, taint_source=taint_source)
     try:
         permitted(
             skill,
             facts,
-            grant_lookup.active_grants(tenant_id=run.tenant_id, agent_role=facts.agent_role),
+            gate_cache.active_grants(tenant_id=run.tenant_id, agent_role=facts.agent_role, generation=live),
             no_grant_code="grant_revoked",
         )
     except NotPermitted as exc:
         return NotPermitted(f"The grant for {skill.name} was revoked: {exc.message}", code="grant_revoked")
-    refusal = skill_refusal(skill)
+    refusal = skill_refusal(skill, generation=live)
     if refusal is not None or arguments is None:
         return refusal
-    decision = decide(skill, facts, arguments, policies=policies or load_active_policies())
+    decision = decide(skill, facts, arguments, policies=policies or gate_cache.active_policies(generation=live))
     return policy_refusal(decision, approved_verdict=approved_verdict)
 
 
-def skill_refusal(skill: ResolvedSkill) -> NotPermitted | None:
+def skill_refusal(skill: ResolvedSkill, *, generation: gate_cache.Generation = None) -> NotPermitted | None:
     if skill.builtin:
         return None
-    version = SkillVersion.objects.filter(pk=skill.skill_version_id).values_list("status", "sunset_at").first()
+    version = gate_cache.version_standing(skill.skill_version_id, generation=generation)
     if version is None or version[0] not in CALLABLE_STATUSES:
         replacement = replacement_of(skill)
         return NotPermitted(

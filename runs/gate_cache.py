@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any, TypeVar
 
 from django.utils import timezone
@@ -70,6 +71,7 @@ _grants = PerGeneration()
 _policies = PerGeneration()
 _statuses = PerGeneration()
 _callable = PerGeneration()
+_standing = PerGeneration()
 
 
 def active_grants(*, tenant_id: int, agent_role: str, generation: Generation) -> list[tuple[str, list[str]]]:
@@ -93,6 +95,15 @@ def version_statuses(version_ids: Iterable[int], *, generation: Generation) -> d
         generation,
         version_ids,
         lambda ids: dict(SkillVersion.objects.filter(pk__in=ids).order_by().values_list("pk", "status")),
+    )
+
+
+def version_standing(version_id: int, *, generation: Generation) -> tuple[str, datetime | None] | None:
+    """(status, sunset_at) of one skill version now, or None if it is gone: what a live check needs."""
+    return _standing.get(
+        generation,
+        version_id,
+        lambda: SkillVersion.objects.filter(pk=version_id).values_list("status", "sunset_at").first(),
     )
 
 

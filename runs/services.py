@@ -15,7 +15,7 @@ from runs.errors import Internal, NotPermitted, TimeoutUnknown
 from runs.events import append_event
 from runs.gate import invocation_context
 from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
-from traces.recording import ensure_trace, record_span, record_span_safely
+from traces.recording import record_span, record_span_safely, start_trace
 from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ def start_run(
 ) -> Run:
     """A run pinned to the newest snapshot, bound to the end user the agent acts for. Secrets in the
     task (an API key pasted into a prompt) are masked before it is stored."""
-    snapshot = latest_snapshot()
+    snapshot = latest_snapshot(with_body=False)
     task, end_user = redact_text(task), redact_text(end_user, limit=200)
     with transaction.atomic():
         run = Run.objects.create(
@@ -39,7 +39,7 @@ def start_run(
             webhook_secret=secrets.token_urlsafe(32) if callback_url else "",
             snapshot=snapshot,
         )
-        ensure_trace(run)
+        start_trace(run)
     return run
 
 

@@ -55,20 +55,32 @@ def ensure_trace(run: Run) -> Trace:
     return trace
 
 
+def start_trace(run: Run) -> Trace:
+    """The trace of a run created in this transaction. Its trace id is the new run's random id, which no
+    agent could have known to open through ingest: one INSERT, none of `ensure_trace`'s adoption."""
+    trace = Trace.objects.create(tenant_id=run.tenant_id, trace_id=trace_id_for_run(run), **_trace_fields(run))
+    setattr(run, _TRACE_CACHE_ATTR, trace)
+    return trace
+
+
 def adopt_trace(run: Run, trace_pk: int) -> None:
     """Tell `ensure_trace` the run's trace id, read by the caller with the run: it skips its lookup."""
     setattr(run, _TRACE_CACHE_ATTR, Trace(pk=trace_pk, tenant_id=run.tenant_id, run_id=run.pk))
 
 
-def _create_or_adopt(run: Run) -> Trace:
-    trace_id = trace_id_for_run(run)
-    fields = {
+def _trace_fields(run: Run) -> dict[str, Any]:
+    return {
         "run_id": run.pk,
         "agent_id": run.agent_id,
         "end_user": run.end_user,
         "name": redact_text(run.task or "run", limit=300),
         "started_at": run.created_at,
     }
+
+
+def _create_or_adopt(run: Run) -> Trace:
+    trace_id = trace_id_for_run(run)
+    fields = _trace_fields(run)
     try:
         with transaction.atomic():
             trace, created = Trace.objects.get_or_create(tenant_id=run.tenant_id, trace_id=trace_id, defaults=fields)

@@ -129,3 +129,49 @@ def test_single_read_call_is_at_most_four_sql_statements(agent_client, reader):
     assert response.json()["results"][0]["status"] == "ok"
     statements = [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(TRANSACTION_CONTROL)]
     assert len(statements) <= 4, "\n".join(statements)
+
+
+@pytest.fixture
+def writer(acme):
+    version = make_skill("orders.note", effect="write", adapter="python:test.echo", publish=False)
+    grant(acme, "orders.*")
+    from registry.snapshots import publish_snapshot
+
+    publish_snapshot(reason="test")
+    return version
+
+
+def _write(agent_client, run_id, call_id, **extra):
+    return post_calls(agent_client, run_id, [call(call_id, "orders.note", {"n": call_id}, **extra)]).json()["results"]
+
+
+def test_a_write_is_checked_live_in_one_statement_once_the_caches_are_warm(agent_client, writer):
+    """Before a write executes, the run, its agent and the gate generation are read again in one SELECT;
+    grants, policies and the version's standing come from the caches that generation keeps valid."""
+    run_id = start_run(agent_client)["run_id"]
+    assert _write(agent_client, run_id, "warm")[0]["status"] == "ok"
+    with CaptureQueriesContext(connection) as queries:
+        assert _write(agent_client, run_id, "w1")[0]["status"] == "ok"
+    statements = [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(TRANSACTION_CONTROL)]
+    cached_tables = ("policies_grant", "policies_policyversion", "registry_skillversion")
+    assert not [s for s in statements if any(table in s for table in cached_tables)], "\n".join(statements)
+    live_checks = [s for s in statements if "console_gategeneration" in s and "revoked_at" in s]
+    assert len(live_checks) == 2, "\n".join(statements)  # the batch's own query, then the check before the write
+
+
+def test_a_sunset_moved_into_the_past_stops_the_next_write(agent_client, writer):
+    """Deprecated with a sunset next week, then an operator's bare UPDATE of sunset_at alone (the status
+    column untouched) moves it into the past: the run's snapshot still says next week, the live check
+    before the write must not, even with its caches warm."""
+    SkillVersion.objects.filter(pk=writer.pk).update(
+        status=VersionStatus.DEPRECATED, sunset_at=timezone.now() + timedelta(days=7)
+    )
+    from registry.snapshots import publish_snapshot
+
+    publish_snapshot(reason="deprecated")
+    run_id = start_run(agent_client)["run_id"]
+    assert _write(agent_client, run_id, "warm", version="1.0.0")[0]["status"] == "ok"
+    SkillVersion.objects.filter(pk=writer.pk).update(sunset_at=timezone.now() - timedelta(minutes=1))
+    result = _write(agent_client, run_id, "w1", version="1.0.0")[0]
+    assert result["error"]["code"] == "skill_retired", result
+    assert ToolCall.objects.get(call_id="w1").status == "denied"
