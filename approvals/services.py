@@ -151,7 +151,7 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
     now = timezone.now()
     with transaction.atomic():
         request = ApprovalRequest.objects.create(
-            tenant_id=run.tenant_id,
+            tenant=run.tenant,  # the run's, already loaded: the broadcast below needs its slug
             call=call,
             agent_id=run.agent_id,
             skill_name=call.name,
@@ -384,6 +384,8 @@ def _finish_decision(
             **updates
         )
         if won:
+            for name, value in updates.items():  # what the winning UPDATE wrote: the row as it now stands
+                setattr(approval, name, value)
             _record_decision(approval, user=user, to_status=to_status, reason=reason, via=via, edit=edit, extra=extra)
     if not won:
         _refuse_if_not_pending(approval)
@@ -406,7 +408,6 @@ def _finish_decision(
 def _record_decision(
     approval: ApprovalRequest, *, user, to_status: str, reason: str, via: str, edit: _Edit | None, extra: dict | None
 ) -> None:
-    approval.refresh_from_db()
     detail: dict[str, Any] = {"via": via, **(extra or {})}
     if reason:
         detail["reason"] = reason
@@ -656,12 +657,20 @@ def _complete(approval: ApprovalRequest, *, from_status: str, to_status: str, re
     result = redact(result)  # already redacted when the call ran; the approval's own copy is checked too
     now = timezone.now()
     with transaction.atomic():
+        completed = {
+            "status": to_status,
+            "outcome": result,
+            "completed_at": now,
+            "last_error": "",
+            "sealed_edited_arguments": "",
+        }
         won = ApprovalRequest.objects.filter(pk=approval.pk, status=from_status, completed_at__isnull=True).update(
-            status=to_status, outcome=result, completed_at=now, last_error="", sealed_edited_arguments=""
+            **completed
         )
         if not won:
             return False
-        approval.refresh_from_db()
+        for name, value in completed.items():  # what the winning UPDATE wrote: the row as it now stands
+            setattr(approval, name, value)
         if from_status != to_status:
             error = result.get("error") or {}
             detail = {"is_error": bool(result.get("is_error"))}
@@ -722,7 +731,8 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
             claimed = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.APPROVED).update(
                 status=ApprovalStatus.EXECUTING, resume_attempts=F("resume_attempts") + 1
             )
-            approval.refresh_from_db()
+            # Only the claim's columns: the call, run and tenant read above stay loaded for what follows.
+            approval.refresh_from_db(fields=["status", "resume_attempts", "completed_at"])
             if claimed:
                 _record(
                     approval,

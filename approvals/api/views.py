@@ -30,7 +30,9 @@ LIST_LIMIT = 200
 
 
 def _queryset():
-    return ApprovalRequest.objects.select_related("tenant", "call__skill_version").prefetch_related("votes__user")
+    return ApprovalRequest.objects.select_related("tenant", "call__skill_version", "call__run").prefetch_related(
+        "votes__user"
+    )
 
 
 def _listed(approvals):

@@ -159,3 +159,32 @@ def test_the_list_reads_each_skill_version_once_not_once_per_request(approver, a
     assert len(results) == 5 and all(r["proposed_action"]["downstream"] for r in results)
     version_reads = [q["sql"] for q in queries.captured_queries if 'FROM "registry_skillversion"' in q["sql"]]
     assert len(version_reads) == 1, version_reads
+
+
+TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
+
+
+def _statements(queries) -> list[str]:
+    return [q["sql"] for q in queries.captured_queries if not q["sql"].startswith(TRANSACTION_CONTROL)]
+
+
+def test_a_decision_and_the_resume_it_starts_stay_within_their_statement_budget(approver, pending, executions):
+    """The decision reads the request, its votes and the approver's role once, then writes the decision,
+    its audit row, the agent's event and a span; the resume claims, checks live in one query, executes
+    and records. Reading the request (and with it the call, run and tenant) again after each UPDATE is
+    what this guards against."""
+    from approvals.services import resume_approval
+
+    client, _ = _pat_client(approver)
+    client.get(reverse("approvals_api:approval_list"))  # the token's first use records last_used_at
+    with CaptureQueriesContext(connection) as decision:
+        response = client.post(
+            reverse("approvals_api:approval_decision", args=[pending.pk]), {"decision": "approve"}, format="json"
+        )
+    assert response.status_code == 200 and response.json()["status"] == ApprovalStatus.APPROVED
+    with CaptureQueriesContext(connection) as resume:
+        resumed = resume_approval(approval_id=pending.pk)  # the task's work (Celery sends it after the commit)
+    assert resumed.status == ApprovalStatus.EXECUTED and len(executions) == 1
+    assert len(_statements(decision)) <= 12, "\n".join(_statements(decision))  # 16 before
+    # 33 before; three of the 27 fill the gate caches this test's fresh grants left empty (warm: 24)
+    assert len(_statements(resume)) <= 27, "\n".join(_statements(resume))
