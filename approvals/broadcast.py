@@ -7,11 +7,13 @@ browser re-reads the card, the list and the count from ordinary permission-check
 import logging
 from dataclasses import asdict, dataclass
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from lib.awaiting import await_from_sync
+
 logger = logging.getLogger(__name__)
+SEND_TIMEOUT_S = 5.0  # a hint later than this is of no use; the inbox re-reads on reconnect anyway
 
 
 def tenant_group(tenant_id: int) -> str:
@@ -33,7 +35,7 @@ def send_now(tenant_id: int, message: ApprovalChanged) -> None:
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(tenant_group(tenant_id), asdict(message))
+        await_from_sync(lambda: layer.group_send(tenant_group(tenant_id), asdict(message)), timeout_s=SEND_TIMEOUT_S)
     except Exception:  # Redis down: the hint is lost, the row is committed; inboxes re-read on reconnect
         logger.warning(
             "could not broadcast approval %s (channel layer unavailable)", message.approval_id, exc_info=True
