@@ -30,9 +30,14 @@ LIST_LIMIT = 200
 
 
 def _queryset():
-    return ApprovalRequest.objects.select_related("tenant", "call__skill_version", "call__run").prefetch_related(
-        "votes__user"
-    )
+    return ApprovalRequest.objects.select_related("tenant", "call__skill_version").prefetch_related("votes__user")
+
+
+def _for_deciding():
+    """What deciding reads: the tenant (roles), the call and its run (events, span). Not the skill version,
+    whose manifest is the widest column and which only an edit needs (it reads it then), nor the votes,
+    which a two-person vote reads under its row lock."""
+    return ApprovalRequest.objects.select_related("tenant", "call__run")
 
 
 def _listed(approvals):
@@ -87,7 +92,7 @@ def approval_detail(request: Request, approval_id: int) -> Response:
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def approval_decision(request: Request, approval_id: int) -> Response:
-    approval = get_visible_or_404(_queryset(), request.user, pk=approval_id)
+    approval = get_visible_or_404(_for_deciding(), request.user, pk=approval_id)
     body = ApprovalDecisionSerializer(data=request.data)
     try:
         if not body.is_valid():
