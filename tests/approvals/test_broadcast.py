@@ -19,6 +19,10 @@ async def _running_loop() -> asyncio.AbstractEventLoop:
     return asyncio.get_running_loop()
 
 
+async def _never() -> None:
+    await asyncio.Event().wait()  # nothing sets it: a downstream that never answers
+
+
 @pytest.fixture
 def redis_layer(settings):
     settings.CHANNEL_LAYERS = {
@@ -77,4 +81,4 @@ def test_a_forked_child_gets_a_loop_of_its_own():
 
 def test_a_coroutine_that_outlives_its_timeout_raises_and_is_cancelled():
     with pytest.raises(TimeoutError):
-        await_from_sync(lambda: asyncio.sleep(5), timeout_s=0.05)
+        await_from_sync(_never, timeout_s=0.05)
