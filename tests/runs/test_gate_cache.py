@@ -22,14 +22,18 @@ pytestmark = pytest.mark.django_db
 TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
 
 
-@pytest.fixture
-def reader(acme):
-    version = make_skill("orders.echo", effect="read", adapter="python:test.echo", publish=True)
-    grant(acme, "orders.*")
+def _granted_skill(tenant, name: str, effect: str):
+    version = make_skill(name, effect=effect, adapter="python:test.echo", publish=False)
+    grant(tenant, "orders.*")
     from registry.snapshots import publish_snapshot
 
     publish_snapshot(reason="test")
     return version
+
+
+@pytest.fixture
+def reader(acme):
+    return _granted_skill(acme, "orders.echo", "read")
 
 
 def _one(agent_client, run_id, call_id, name="orders.echo"):
@@ -133,12 +137,7 @@ def test_single_read_call_is_at_most_four_sql_statements(agent_client, reader):
 
 @pytest.fixture
 def writer(acme):
-    version = make_skill("orders.note", effect="write", adapter="python:test.echo", publish=False)
-    grant(acme, "orders.*")
-    from registry.snapshots import publish_snapshot
-
-    publish_snapshot(reason="test")
-    return version
+    return _granted_skill(acme, "orders.note", "write")
 
 
 def _write(agent_client, run_id, call_id, **extra):
