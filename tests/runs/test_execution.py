@@ -6,11 +6,12 @@ import time
 import pytest
 from django.urls import reverse
 
+from policies.models import PolicyVersion
 from runs import demo_tools
 from runs.adapters.python import register
 from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
 from tests.runs.conftest import call, post_calls, start_run
-from tests.runs.factories import grant, make_skill
+from tests.runs.factories import grant, make_skill, published_policy, rule
 
 pytestmark = pytest.mark.django_db
 
@@ -271,15 +272,17 @@ def test_execute_approved_call_runs_once_and_records(agent_client, acme):
     assert replay["results"][0]["content"]["message_id"] == "msg_0001" and len(demo_tools.outbox()) == 1
 
 
-def test_gate_failure_fails_closed(agent_client, skills, monkeypatch):
-    def broken(**kwargs):
-        raise RuntimeError("policy store down")
-
-    monkeypatch.setattr("runs.authorization.evaluate_with_shadow", broken)
+def test_gate_failure_fails_closed(agent_client, skills):
+    """The policy store cannot be read: a published version's rules were corrupted in the database, around
+    the service layer that validates them. Every call is refused with the generic internal error, nothing
+    about the failure reaches the agent, and nothing is recorded as run or keyed. (Breaking between the
+    decision and a write: tests/runs/test_reauthorization.py.)"""
+    published_policy([rule("ok", "allow")], name="store")
+    PolicyVersion.objects.filter(policy__name="store").update(rules={"not": "a list of rules"})
     run = start_run(agent_client)
     result = post_calls(agent_client, run["run_id"], [call("c1", "orders.echo_write", {"a": 1})]).json()["results"][0]
-    assert result["error"]["class"] == "internal" and "policy store" not in str(result)
-    assert ToolCall.objects.get(call_id="c1").status == CallStatus.FAILED
+    assert result["error"]["class"] == "internal" and "rules" not in str(result) and "TypeError" not in str(result)
+    assert not ToolCall.objects.filter(call_id="c1").exclude(status=CallStatus.FAILED).exists()
     assert not IdempotencyRecord.objects.exists()
 
 

@@ -30,7 +30,7 @@ from reliability.sagas import submit_pipeline
 from runs.adapters.python import register
 from runs.client_exec import accept_client_result
 from runs.gate import process_batch
-from runs.models import CallStatus, Run, RunEvent, ToolCall
+from runs.models import CallStatus, IdempotencyRecord, Run, RunEvent, ToolCall
 from runs.services import finish_run
 from tests.reliability.conftest import flaky, publish, skill  # noqa: F401 - flaky is a fixture
 from tests.runs.factories import make_skill, published_policy, rule, run_for
@@ -150,6 +150,31 @@ def test_direct_write_is_checked_again_after_an_earlier_write(world, check):
     _assert_refused(world, call, results[1], LIVE_CODES[check])
     assert call.decision["refused_at_execution"]["code"] == LIVE_CODES[check][1]  # the audit row
     assert _refusal_span(call, LIVE_CODES[check][1])
+
+
+def test_a_policy_store_that_breaks_before_a_write_fails_it_closed(world):
+    """The policy row is corrupted (written around the service layer, which would refuse it) between the
+    decision and the write: the live check cannot compile the policy, and the write must not run. It fails
+    with the generic internal error, nothing about the failure reaches the agent, and its key keeps that failure."""
+    from policies.models import PolicyVersion
+
+    published_policy([rule("ok", "allow")], name="store")
+
+    def corrupt():
+        PolicyVersion.objects.filter(policy__name="store").update(rules={"not": "a list of rules"})
+
+    _attack.append(corrupt)
+    run = Run.objects.select_related("tenant", "agent", "snapshot").get(pk=world["run"].pk)
+    results = process_batch(
+        run=run, calls=[{"call_id": "t1", "name": "ops.trigger", "arguments": {}}, _refund(amount=700)]
+    )
+    assert results[0]["status"] == "ok"
+    result = results[1]
+    assert result["error"]["class"] == "internal" and "rules" not in str(result) and "TypeError" not in str(result)
+    assert world["flaky"].hits["/refund"] == 0, "the downstream must count no execution"
+    assert ToolCall.objects.get(run=run, call_id="r1").status == CallStatus.FAILED
+    [record] = IdempotencyRecord.objects.filter(call__call_id="r1")
+    assert record.outcome["is_error"] and record.outcome["error"]["class"] == "internal"  # the failure, not a success
 
 
 def _pending_approval(world) -> ApprovalRequest:
