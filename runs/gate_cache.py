@@ -69,7 +69,6 @@ class PerGeneration:
 
 _grants = PerGeneration()
 _policies = PerGeneration()
-_statuses = PerGeneration()
 _callable = PerGeneration()
 _standing = PerGeneration()
 
@@ -91,19 +90,24 @@ def active_policies(*, generation: Generation) -> ActivePolicies:
 
 def version_statuses(version_ids: Iterable[int], *, generation: Generation) -> dict[int, str]:
     """Each skill version's status now (retired after the run's snapshot was taken, deprecated...)."""
-    return _statuses.get_many(
-        generation,
-        version_ids,
-        lambda ids: dict(SkillVersion.objects.filter(pk__in=ids).order_by().values_list("pk", "status")),
-    )
+    return {pk: standing[0] for pk, standing in _standings(version_ids, generation).items()}
 
 
 def version_standing(version_id: int, *, generation: Generation) -> tuple[str, datetime | None] | None:
     """(status, sunset_at) of one skill version now, or None if it is gone: what a live check needs."""
-    return _standing.get(
+    return _standings([version_id], generation).get(version_id)
+
+
+def _standings(version_ids: Iterable[int], generation: Generation) -> dict[int, tuple[str, datetime | None]]:
+    return _standing.get_many(
         generation,
-        version_id,
-        lambda: SkillVersion.objects.filter(pk=version_id).values_list("status", "sunset_at").first(),
+        version_ids,
+        lambda ids: {
+            pk: (status, sunset_at)
+            for pk, status, sunset_at in SkillVersion.objects.filter(pk__in=ids)
+            .order_by()
+            .values_list("pk", "status", "sunset_at")
+        },
     )
 
 
