@@ -43,6 +43,10 @@ def test_outsider_and_viewer_see_no_cards(client, outsider, viewer, pending):
         client.force_login(person)
         body = client.get(reverse("approvals:inbox")).content.decode()
         assert f"approval-{pending.pk}" not in body
+    # The viewer approves nowhere: one panel that says so, not that and an empty one below it.
+    client.force_login(viewer)
+    body = client.get(reverse("approvals:inbox")).content.decode()
+    assert body.count("You are not an approver in any tenant.") == 1 and body.count('class="panel empty"') == 1
     client.force_login(outsider)
     assert client.get(reverse("approvals:detail", args=[pending.pk])).status_code == 404
     assert client.get(reverse("approvals:card", args=[pending.pk])).status_code == 404
