@@ -11,38 +11,94 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.contrib.sessions.backends.base import SessionBase
+from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
+from django.db import connection
+from django.db.models import Subquery, Value
+from django.db.models.functions import Now
 from django.utils.crypto import constant_time_compare
 
 from approvals.broadcast import tenant_group
 from console.models import Role
-from console.tenancy import tenant_ids_for
+from console.tenancy import tenant_ids_for, tenants_covered
 
 NOT_LOGGED_IN = 4401
 SESSION_ENDED = 4401  # the same as at connect: the browser must log in again before reconnecting
 ROLE_LOST = 4403
 
 
-def _live_user(session_key: str | None, user_id: int):
-    """The session's user as the database has it now, or None when the session no longer logs them in."""
-    if not session_key:
+def _stored_session(store: SessionBase) -> Subquery | None:
+    """The session's data as its database row has it when the query runs, as a subquery, when the session
+    engine keeps its sessions in the database (Django's db and cached_db engines; read past any cache)."""
+    if not isinstance(store, DatabaseSessionStore):
         return None
-    data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
-    if str(data.get(SESSION_KEY)) != str(user_id) or BACKEND_SESSION_KEY not in data:
-        return None
-    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
-    if user is None or not constant_time_compare(data.get(HASH_SESSION_KEY, ""), user.get_session_auth_hash()):
-        return None
-    return user
+    rows = store.get_model_class().objects.filter(session_key=store.session_key, expire_date__gt=Now())
+    return Subquery(rows.values("session_data")[:1])
 
 
-def _refusal(session_key: str | None, user_id: int, tenant_ids: set[int]) -> int | None:
-    """The close code if this socket may no longer receive its tenants' events, else None."""
-    user = _live_user(session_key, user_id)
-    if user is None:
-        return SESSION_ENDED
-    if not tenant_ids <= tenant_ids_for(user, Role.APPROVER):
-        return ROLE_LOST
-    return None
+class AccessCheck:
+    """Whether one socket may still receive its tenants' events: one query before every message.
+
+    The query reads the user if still active, the session's row if it has not expired or been deleted, and
+    in how many of the socket's tenants the user is still an approver. A socket's session, user and tenants
+    never change, so its SQL is compiled once, at connect: building a queryset cost more than running it,
+    on the workers' one database thread that every socket's check shares."""
+
+    def __init__(self, session_key: str | None, user_id: int, tenant_ids: set[int]) -> None:
+        self.store = import_module(settings.SESSION_ENGINE).SessionStore(session_key) if session_key else None
+        self.tenant_ids = tenant_ids
+        self.sql = None
+        if self.store is None or self.store.session_key is None:
+            return
+        stored = _stored_session(self.store)
+        self.reads_session = stored is not None
+        users = get_user_model().objects.filter(pk=user_id, is_active=True).order_by()
+        users = users.annotate(
+            covered=tenants_covered(Role.APPROVER, tenant_ids),
+            stored_session=Value("") if stored is None else stored,
+        )
+        self.user_model, self.user_id = users.model, user_id
+        self.sql, self.params = users.values_list("password", "covered", "stored_session").query.sql_with_params()
+        self._decoded: tuple[str, dict] | None = None
+
+    def refusal(self) -> int | None:
+        """The close code if the socket may no longer receive its tenants' events, else None."""
+        if self.sql is None:
+            return SESSION_ENDED
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, self.params)
+            row = cursor.fetchone()
+        if row is None:
+            return SESSION_ENDED
+        password, covered, stored_session = row
+        if self.reads_session and stored_session is None:
+            return SESSION_ENDED
+        user = self.user_model(pk=self.user_id, password=password)
+        if not _logs_in(self._session_data(stored_session), user):
+            return SESSION_ENDED
+        if covered < len(self.tenant_ids):
+            return ROLE_LOST
+        return None
+
+    def _session_data(self, stored_session: str) -> dict:
+        if not self.reads_session:
+            return self.store.load()
+        if self._decoded is None or self._decoded[0] != stored_session:  # decoded again only when it changed
+            self._decoded = (stored_session, self.store.decode(stored_session))
+        return self._decoded[1]
+
+
+def _logs_in(data: dict, user) -> bool:
+    """Whether this session's data still logs `user` in (as django.contrib.auth.get_user decides)."""
+    return (
+        str(data.get(SESSION_KEY)) == str(user.pk)
+        and BACKEND_SESSION_KEY in data
+        and constant_time_compare(data.get(HASH_SESSION_KEY, ""), user.get_session_auth_hash())
+    )
+
+
+def _connect_check(user, session_key: str | None) -> AccessCheck:
+    return AccessCheck(session_key, user.pk, tenant_ids_for(user, Role.APPROVER))
 
 
 class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
@@ -57,7 +113,9 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=NOT_LOGGED_IN)
             return
-        self.tenant_ids = await database_sync_to_async(tenant_ids_for)(user, Role.APPROVER)
+        session = self.scope.get("session")
+        self.access = await database_sync_to_async(_connect_check)(user, getattr(session, "session_key", None))
+        self.tenant_ids = self.access.tenant_ids
         for tenant_id in sorted(self.tenant_ids):
             group = tenant_group(tenant_id)
             await self.channel_layer.group_add(group, self.channel_name)
@@ -73,10 +131,7 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         """The socket is one-way; the browser decides through ordinary POSTs with CSRF."""
 
     async def _still_allowed(self) -> bool:
-        session = self.scope.get("session")
-        code = await database_sync_to_async(_refusal)(
-            getattr(session, "session_key", None), self.scope["user"].pk, self.tenant_ids
-        )
+        code = await database_sync_to_async(self.access.refusal)()
         if code is None:
             return True
         await self.disconnect(code)  # leave the groups now: nothing more is even delivered to this channel

@@ -37,11 +37,26 @@ def tenants_for(user: AnyUser, role: str | None = None) -> models.QuerySet[Tenan
 
 
 def tenant_ids_for(user: AnyUser, role: str | None = None) -> set[int]:
-    """The ids of `tenants_for(user, role)`. A member's come straight from the membership rows: the
-    approvers' websocket asks before every message it forwards, and the subquery cost more to build."""
+    """The ids of `tenants_for(user, role)`. A member's come straight from the membership rows, unordered
+    (their default order joins the tenant and the user): the approvers' websocket asks at connect."""
     if not user.is_authenticated or user.is_superuser:
         return set(tenants_for(user, role).values_list("pk", flat=True))
-    return set(_memberships(user, role).values_list("tenant_id", flat=True))
+    return set(_memberships(user, role).order_by().values_list("tenant_id", flat=True))
+
+
+def tenants_covered(role: str, tenant_ids: set[int]) -> models.Expression:
+    """An annotation for a queryset of users: in how many of `tenant_ids` each may act with `role`, as
+    `tenant_ids_for` decides it (a superuser in every tenant that exists). Read in the same query as the
+    user, so that a check before every message costs one round trip (approvals.consumers)."""
+    if not tenant_ids:
+        return models.Value(0)
+    existing = Tenant.objects.filter(pk__in=tenant_ids).order_by().values(n=models.Func("pk", function="COUNT"))
+    member_of = models.Count(
+        "memberships__tenant",
+        filter=models.Q(memberships__role=role, memberships__tenant__in=tenant_ids),
+        distinct=True,
+    )
+    return models.Case(models.When(is_superuser=True, then=models.Subquery(existing)), default=member_of)
 
 
 def _memberships(user: AnyUser, role: str | None) -> models.QuerySet[Membership]:
