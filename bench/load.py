@@ -69,6 +69,13 @@ def drop_database() -> None:
 # --- the ledger: the skills' downstream service, counting side effects by (run, call) ---------
 
 
+class _LedgerServer(ThreadingHTTPServer):
+    # Python's listen backlog is 5: with 200 agents' calls arriving together the kernel's accept queue
+    # overflowed and a call now and then met a reset connection, which the books rightly count as failed.
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 class Ledger:
     def __init__(self) -> None:
         self.effects: Counter = Counter()
@@ -91,8 +98,7 @@ class Ledger:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _LedgerServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
