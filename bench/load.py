@@ -24,7 +24,12 @@ Then the books, from the database (any discrepancy fails the run):
 Run: `make load` (200 agents × 60 s) or `.venv/bin/python -m bench.load --agents 20 --seconds 10`.
 Environment: `AIRLOCK_LOAD_DATABASE_URL` (a database this script DROPS and recreates; default
 postgres://postgres@127.0.0.1:5432/airlock_load), `AIRLOCK_LOAD_REDIS_URL` (else REDIS_URL, else
-redis://127.0.0.1:6379/0; the db is flushed), `LOAD_AGENTS`, `LOAD_SECONDS`.
+redis://127.0.0.1:6379/0; the db is flushed), `LOAD_AGENTS`, `LOAD_SECONDS`, `LOAD_THINK_SECONDS`.
+
+The agents' model time (`--think` or LOAD_THINK_SECONDS, seconds a turn, default 0): a real agent waits
+for its model before it sends a batch and again before it reads the run. At 0 the loop is closed, every
+request sent the moment the previous one answered, which saturates any server: that measures capacity,
+and a request's latency is then the agents in flight divided by the throughput (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -166,6 +172,7 @@ def seed(ledger_url: str, agents: int) -> dict:
 @dataclass
 class Stats:
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    batch_latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # POST /calls by kind
     statuses: Counter = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     runs: int = 0
@@ -196,9 +203,17 @@ class Stats:
         return response
 
 
-async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Event) -> None:
+async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Event, think_s: float = 0.0) -> None:
+    """One agent's episodes, until `stop`. With `think_s`, the agent's model takes that long on average
+    (half to one and a half times, fixed per agent) before it sends its batch and again after it has the
+    results, and its first episode starts somewhere in one such cycle; 0 is a closed loop, each request
+    sent the moment the previous one answered."""
     headers = {"Authorization": f"Bearer {key}"}
     episode = 0
+    chance = random.Random(index)
+    model_time = think_s * chance.uniform(0.5, 1.5)
+    # Agents of a fleet do not all start at one instant: each joins somewhere in its first episode's cycle.
+    await asyncio.sleep(chance.uniform(0, 2 * model_time))
     while not stop.is_set():
         episode += 1
         response = await stats.request(
@@ -213,6 +228,7 @@ async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Eve
             continue
         run_id = response.json()["run_id"]
         stats.runs += 1
+        await asyncio.sleep(model_time)  # the model decides what to call
         third = (
             {
                 "call_id": "c3",
@@ -236,6 +252,8 @@ async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Eve
             headers=headers,
             json={"calls": calls},
         )
+        kind = "with an approval" if episode % 2 else "with a write"
+        stats.batch_latencies[kind].append(stats.latencies["POST /runs/{id}/calls"][-1])
         if response.status_code != 200:
             continue
         stats.calls += len(calls)
@@ -265,6 +283,7 @@ async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Eve
             stats.late += len(waiting)
         else:
             stats.waited += 1 if episode % 2 else 0
+        await asyncio.sleep(model_time)  # the model reads the results
         await stats.request(http, "GET /runs/{id}", "GET", f"/api/v1/runs/{run_id}", headers=headers)
 
 
@@ -351,7 +370,7 @@ async def watch_loop_lag(stats: Stats, stop: asyncio.Event, every: float = 0.05)
         stats.loop_lag.append((time.perf_counter() - started - every) * 1000)
 
 
-async def drive(base: str, seeded: dict, agents: int, seconds: float) -> tuple[Stats, float]:
+async def drive(base: str, seeded: dict, agents: int, seconds: float, think_s: float = 0.0) -> tuple[Stats, float]:
     import httpx
 
     stats = Stats()
@@ -366,7 +385,9 @@ async def drive(base: str, seeded: dict, agents: int, seconds: float) -> tuple[S
     async with httpx.AsyncClient(base_url=base, timeout=90, limits=limits) as http:
         started = time.perf_counter()
         tasks = [
-            asyncio.create_task(agent_loop(i, http, seeded["keys"][i % len(seeded["keys"])], stats, stop_agents))
+            asyncio.create_task(
+                agent_loop(i, http, seeded["keys"][i % len(seeded["keys"])], stats, stop_agents, think_s)
+            )
             for i in range(agents)
         ]
         await asyncio.sleep(seconds)
@@ -554,7 +575,7 @@ class LoadResult:
         return not self.books["problems"] and not self.stats.errors
 
 
-def load(agents: int, seconds: float, log=print) -> LoadResult:
+def load(agents: int, seconds: float, log=print, think_s: float = 0.0) -> LoadResult:
     import httpx
     import redis
 
@@ -612,10 +633,13 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
 
         _wait_ready(server_up, server, "uvicorn")
         _wait_ready(lambda: "ready" in worker_log.read_text(), worker, "the Celery worker")
-        log(f"[load] {agents} agents for {seconds:g} s against {base} (logs in {workdir})")
+        log(
+            f"[load] {agents} agents for {seconds:g} s, model time {think_s:g} s a turn, against {base} "
+            f"(logs in {workdir})"
+        )
         processes = {"uvicorn": server.pid, "celery": worker.pid}
         cpu_before = cpu_use(processes)
-        stats, elapsed = asyncio.run(drive(base, seeded, agents, seconds))
+        stats, elapsed = asyncio.run(drive(base, seeded, agents, seconds, think_s))
         cpu = {name: 100 * (used - cpu_before[name]) / elapsed for name, used in cpu_use(processes).items()}
     finally:
         for process in (server, worker):
@@ -635,6 +659,9 @@ def load(agents: int, seconds: float, log=print) -> LoadResult:
     for endpoint, samples in sorted(stats.latencies.items()):
         for label, pct in (("p50", 50), ("p95", 95), ("p99", 99)):
             figures.append(Figure(f"{endpoint} {label}", percentile(samples, pct), "ms"))
+    for kind, samples in sorted(stats.batch_latencies.items()):
+        for label, pct in (("p50", 50), ("p99", 99)):
+            figures.append(Figure(f"  of which batches {kind} {label}", percentile(samples, pct), "ms"))
     for label, pct in (("p50", 50), ("p95", 95), ("p99", 99)):
         figures.append(
             Figure(
@@ -674,12 +701,17 @@ def report(result: LoadResult) -> None:
     print("BOOKS BALANCE" if result.balanced else "BOOKS DO NOT BALANCE")
 
 
+def _think_default() -> float:
+    return float(os.environ.get("LOAD_THINK_SECONDS", 0))
+
+
 def run() -> list[Figure]:
     """For `make bench`: the full load (LOAD_AGENTS, LOAD_SECONDS; default 200 × 60 s)."""
     result = load(
         int(os.environ.get("LOAD_AGENTS", 200)),
         float(os.environ.get("LOAD_SECONDS", 60)),
         log=lambda line: print(line, file=sys.stderr),
+        think_s=_think_default(),
     )
     report(result)
     if not result.balanced:
@@ -691,9 +723,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=int(os.environ.get("LOAD_AGENTS", 200)))
     parser.add_argument("--seconds", type=float, default=float(os.environ.get("LOAD_SECONDS", 60)))
+    parser.add_argument(
+        "--think", type=float, default=_think_default(), help="the agents' model time a turn, seconds (0: closed loop)"
+    )
     args = parser.parse_args()
-    result = load(args.agents, args.seconds)
-    print_table(result.figures, f"Load: {args.agents} agents for {args.seconds:g} s")
+    result = load(args.agents, args.seconds, think_s=args.think)
+    print_table(
+        result.figures, f"Load: {args.agents} agents for {args.seconds:g} s, model time {args.think:g} s a turn"
+    )
     report(result)
     return 0 if result.balanced else 1
 
