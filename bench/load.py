@@ -193,10 +193,14 @@ class Stats:
             if approval in self.result_seen
         ]
 
-    async def request(self, http, endpoint: str, method: str, url: str, **kwargs):
+    async def request(self, http, endpoint: str, method: str, url: str, *, batch_kind: str = "", **kwargs):
+        """The response; its latency is recorded under `endpoint`, and under `batch_kind` too when given."""
         started = time.perf_counter()
         response = await http.request(method, url, **kwargs)
-        self.latencies[endpoint].append((time.perf_counter() - started) * 1000)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        self.latencies[endpoint].append(elapsed_ms)
+        if batch_kind:
+            self.batch_latencies[batch_kind].append(elapsed_ms)
         self.statuses[(endpoint, response.status_code)] += 1
         if response.status_code >= 500:
             self.errors.append(f"{endpoint} {response.status_code}: {response.text[:200]}")
@@ -251,9 +255,8 @@ async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Eve
             f"/api/v1/runs/{run_id}/calls",
             headers=headers,
             json={"calls": calls},
+            batch_kind="with an approval" if episode % 2 else "with a write",
         )
-        kind = "with an approval" if episode % 2 else "with a write"
-        stats.batch_latencies[kind].append(stats.latencies["POST /runs/{id}/calls"][-1])
         if response.status_code != 200:
             continue
         stats.calls += len(calls)
