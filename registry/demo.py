@@ -6,7 +6,9 @@ Idempotent: a skill that already exists is left alone.
 
 from __future__ import annotations
 
+from console.models import Team
 from registry.models import Skill
+from registry.namespaces import assign_namespace, namespace_of, owning_claim
 from registry.services import create_draft_version, deprecate_skill, publish_version
 from registry.snapshots import latest_snapshot
 
@@ -444,6 +446,10 @@ DEPRECATED = {"orders.lookup_order": "orders.get_order"}
 
 def seed(context) -> None:
     author = context.users.get("root") or context.users.get("olivia")
+    for manifest in CATALOG:  # the demo's teams own the namespaces of their skills, as a platform admin would assign
+        namespace = namespace_of(manifest["name"])
+        if owning_claim(namespace) is None:
+            assign_namespace(namespace=namespace, team=Team.objects.get(slug=manifest["ownership"]["team"]))
     created = []
     for manifest in CATALOG:
         if Skill.objects.filter(name=manifest["name"]).exists():

@@ -17,6 +17,7 @@ from typing import Any
 
 from console.models import Team
 from lib import egress
+from registry.contracts import effect_of_annotations
 from registry.models import Skill, SkillVersion
 from registry.services import ManifestInvalid, create_draft_version
 
@@ -84,18 +85,10 @@ def _closed(schema: Any) -> Any:
 
 def risk_defaults(annotations: dict) -> tuple[dict, dict]:
     """Risk and execution defaults suggested by MCP annotations (hints, not guarantees)."""
-    read_only = annotations.get("readOnlyHint") is True
-    destructive = annotations.get("destructiveHint") is True and not read_only
+    effect = effect_of_annotations(annotations)
+    read_only, destructive = effect == "read", effect == "destructive"
     idempotent = annotations.get("idempotentHint") is True or read_only
     open_world = annotations.get("openWorldHint") is True
-    if read_only:
-        effect = "read"
-    elif destructive:
-        effect = "destructive"
-    elif open_world:
-        effect = "external"
-    else:
-        effect = "write"
     approval = "required" if effect in ("destructive", "external") else "not_required"
     risk = {"effect": effect, "data_classification": "internal", "approval": approval, "untrusted_output": open_world}
     execution_hints = {"max_attempts": 2 if idempotent and not destructive else 1, "idempotent": idempotent}

@@ -172,6 +172,41 @@ class SkillVersion(models.Model):
         return manifest
 
 
+class ClaimStatus(models.TextChoices):
+    REQUESTED = "requested"
+    APPROVED = "approved"
+
+
+NAMESPACE_PATTERN = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*(\.[a-z][a-z0-9]*(_[a-z0-9]+)*)*$"
+
+
+class NamespaceClaim(models.Model):
+    """A team's claim on a namespace and the namespaces under it (`support` covers `support.email`).
+
+    Once a platform admin approves it (or assigns it), only the team's members create skills there; the
+    most specific approved claim decides. A namespace nobody has claimed takes a platform review for its
+    first skill (`registry.namespaces`).
+    """
+
+    namespace = models.CharField(max_length=100, unique=True)
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="namespace_claims")
+    status = models.CharField(max_length=16, choices=ClaimStatus.choices, default=ClaimStatus.REQUESTED)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["namespace"]
+
+    def __str__(self) -> str:
+        return f"{self.namespace} ({self.team.slug}, {self.status})"
+
+
 def refresh_search_vectors(queryset: models.QuerySet) -> None:
     """Recompute the full-text vectors (PostgreSQL); bulk loaders call it once after bulk_create."""
     if connection.vendor == "postgresql":

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.models import Team
-from registry import review
+from registry import contracts, namespaces, review
 from registry.models import (
     LIFECYCLE_MANIFEST_KEYS,
     PUBLISHED_STATUSES,
@@ -44,9 +44,27 @@ def _require_owner(skill: Skill, user) -> None:
         raise PermissionDenied(f"Only the {skill.owner_team.slug} team or a platform admin may change {skill.name}.")
 
 
+def _require_member_of_named_team(manifest: dict, user) -> None:
+    """A new skill's author belongs to the team its manifest names (an unknown team is a validation error)."""
+    ownership = manifest.get("ownership") if isinstance(manifest.get("ownership"), dict) else {}
+    team = Team.objects.filter(slug=str(ownership.get("team") or "")).first()
+    if team is not None and not (user.is_superuser or team.members.filter(pk=user.pk).exists()):
+        raise PermissionDenied(f"Only members of {team.slug} (or a platform admin) may create its skills.")
+
+
 def check_manifest(*, manifest: dict, skill: Skill | None = None) -> list[dict]:
-    """Validation errors for a manifest submitted as a new version of `skill` (or a new skill)."""
-    errors = validate_manifest(manifest, skill=skill, previous=latest_published(skill))
+    """Validation errors for a manifest submitted as a new version of `skill` (or a new skill): the manifest's
+    own, then what its namespace's owner and its adapter's declaration allow."""
+    previous = latest_published(skill)
+    errors = validate_manifest(manifest, skill=skill, previous=previous)
+    ownership = manifest.get("ownership") if isinstance(manifest.get("ownership"), dict) else {}
+    team_slug = skill.owner_team.slug if skill is not None else ownership.get("team")
+    name = skill.name if skill is not None else manifest.get("name")
+    well_formed = not errors  # the declaration is compared with a manifest of the right shape only
+    if previous is None and isinstance(name, str) and isinstance(team_slug, str):
+        errors += namespaces.namespace_problems(name, team_slug)
+    if well_formed:
+        errors += contracts.contract_problems(manifest, team_slug if isinstance(team_slug, str) else None)
     if skill is not None and isinstance(manifest.get("ownership"), dict):
         team = manifest["ownership"].get("team")
         if team not in (None, skill.owner_team.slug):
@@ -67,8 +85,11 @@ def create_draft_version(*, manifest: dict, author, skill: Skill | None = None) 
     Re-submitting the version number of an existing draft replaces that draft; published
     versions are never touched (immutability), a new version number is needed instead.
     """
-    if skill is not None and author is not None:  # authorization before validation: a non-owner learns nothing
-        _require_owner(skill, author)
+    if author is not None:  # authorization before validation: a non-owner learns nothing
+        if skill is not None:
+            _require_owner(skill, author)
+        else:
+            _require_member_of_named_team(manifest, author)
     errors = check_manifest(manifest=manifest, skill=skill)
     existing = skill.versions.filter(version=manifest.get("version")).first() if skill else None
     if existing is not None and existing.status != VersionStatus.DRAFT:
@@ -83,8 +104,6 @@ def create_draft_version(*, manifest: dict, author, skill: Skill | None = None) 
         raise ManifestInvalid(errors)
     if skill is None:
         team = Team.objects.get(slug=manifest["ownership"]["team"])
-        if author is not None and not (author.is_superuser or team.members.filter(pk=author.pk).exists()):
-            raise PermissionDenied(f"Only members of {team.slug} (or a platform admin) may create its skills.")
         skill = Skill.objects.create(
             skill_id=manifest["skill_id"],
             name=manifest["name"],
@@ -120,7 +139,28 @@ def review_reasons(version: SkillVersion) -> list[str]:
     """Why a second person must review this version (`registry.review`): where calls and credentials go,
     a changed effect class, a lowered approval or data class, output marked trusted, widened permissions."""
     previous = latest_published(version.skill)
-    return review.reasons(previous.manifest if previous else None, version.manifest)
+    if previous is not None:
+        return review.reasons(previous.manifest, version.manifest)
+    return review.reasons(None, version.manifest) + [finding.reason for finding in first_version_findings(version)]
+
+
+def first_version_findings(version: SkillVersion) -> list[review.Finding]:
+    """What the registry's own records add to a first version's review: an unclaimed namespace, and code
+    that another skill already runs or that declares something else."""
+    found = []
+    if namespaces.needs_platform_review(version.skill):
+        found.append(
+            review.Finding(
+                "$.name",
+                f"the namespace {version.skill.namespace} belongs to no team: a platform admin reviews its first skill",
+            )
+        )
+    return found + contracts.first_version_findings(version.manifest, version.skill)
+
+
+def needs_platform_review(version: SkillVersion) -> bool:
+    """A first version in a namespace no team owns is reviewed by a platform admin, not by the team."""
+    return latest_published(version.skill) is None and namespaces.needs_platform_review(version.skill)
 
 
 def review_base(version: SkillVersion) -> SkillVersion | None:
@@ -194,6 +234,7 @@ def can_review(version: SkillVersion, user) -> bool:
         and user.is_authenticated
         and user.pk != version.author_id
         and version.skill.is_owned_by(user)
+        and (user.is_superuser or not needs_platform_review(version))
     )
 
 
@@ -206,6 +247,12 @@ def approve_version(*, version: SkillVersion, user) -> SkillVersion:
         raise ManifestInvalid([problem("$.status", "not_in_review", "This version is not waiting for review.")])
     if user.pk == version.author_id:
         raise PermissionDenied("The author cannot review their own version; ask another team member.")
+    if needs_platform_review(version):
+        if not user.is_superuser:
+            raise PermissionDenied(
+                f"The namespace {version.skill.namespace} belongs to no team: a platform admin reviews this version."
+            )
+        namespaces.assign_namespace(namespace=version.skill.namespace, team=version.skill.owner_team, user=user)
     return _activate(version, reviewer=user)
 
 

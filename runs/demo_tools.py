@@ -171,7 +171,7 @@ def _once(context: InvocationContext, action: Any) -> Any:
         return result
 
 
-@register("demo.search_documentation")
+@register("demo.search_documentation", effect="read")
 def search_documentation(*, arguments: dict, context: InvocationContext) -> dict:
     words = arguments["query"].lower().split()
     area = arguments.get("product_area")
@@ -184,7 +184,7 @@ def search_documentation(*, arguments: dict, context: InvocationContext) -> dict
     return {"results": hits[: arguments.get("max_results", 5)], "next_cursor": None}
 
 
-@register("demo.read_profile")
+@register("demo.read_profile", effect="read")
 def read_profile(*, arguments: dict, context: InvocationContext) -> dict:
     customer = _state["customers"].get(arguments["customer_id"])
     if customer is None:
@@ -192,7 +192,7 @@ def read_profile(*, arguments: dict, context: InvocationContext) -> dict:
     return {"found": True, **{k: customer[k] for k in ("name", "plan", "status", "record_version")}}
 
 
-@register("demo.list_orders")
+@register("demo.list_orders", effect="read")
 def list_orders(*, arguments: dict, context: InvocationContext) -> dict:
     orders = sorted(
         (o for o in _state["orders"].values() if o["customer_id"] == arguments["customer_id"]),
@@ -203,7 +203,7 @@ def list_orders(*, arguments: dict, context: InvocationContext) -> dict:
     return {"orders": page, "next_cursor": next_cursor}
 
 
-@register("demo.get_order")
+@register("demo.get_order", effect="read")
 def get_order(*, arguments: dict, context: InvocationContext) -> dict:
     order = _state["orders"].get(arguments["order_id"])
     if order is None:
@@ -211,12 +211,12 @@ def get_order(*, arguments: dict, context: InvocationContext) -> dict:
     return {"found": True, "order": {k: v for k, v in order.items() if k != "customer_id"}}
 
 
-@register("demo.lookup_order")
+@register("demo.lookup_order", effect="read")
 def lookup_order(*, arguments: dict, context: InvocationContext) -> dict:
     return {"order": get_order(arguments=arguments, context=context).get("order")}
 
 
-@register("demo.create_refund_request")
+@register("demo.create_refund_request", effect="external", approval="required", teams=("billing-platform",))
 def create_refund_request(*, arguments: dict, context: InvocationContext) -> dict:
     order = _state["orders"].get(arguments["order_id"])
     if order is None:
@@ -241,7 +241,7 @@ def create_refund_request(*, arguments: dict, context: InvocationContext) -> dic
     return _once(context, create)
 
 
-@register("demo.send_email")
+@register("demo.send_email", effect="external", approval="required", teams=("support-tools",))
 def send_email(*, arguments: dict, context: InvocationContext) -> dict:
     def send() -> dict:
         number = len(_state["outbox"]) + 1
@@ -254,14 +254,14 @@ def send_email(*, arguments: dict, context: InvocationContext) -> dict:
     return _once(context, send)
 
 
-@register("demo.read_inbound_email")
+@register("demo.read_inbound_email", effect="read")
 def read_inbound_email(*, arguments: dict, context: InvocationContext) -> dict:
     ticket = _state["tickets"].get(arguments["ticket_id"], {"messages": []})
     page, next_cursor = _page(list(reversed(ticket["messages"])), arguments, 5)
     return {"messages": page, "next_cursor": next_cursor}
 
 
-@register("demo.create_email_draft")
+@register("demo.create_email_draft", effect="draft", teams=("support-tools",))
 def create_email_draft(*, arguments: dict, context: InvocationContext) -> dict:
     with _lock:
         draft_id = f"drf_{len(_state['drafts']) + 1:04d}"
@@ -269,7 +269,7 @@ def create_email_draft(*, arguments: dict, context: InvocationContext) -> dict:
     return {"draft_id": draft_id, "preview_url": f"https://mail.example.com/drafts/{draft_id}"}
 
 
-@register("demo.update_ticket_status")
+@register("demo.update_ticket_status", effect="write", teams=("support-tools",))
 def update_ticket_status(*, arguments: dict, context: InvocationContext) -> dict:
     with _lock:
         ticket = _state["tickets"].get(arguments["ticket_id"])
@@ -279,7 +279,7 @@ def update_ticket_status(*, arguments: dict, context: InvocationContext) -> dict
         return {"found": True, "status": ticket["status"]}
 
 
-@register("demo.delete_user_permanently")
+@register("demo.delete_user_permanently", effect="destructive", approval="two_person", teams=("developer-platform",))
 def delete_user_permanently(*, arguments: dict, context: InvocationContext) -> dict:
     def delete() -> dict:
         match = [cid for cid, c in _state["customers"].items() if c["user_id"] == arguments["user_id"]]

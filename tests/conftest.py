@@ -18,6 +18,7 @@ from console.celery import app as celery_app
 from console.models import Membership, Role, Team, Tenant
 from console.services import create_agent
 from lib import clock as airlock_clock
+from registry.namespaces import assign_namespace
 
 REQUIRE_SERVICES = os.environ.get("AIRLOCK_REQUIRE_SERVICES") == "1"
 # SDK clients started by tests (and their subprocesses) pin keys in a throwaway folder, not in ~/.config.
@@ -129,9 +130,17 @@ def tenant_admin(acme):
     return make_user("admin", tenant=acme, roles=[Role.ADMIN, Role.VIEWER])
 
 
+# The namespaces the suite's skills live in: the owners' team has them, as a platform admin would assign
+# (tests/security/test_namespace_ownership.py covers unclaimed and other teams' namespaces).
+OWNER_TEAM_NAMESPACES = ("admin", "billing", "crm", "customer", "docs", "drafts", "finance", "iam", "orders", "support")
+
+
 @pytest.fixture
 def owner_team(db) -> Team:
-    return Team.objects.create(slug="support-tools", name="Support tools")
+    team = Team.objects.create(slug="support-tools", name="Support tools")
+    for namespace in OWNER_TEAM_NAMESPACES:
+        assign_namespace(namespace=namespace, team=team)
+    return team
 
 
 @pytest.fixture

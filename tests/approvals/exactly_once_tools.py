@@ -64,7 +64,7 @@ def executions() -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@register("exactly_once.charge")
+@register("exactly_once.charge", effect="read")
 def charge(*, arguments, context):
     with _lock:
         hold = _holds.pop(0) if _holds else None

@@ -35,7 +35,7 @@ SCHEMA = {
 received: list[dict] = []
 
 
-@register("at_rest.refund")
+@register("at_rest.refund", effect="read")
 def _refund(*, arguments, context):
     received.append(arguments)
     return {"refund_id": "rf_0001"}  # nothing of the arguments comes back

@@ -69,7 +69,7 @@ def executions() -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-@register("approvals_test.refund")
+@register("approvals_test.refund", effect="read")
 def refund(*, arguments, context):
     with _lock:
         received.append(copy.deepcopy(arguments))

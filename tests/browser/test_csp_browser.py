@@ -31,7 +31,7 @@ def console_world(acme, agent_client, owner_team, settings):
     from tests.conftest import make_user
     from tests.runs.factories import grant, make_skill
 
-    @register("csp.echo")
+    @register("csp.echo", effect="read")
     def echo(*, arguments, context):
         return {"echo": arguments.get("text")}
 

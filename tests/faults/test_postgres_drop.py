@@ -36,7 +36,7 @@ def _terminate(pid: int) -> bool:
         return admin.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0]
 
 
-@register("faults.lookup")
+@register("faults.lookup", effect="read")
 def lookup(*, arguments, context):
     with KILL_LOCK:
         pid, KILL["pid"] = KILL["pid"], None

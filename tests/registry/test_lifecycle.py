@@ -16,6 +16,7 @@ from registry.services import (
     retire_skill,
 )
 from registry.snapshots import load_snapshot
+from runs.adapters.python import register
 from tests.conftest import make_user
 from tests.registry.factories import manifest
 
@@ -98,9 +99,14 @@ def test_widening_permissions_needs_review_a_platform_admin_may_give(owner, plat
     assert approve_version(version=version, user=platform_admin).status == VersionStatus.ACTIVE
 
 
+@register("lifecycle.search_pages", effect="read")
+def search_pages(*, arguments: dict, context) -> dict:
+    return {"results": []}
+
+
 def test_deprecate_with_replacement_and_sunset_then_retire(owner):
     old = _publish(owner)
-    new = _publish(owner, manifest("docs.search_pages"))
+    new = _publish(owner, manifest("docs.search_pages", execution__adapter="python:lifecycle.search_pages"))
     sunset = timezone.now() + timedelta(days=30)
     deprecate_skill(skill=old.skill, user=owner, replacement=new.skill, sunset_at=sunset)
     index = load_snapshot(Snapshot.objects.latest().number)

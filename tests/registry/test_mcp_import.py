@@ -37,7 +37,10 @@ def test_import_creates_unconfirmed_drafts_with_annotation_defaults(owner_team, 
     confirm_imported_defaults(version=read, user=owner)
     published = publish_version(version=read, user=owner)  # a first version that leaves Airlock: a second person
     assert published.status == "in_review"
-    assert published.review_reasons == ["first version sends calls to mcp://ticket_desk"]
+    assert published.review_reasons == [
+        "first version sends calls to mcp://ticket_desk",
+        "the namespace mcp.ticket_desk belongs to no team: a platform admin reviews its first skill",
+    ]
     assert approve_version(version=published, user=platform_admin).status == "active"
     again = import_mcp_server(target=server, team=owner_team, author=owner)
     assert again.created == [] and len(again.skipped) == 3

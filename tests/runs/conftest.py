@@ -12,12 +12,12 @@ def _fresh_demo_data():
     demo_tools.reset()
 
 
-@register("test.echo")
+@register("test.echo", effect="read")
 def echo(*, arguments, context):
     return {"echo": arguments}
 
 
-@register("test.boom")
+@register("test.boom", effect="read")
 def boom(*, arguments, context):
     raise RuntimeError("secret internal detail: db password is hunter2")
 

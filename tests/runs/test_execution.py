@@ -21,14 +21,14 @@ _active_writes = []
 _write_log: list[str] = []
 
 
-@register("test.rendezvous")
+@register("test.rendezvous", effect="read")
 def rendezvous(*, arguments, context):
     # Returns only when all reads of the batch are inside their adapters at once: proof of overlap.
     _barrier.wait()
     return {"read": arguments.get("n")}
 
 
-@register("test.exclusive_write")
+@register("test.exclusive_write", effect="read")
 def exclusive_write(*, arguments, context):
     _active_writes.append(context.call_id)
     overlapping = len(_active_writes) > 1
@@ -37,13 +37,13 @@ def exclusive_write(*, arguments, context):
     return {"wrote": arguments.get("n"), "overlapped": overlapping}
 
 
-@register("test.slow")
+@register("test.slow", effect="read")
 def slow(*, arguments, context):
     time.sleep(arguments.get("seconds", 1))
     return {"done": True}
 
 
-@register("test.big")
+@register("test.big", effect="read")
 def big(*, arguments, context):
     return {"items": [{"n": i, "text": "x" * 40} for i in range(200)], "next_cursor": None}
 

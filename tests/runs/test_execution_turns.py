@@ -14,12 +14,12 @@ from runs.adapters.python import register
 pytestmark = pytest.mark.django_db
 
 
-@register("test.turns_at_once")
+@register("test.turns_at_once", effect="read")
 def at_once(*, arguments, context):
     return {"n": arguments["n"]}
 
 
-@register("test.turns_slow")
+@register("test.turns_slow", effect="read")
 def slow(*, arguments, context):
     time.sleep(0.2)
     return {"n": arguments["n"]}

@@ -31,7 +31,7 @@ _executions: Counter[str] = Counter()
 _lock = threading.Lock()
 
 
-@register("test.count_executions")
+@register("test.count_executions", effect="read")
 def count_executions(*, arguments, context):
     with _lock:  # reads run on the gate's thread pool
         _executions[context.call_id] += 1

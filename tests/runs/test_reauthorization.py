@@ -42,7 +42,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 _attack: list[Callable[[], None]] = []
 
 
-@register("reauth.trigger")
+@register("reauth.trigger", effect="read")
 def _trigger(*, arguments, context):
     """An earlier write of the same batch or pipeline; meanwhile, the attacker acts."""
     try:

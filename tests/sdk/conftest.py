@@ -55,24 +55,24 @@ OUTBOX: list[dict] = []
 REFUNDS: list[dict] = []
 
 
-@register("sdktest.list_orders")
+@register("sdktest.list_orders", effect="read")
 def list_orders(*, arguments, context):
     return {"orders": ORDERS.get(arguments["customer_id"], [])}
 
 
-@register("sdktest.create_refund_request")
+@register("sdktest.create_refund_request", effect="read")
 def create_refund_request(*, arguments, context):
     REFUNDS.append(arguments)
     return {"refund_id": f"r-{len(REFUNDS)}", "status": "requested"}
 
 
-@register("sdktest.send_email")
+@register("sdktest.send_email", effect="read")
 def send_email(*, arguments, context):
     OUTBOX.append(arguments)
     return {"status": "sent", "to": arguments["to"]}
 
 
-@register("sdktest.read_inbound_email")
+@register("sdktest.read_inbound_email", effect="read")
 def read_inbound_email(*, arguments, context):
     return {
         "messages": [
@@ -84,7 +84,7 @@ def read_inbound_email(*, arguments, context):
     }
 
 
-@register("sdktest.delete_user_permanently")
+@register("sdktest.delete_user_permanently", effect="read")
 def delete_user_permanently(*, arguments, context):
     raise AssertionError("never reached in these tests")
 

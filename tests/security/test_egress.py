@@ -189,12 +189,12 @@ def production(settings, listener, target):
 # --- the world and the paths ---------------------------------------------------------------------
 
 
-@register("egress_test.start_export")
+@register("egress_test.start_export", effect="read")
 def _start_export(*, arguments, context):
     return {"job_id": "job-1", "status": "running"}
 
 
-@register("egress_test.write_note")
+@register("egress_test.write_note", effect="read")
 def _write_note(*, arguments, context):
     return {"ok": True}
 

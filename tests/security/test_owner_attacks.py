@@ -203,7 +203,12 @@ def test_loosening_the_gate_waits_for_a_second_person(olivia, oscar, overrides, 
         "execution__idempotent": False,
     }
     first = publish(olivia, manifest(SKILL, **guarded))
-    assert first.status == VersionStatus.ACTIVE  # python adapter, no credential: nothing to review
+    # The function declares itself a read: a first version that says more is reviewed once.
+    assert first.review_reasons == [
+        "effect write where python:demo.search_documentation declares read",
+        "approval required where python:demo.search_documentation declares not_required",
+    ]
+    first = approve_version(version=first, user=oscar)
     loosened = publish(olivia, manifest(SKILL, version="1.0.1", **{**guarded, **overrides}), skill=first.skill)
     assert loosened.status == VersionStatus.IN_REVIEW
     assert loosened.review_reasons == [reason]
@@ -212,14 +217,14 @@ def test_loosening_the_gate_waits_for_a_second_person(olivia, oscar, overrides, 
     assert approve_version(version=loosened, user=oscar).status == VersionStatus.ACTIVE
 
 
-def test_two_person_to_required_is_a_lowered_approval(olivia):
+def test_two_person_to_required_is_a_lowered_approval(olivia, oscar):
     strict = {
         "risk__effect": "destructive",
         "risk__approval": "two_person",
         "execution__max_attempts": 1,
         "execution__idempotent": False,
     }
-    first = publish(olivia, manifest(SKILL, **strict))
+    first = approve_version(version=publish(olivia, manifest(SKILL, **strict)), user=oscar)
     lowered = publish(
         olivia, manifest(SKILL, version="1.0.1", **{**strict, "risk__approval": "required"}), skill=first.skill
     )

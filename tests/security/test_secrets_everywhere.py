@@ -63,7 +63,7 @@ OUTPUT_SCHEMA = {
 }
 
 
-@register("secrets_test.read")
+@register("secrets_test.read", effect="read")
 def _read(*, arguments, context):
     return {
         "note": f"found {SECRETS['github']} and {SECRETS['openai']}",
@@ -73,12 +73,12 @@ def _read(*, arguments, context):
     }
 
 
-@register("secrets_test.rotate")
+@register("secrets_test.rotate", effect="read")
 def _rotate(*, arguments, context):
     return {"note": f"rotated; the new key is {SECRETS['github']}", "vault_value": SECRETS["sensitive_output"]}
 
 
-@register("secrets_test.fail")
+@register("secrets_test.fail", effect="read")
 def _fail(*, arguments, context):
     raise RuntimeError(f"backend refused token={SECRETS['token']} for {SECRETS['github']}")
 

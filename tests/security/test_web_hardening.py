@@ -165,7 +165,7 @@ def test_secrets_never_reach_the_logs(world, caplog):
     from runs.adapters.python import register
     from tests.runs.factories import grant, make_skill
 
-    @register("security.echo_secrets")
+    @register("security.echo_secrets", effect="read")
     def echo(*, arguments, context):
         return {"api_key": SECRETS[0], "card": "4242 4242 4242 4242", "echo": arguments}
 

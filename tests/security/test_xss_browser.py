@@ -25,7 +25,7 @@ def hostile_world(acme, approver, agent_client, settings):
     from runs.adapters.python import register
     from tests.runs.factories import grant, make_skill
 
-    @register("xss.echo")
+    @register("xss.echo", effect="read")
     def echo(*, arguments, context):
         return {"echo": arguments.get("text"), "html": PAYLOAD}
 

@@ -36,7 +36,7 @@ SCHEMA = {
 }
 
 
-@register("traces_test.receipt")
+@register("traces_test.receipt", effect="read")
 def receipt(*, arguments, context):
     return {"ok": True, "receipt": "rcpt_1", "note": "done"}
 

@@ -29,7 +29,7 @@ SCHEMA = {
 EXPOSED = ["orders.lookup", "orders.refund", "orders.delete", "web.search"]
 
 
-@register("why_test.order")
+@register("why_test.order", effect="read")
 def order(*, arguments, context):
     return {"order_id": arguments["order_id"], "lines": [{"sku": f"sku-{i}", "note": "x" * 40} for i in range(60)]}
 

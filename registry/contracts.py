@@ -1,0 +1,164 @@
+"""What the code behind an adapter says about itself, so that a manifest cannot say less.
+
+A `python:<name>` adapter runs deployed code inside Airlock. Whoever writes that code declares, where the
+function is registered (`runs.adapters.python.register`), its effect class, the approval it needs at
+least, and which teams may name it. A manifest that claims a lower effect or a weaker approval than the
+declaration, or that names a function its team may not use, is refused when it is stored and again when
+it is published. An `mcp://<server>/<tool>` adapter is held to the tool's own annotations, as recorded
+when the platform's server was imported (`destructive_hint` and the rest, `registry.mcp_import`).
+
+A first version is also sent to review (`first_version_findings`) when it names a function that another
+skill already runs, or declares more than the function does: nothing earlier was reviewed to compare with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from registry.models import EFFECT_RANK, Skill, SkillVersion
+from registry.review import APPROVAL_RANK, Finding
+from registry.validation import problem
+
+ANY_TEAM = "*"
+
+
+@dataclass(frozen=True)
+class FunctionContract:
+    """The declaration of one in-process function that `python:` adapters may name."""
+
+    name: str
+    effect: str
+    approval: str = "not_required"
+    teams: tuple[str, ...] = (ANY_TEAM,)
+
+    def __post_init__(self) -> None:
+        if self.effect not in EFFECT_RANK or self.approval not in APPROVAL_RANK or not self.teams:
+            raise ValueError(f"{self.name}: effect, approval or teams is not a valid declaration.")
+
+    def allows_team(self, team_slug: str) -> bool:
+        return ANY_TEAM in self.teams or team_slug in self.teams
+
+    @property
+    def teams_text(self) -> str:
+        return "any team" if ANY_TEAM in self.teams else ", ".join(self.teams)
+
+
+_FUNCTIONS: dict[str, FunctionContract] = {}
+
+
+def declare(contract: FunctionContract) -> None:
+    _FUNCTIONS[contract.name] = contract
+
+
+def declared_functions() -> list[FunctionContract]:
+    return sorted(_FUNCTIONS.values(), key=lambda contract: contract.name)
+
+
+def contract_for(adapter: str) -> FunctionContract | None:
+    """The declaration the adapter's code makes: a registered function's, or an imported MCP tool's annotations."""
+    if adapter.startswith("python:"):
+        return _FUNCTIONS.get(adapter.removeprefix("python:"))
+    if adapter.startswith("mcp://"):
+        return _mcp_tool_contract(adapter)
+    return None
+
+
+def effect_of_annotations(annotations: dict) -> str:
+    """The effect class an MCP tool's annotations declare (hints the server gives about itself)."""
+    read_only = annotations.get("readOnlyHint") is True
+    if read_only:
+        return "read"
+    if annotations.get("destructiveHint") is True:
+        return "destructive"
+    if annotations.get("openWorldHint") is True:
+        return "external"
+    return "write"
+
+
+def _mcp_tool_contract(adapter: str) -> FunctionContract | None:
+    """MCP annotations declare an effect, not an approval: the floor is the effect alone."""
+    imported = (
+        SkillVersion.objects.filter(manifest__execution__adapter=adapter)
+        .exclude(imported_from={})
+        .order_by("-created_at")
+        .values_list("imported_from", flat=True)
+        .first()
+    )
+    if imported is None:
+        return None
+    return FunctionContract(name=adapter, effect=effect_of_annotations(imported.get("annotations") or {}))
+
+
+def contract_problems(manifest: dict, team_slug: str | None) -> list[dict]:
+    """Why the manifest says less than its adapter's declaration (empty when it says as much or more)."""
+    adapter = str((manifest.get("execution") or {}).get("adapter") or "")
+    risk = manifest.get("risk") or {}
+    effect, approval = risk.get("effect"), risk.get("approval", "not_required")
+    contract = contract_for(adapter)
+    if contract is None:
+        if adapter.startswith("python:"):
+            return [
+                problem(
+                    "$.execution.adapter",
+                    "unknown_function",
+                    f"No in-process function {adapter.removeprefix('python:')} is registered in this deployment; "
+                    "a python: adapter names a function registered with its declaration (docs/registry.md).",
+                )
+            ]
+        return []
+    errors = []
+    if team_slug and adapter.startswith("python:") and not contract.allows_team(team_slug):
+        errors.append(
+            problem(
+                "$.execution.adapter",
+                "function_not_for_team",
+                f"{adapter} may be used by {contract.teams_text} only, as its declaration says; not by {team_slug}.",
+            )
+        )
+    if effect in EFFECT_RANK and EFFECT_RANK[effect] < EFFECT_RANK[contract.effect]:
+        errors.append(
+            problem(
+                "$.risk.effect",
+                "effect_below_declaration",
+                f"{adapter} declares the effect {contract.effect}; a skill that runs it cannot claim {effect}.",
+            )
+        )
+    if approval in APPROVAL_RANK and APPROVAL_RANK[approval] < APPROVAL_RANK[contract.approval]:
+        errors.append(
+            problem(
+                "$.risk.approval",
+                "approval_below_declaration",
+                f"{adapter} declares that it needs approval {contract.approval}; "
+                f"a skill that runs it cannot ask for {approval}.",
+            )
+        )
+    return errors
+
+
+def first_version_findings(manifest: dict, skill: Skill) -> list[Finding]:
+    """Why a skill's first version needs review because of the code it runs: shared with another skill, or
+    declared differently from what that code declares."""
+    adapter = str((manifest.get("execution") or {}).get("adapter") or "")
+    if not adapter.startswith(("python:", "mcp://")):
+        return []
+    found = []
+    others = sorted(
+        set(
+            SkillVersion.objects.filter(manifest__execution__adapter=adapter)
+            .exclude(skill=skill)
+            .values_list("skill__name", flat=True)
+        )
+    )
+    if others:
+        found.append(Finding("$.execution.adapter", f"{adapter} already runs {', '.join(others)}"))
+    contract = contract_for(adapter)
+    risk = manifest.get("risk") or {}
+    if contract is not None:
+        effect, approval = risk.get("effect"), risk.get("approval", "not_required")
+        if effect != contract.effect:
+            found.append(Finding("$.risk.effect", f"effect {effect} where {adapter} declares {contract.effect}"))
+        if approval != contract.approval:
+            found.append(
+                Finding("$.risk.approval", f"approval {approval} where {adapter} declares {contract.approval}")
+            )
+    return found
