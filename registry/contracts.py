@@ -39,6 +39,10 @@ class FunctionContract:
         return ANY_TEAM in self.teams or team_slug in self.teams
 
     @property
+    def approval_text(self) -> str:
+        return {"not_required": "none", "required": "one person", "two_person": "two people"}[self.approval]
+
+    @property
     def teams_text(self) -> str:
         return "any team" if ANY_TEAM in self.teams else ", ".join(self.teams)
 

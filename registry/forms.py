@@ -71,3 +71,12 @@ class ImportMcpForm(forms.Form):
             # Commands run on the server: only operators may use them, through manage.py import_mcp.
             raise forms.ValidationError("Give the server's http(s) URL; use manage.py import_mcp for stdio commands.")
         return target
+
+
+class NamespaceClaimForm(forms.Form):
+    namespace = forms.CharField(max_length=100, help_text="For example billing or support.email.")
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), to_field_name="slug", empty_label=None)
+
+    def __init__(self, *args, teams, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams

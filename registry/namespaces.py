@@ -35,6 +35,11 @@ def _covering(namespace: str) -> list[str]:
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
+def covers(claimed: str, namespace: str) -> bool:
+    """A claim on `support` covers `support` and `support.email`, not `supportive`."""
+    return namespace == claimed or namespace.startswith(claimed + ".")
+
+
 def owning_claim(namespace: str) -> NamespaceClaim | None:
     """The approved claim that decides who owns `namespace`, or None when nobody does."""
     claims = {

@@ -16,12 +16,20 @@ from django.views.decorators.http import require_GET, require_POST
 from console.models import Tenant
 from console.tenancy import teams_for
 from lib.egress import describe_failure
-from registry import review, services
+from registry import namespaces, review, services
+from registry.contracts import declared_functions
 from registry.demo import CATALOG
 from registry.diff import diff_manifests
-from registry.forms import CatalogFilterForm, DeprecateForm, ImportMcpForm, ManifestForm
+from registry.forms import CatalogFilterForm, DeprecateForm, ImportMcpForm, ManifestForm, NamespaceClaimForm
 from registry.mcp_import import import_mcp_server
-from registry.models import DiscoveryEvaluation, DiscoveryQuery, Skill, SkillVersion, VersionStatus
+from registry.models import (
+    DiscoveryEvaluation,
+    DiscoveryQuery,
+    NamespaceClaim,
+    Skill,
+    SkillVersion,
+    VersionStatus,
+)
 from registry.ranking import skill_texts, terms
 from registry.validation import lint_manifest
 
@@ -406,3 +414,51 @@ def import_mcp(request: HttpRequest) -> HttpResponse:
         {"form": form, "result": result},
         status=400 if request.method == "POST" and form.errors else 200,
     )
+
+
+@login_required
+def namespace_list(request: HttpRequest) -> HttpResponse:
+    """Who owns which namespace, the claims waiting for a platform admin, and the in-process functions with
+    what each declares; members of an owning team ask for a namespace here."""
+    teams = teams_for(request.user)
+    form = NamespaceClaimForm(request.POST or None, teams=teams)
+    if request.method == "POST":
+        if not teams.exists():
+            raise PermissionDenied("Only members of an owning team may claim namespaces.")
+        if form.is_valid():
+            try:
+                claim = namespaces.request_namespace(
+                    namespace=form.cleaned_data["namespace"], team=form.cleaned_data["team"], user=request.user
+                )
+            except namespaces.ClaimRefused as exc:
+                form.add_error("namespace", str(exc))
+            else:
+                verb = "now belongs to" if claim.status == "approved" else "is requested for"
+                messages.success(request, f"The namespace {claim.namespace} {verb} {claim.team.slug}.")
+                return redirect("registry:namespaces")
+    skills_by_namespace = dict(Skill.objects.values_list("namespace").annotate(n=Count("id")).order_by())
+    rows = [
+        {
+            "claim": claim,
+            "skills": sum(n for name, n in skills_by_namespace.items() if namespaces.covers(claim.namespace, name)),
+        }
+        for claim in NamespaceClaim.objects.select_related("team", "requested_by", "decided_by")
+    ]
+    context = {"rows": rows, "form": form, "can_claim": teams.exists(), "functions": declared_functions()}
+    return render(request, "registry/namespaces.html", context, status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def namespace_decide(request: HttpRequest, namespace: str) -> HttpResponse:
+    claim = get_object_or_404(NamespaceClaim.objects.select_related("team"), namespace=namespace)
+    try:
+        if request.POST.get("decision") == "approve":
+            namespaces.approve_claim(claim=claim, user=request.user)
+            messages.success(request, f"The namespace {claim.namespace} now belongs to {claim.team.slug}.")
+        else:
+            namespaces.decline_claim(claim=claim, user=request.user)
+            messages.success(request, f"Declined {claim.team.slug}'s claim on {claim.namespace}.")
+    except namespaces.ClaimRefused as exc:
+        messages.error(request, str(exc))
+    return redirect("registry:namespaces")

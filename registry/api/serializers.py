@@ -194,3 +194,18 @@ class DiffSerializer(serializers.Serializer):
         fields = super().get_fields()
         fields = {"from": fields.pop("from_version"), **fields}  # `from` is a Python keyword
         return fields
+
+
+class NamespaceClaimRequestSerializer(serializers.Serializer):
+    namespace = serializers.CharField(max_length=100, help_text="For example billing or support.email.")
+    team = serializers.SlugField(max_length=63, help_text="The team that is to own it.")
+
+
+class NamespaceClaimSerializer(serializers.Serializer):
+    namespace = serializers.CharField()
+    team = serializers.CharField()
+    status = serializers.ChoiceField(choices=["requested", "approved"])
+    requested_by = serializers.CharField(allow_null=True)
+    decided_by = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)

@@ -1,12 +1,15 @@
 from django.urls import path
 
-from registry.api import views
+from registry.api import namespace_views, views
 
 app_name = "registry_api"
 
 urlpatterns = [
     path("snapshots/latest", views.snapshot_latest, name="snapshot-latest"),
     path("snapshots/public-key", views.public_key, name="snapshot-public-key"),
+    path("namespaces", namespace_views.namespace_collection, name="namespaces"),
+    path("namespaces/<str:namespace>/approve", namespace_views.namespace_approve, name="namespace-approve"),
+    path("namespaces/<str:namespace>/decline", namespace_views.namespace_decline, name="namespace-decline"),
     path("skills/search", views.skill_search, name="skill-search"),
     path("skills/manifest-schema", views.manifest_schema_view, name="manifest-schema"),
     path("skills/validate", views.validate, name="skill-validate"),

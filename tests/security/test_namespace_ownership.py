@@ -200,3 +200,60 @@ def test_an_mcp_tool_is_held_to_its_annotations(demo):
     assert response.status_code == 400
     assert codes_of(response) == {"effect_below_declaration"}
     assert SkillVersion.objects.filter(skill__name="mcp.desk.tidy_ticket").count() == 0
+
+
+def test_a_team_asks_for_a_namespace_and_only_a_platform_admin_gives_it(demo):
+    olivia, root = APIClient(), APIClient()
+    olivia.force_login(demo["olivia"])
+    root.force_login(demo["root"])
+    asked = olivia.post(reverse("registry_api:namespaces"), {"namespace": "reports", "team": "support-tools"})
+    assert asked.status_code == 201 and asked.json()["status"] == "requested"
+    stranger = APIClient()
+    stranger.force_login(make_user("mallory"))
+    assert (
+        stranger.post(reverse("registry_api:namespaces"), {"namespace": "ledger", "team": "support-tools"}).status_code
+        == 403
+    )
+    approve = reverse("registry_api:namespace-approve", args=["reports"])
+    assert olivia.post(approve).status_code == 403  # the team cannot grant itself its request
+    assert owning_claim("reports") is None
+    assert root.post(approve).json()["status"] == "approved"
+    assert owning_claim("reports.daily").team.slug == "support-tools"
+    taken = olivia.post(reverse("registry_api:namespaces"), {"namespace": "reports", "team": "billing-platform"})
+    assert taken.status_code == 400 and "already approved for support-tools" in taken.json()["error"]["message"]
+    bad = olivia.post(reverse("registry_api:namespaces"), {"namespace": "Reports!", "team": "support-tools"})
+    assert bad.status_code == 400 and "is not a namespace" in bad.json()["error"]["message"]
+    listed = {row["namespace"]: row for row in olivia.get(reverse("registry_api:namespaces")).json()["namespaces"]}
+    assert listed["admin"]["team"] == "developer-platform" and listed["reports"]["decided_by"] == "root"
+
+
+def test_a_declined_request_leaves_the_namespace_free(demo):
+    olivia, root = APIClient(), APIClient()
+    olivia.force_login(demo["olivia"])
+    root.force_login(demo["root"])
+    olivia.post(reverse("registry_api:namespaces"), {"namespace": "ledger", "team": "billing-platform"})
+    assert olivia.post(reverse("registry_api:namespace-decline", args=["ledger"])).status_code == 403
+    assert root.post(reverse("registry_api:namespace-decline", args=["ledger"])).status_code == 204
+    assert not NamespaceClaim.objects.filter(namespace="ledger").exists()
+
+
+def test_the_console_page_shows_owners_and_functions_and_lets_the_platform_admin_decide(demo):
+    olivia, root = Client(), Client()
+    olivia.force_login(demo["olivia"])
+    root.force_login(demo["root"])
+    page = olivia.get(reverse("registry:namespaces")).content.decode()
+    assert "developer-platform" in page and "python:demo.delete_user_permanently" in page and "two people" in page
+    assert "Approve" not in page
+    assert (
+        olivia.post(reverse("registry:namespaces"), {"namespace": "reports", "team": "support-tools"}).status_code
+        == 302
+    )
+    assert "Approve" in root.get(reverse("registry:namespaces")).content.decode()
+    assert (
+        olivia.post(reverse("registry:namespace_decide", args=["reports"]), {"decision": "approve"}).status_code == 403
+    )
+    root.post(reverse("registry:namespace_decide", args=["reports"]), {"decision": "approve"})
+    assert owning_claim("reports").team.slug == "support-tools"
+    outsider = Client()
+    outsider.force_login(make_user("mallory"))
+    assert outsider.post(reverse("registry:namespaces"), {"namespace": "x", "team": "support-tools"}).status_code == 403
