@@ -117,8 +117,9 @@ class ApprovalRequest(models.Model):
     def acts_for(self, user) -> bool:
         """True when the run acts on behalf of this user: they may not approve it themselves.
 
-        Compared through lib.identity (case, Unicode forms, invisible characters, `user:` prefixes,
-        `account:<id>` bindings), so that a respelling of the approver's name is still the approver."""
+        Compared through lib.identity (case, Unicode forms and lookalikes, invisible characters, prefixes,
+        address and directory spellings, `account:<id>` bindings), so that a respelling of the approver's
+        name is still the approver."""
         return is_same_person(str(self.context.get("end_user") or ""), user)
 
     def decided_summary(self) -> str:

@@ -6,7 +6,7 @@ from django.urls import reverse
 from approvals.models import ApprovalStatus
 from approvals.services import DecisionRefused, decide_approval
 from console.models import Role
-from lib.identity import bound_account_id, identity_key, is_same_person
+from lib.identity import bound_account_id, identity_key, identity_keys, is_same_person, skeleton
 from tests.approvals.factories import open_request
 from tests.approvals.test_api import _pat_client
 from tests.conftest import make_user
@@ -30,9 +30,41 @@ RESPELLINGS_OF_BOB = [
 ]
 
 
+# How directories, chat tools and mail clients write alice (username alice, e-mail alice@example.com).
+RESPELLINGS_OF_ALICE = [
+    "Alice <alice@example.com>",
+    "<alice@example.com>",
+    '"alice"',
+    "alice@example.com.",
+    "@alice",
+    "<@alice>",
+    "<@U024BE7LH|alice>",
+    "acme\\alice",
+    "ACME\\Alice",
+    "alice+x@example.com",
+    "uid=alice,ou=people",
+    "cn=Alice,ou=people,dc=acme,dc=com",
+    "ALİCE",  # Turkish dotted capital I
+    "alıce",  # Turkish dotless i
+    "slack:alice",
+    "github:Alice",
+    "okta:alice@example.com",
+    "azuread:ACME\\alice",
+    "\u0430lice",  # Cyrillic а
+    "\u0430l\u0456c\u0435",  # Cyrillic а, і, е
+    "\u03b1lice",  # Greek α
+    'user:"Alice" <alice+ops@example.com.>',
+]
+
+
 @pytest.fixture
 def bob(acme):
     return make_user("bob", tenant=acme, roles=[Role.APPROVER, Role.VIEWER])
+
+
+@pytest.fixture
+def alice(acme):
+    return make_user("alice", tenant=acme, roles=[Role.APPROVER, Role.VIEWER])
 
 
 @pytest.mark.parametrize("end_user", RESPELLINGS_OF_BOB)
@@ -76,3 +108,49 @@ def test_identity_key_is_one_normal_form():
     assert {identity_key(spelling) for spelling in RESPELLINGS_OF_BOB[:9]} == {"bob"}
     assert identity_key("Straße") == identity_key("STRASSE")  # full case folding, not lower()
     assert bound_account_id("Account: 42") == 42 and bound_account_id("user:42") is None
+
+
+@pytest.mark.parametrize("end_user", RESPELLINGS_OF_ALICE)
+def test_alice_cannot_approve_a_run_for_her_directory_or_chat_spelling(acme, agent, alice, bob, executions, end_user):
+    request = open_request(tenant=acme, agent=agent, end_user=end_user)
+    api, _ = _pat_client(alice)
+    refused = api.post(
+        reverse("approvals_api:approval_decision", args=[request.pk]), {"decision": "approve"}, format="json"
+    )
+    assert refused.status_code == 403 and "own behalf" in refused.json()["error"]["message"]
+    with pytest.raises(DecisionRefused, match="your own behalf"):
+        decide_approval(approval=request, user=alice, decision="approve")
+    request.refresh_from_db()
+    assert request.status == ApprovalStatus.PENDING
+    # Someone else is still someone else: bob approves the run that acts for alice.
+    assert decide_approval(approval=request, user=bob, decision="approve").status == ApprovalStatus.APPROVED
+
+
+@pytest.mark.parametrize("end_user", RESPELLINGS_OF_ALICE)
+def test_every_spelling_of_alice_is_alice_and_none_is_bob(alice, bob, end_user):
+    assert is_same_person(end_user, alice)
+    assert not is_same_person(end_user, bob)
+
+
+def test_readings_do_not_make_strangers_the_same(alice):
+    for someone_else in [
+        "alicia",
+        "malice",
+        "al ice",
+        "Bob <bob@example.com>",
+        "acme\\bob",
+        "uid=bob,ou=people",
+        "ou=alice-team,uid=bob",
+        "slack:bob",
+        "bob+alice@example.com",
+        "<@bob>",
+        "\u0430lic\u0435x",
+    ]:
+        assert not is_same_person(someone_else, alice), someone_else
+
+
+def test_identity_keys_fold_lookalikes_and_unwrap_addresses():
+    assert skeleton("ALİCE".casefold()) == "alice" and skeleton("b\u043eb") == "bob"
+    assert "alice" in identity_keys("Alice <alice+ops@example.com.>")
+    assert "alice@example.com" in identity_keys("Alice <alice+ops@example.com.>")
+    assert identity_keys("") == identity_keys("\u200b ") == frozenset()
