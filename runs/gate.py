@@ -151,9 +151,10 @@ def _explicit_key(raw: dict) -> str:
 
 def _exposure(state: BatchState, reported: list[str] | None, generation: gate_cache.Generation) -> dict:
     """The tools the model was shown this turn, as its framework reported them; otherwise what the
-    gate knew the agent could call then (cached: it would be worked out again on every batch)."""
+    gate knew the agent could call then (cached: it would be worked out again on every batch). A reported
+    name is free text from the agent, stored with every call: one that looks like a secret is kept masked."""
     if reported is not None:
-        return {"names": list(reported), "source": EXPOSED_BY_AGENT}
+        return {"names": [redact_text(name) for name in reported], "source": EXPOSED_BY_AGENT}
     run = state.run
     key = (run.snapshot_id, run.tenant_id, run.agent.role, tuple(pattern for pattern, _ in state.grants))
     names = gate_cache.callable_names(key=key, generation=generation, load=lambda: _available(state))

@@ -25,15 +25,18 @@ def start_run(
     *, agent, end_user: str, end_user_roles: list[str] | None = None, task: str = "", callback_url: str = ""
 ) -> Run:
     """A run pinned to the newest snapshot, bound to the end user the agent acts for. Secrets in the
-    task (an API key pasted into a prompt) are masked before it is stored."""
+    task (an API key pasted into a prompt), the end user and its roles are masked before they are stored.
+    The API refuses a role that looks like a secret (runs/api/serializers.py), so masking never changes
+    a role a policy reads; it keeps any other caller's from being stored in clear."""
     snapshot = latest_snapshot(with_body=False)
     task, end_user = redact_text(task), redact_text(end_user, limit=200)
+    end_user_roles = [redact_text(role) for role in end_user_roles or []]
     with transaction.atomic():
         run = Run.objects.create(
             tenant_id=agent.tenant_id,
             agent=agent,
             end_user=end_user,
-            end_user_roles=list(end_user_roles or []),
+            end_user_roles=end_user_roles,
             task=task,
             callback_url=callback_url,
             webhook_secret=secrets.token_urlsafe(32) if callback_url else "",

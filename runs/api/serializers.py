@@ -4,12 +4,30 @@ each call is checked by the gate), responses described here (see the note above 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from lib.sensitivity import looks_secret
 from runs.batch_input import MAX_EXPOSED_TOOLS, MAX_TOOL_NAME, unstorable_text
+
+
+class EndUserRoleField(serializers.CharField):
+    """A role is a name policies compare against (`"vip" in end_user.roles`), stored with the run and its
+    decisions: one that looks like a secret is refused rather than stored, or silently changed."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(max_length=64, **kwargs)
+
+    def to_internal_value(self, data: object) -> str:
+        role = super().to_internal_value(data)
+        bad = unstorable_text(role)
+        if bad:
+            raise serializers.ValidationError(f"A role must not contain {bad}.")
+        if looks_secret(role):
+            raise serializers.ValidationError("A role must be a name, not a credential: this one looks like a secret.")
+        return role
 
 
 class RunCreateSerializer(serializers.Serializer):
     end_user = serializers.CharField(max_length=200)
-    end_user_roles = serializers.ListField(child=serializers.CharField(max_length=64), required=False, default=list)
+    end_user_roles = serializers.ListField(child=EndUserRoleField(), required=False, default=list)
     task = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
     callback_url = serializers.URLField(required=False, allow_blank=True, default="", max_length=500)
 

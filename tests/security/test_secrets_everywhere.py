@@ -16,8 +16,9 @@ from approvals.models import ApprovalRequest, WebhookDelivery
 from approvals.services import decide_approval
 from lib.log_redaction import MaskSecretsFilter
 from registry.snapshots import publish_snapshot
+from runs import services
 from runs.adapters.python import register
-from runs.models import Run
+from runs.models import Run, ToolCall
 from tests.dbdump import database_text
 from tests.runs.conftest import call, post_calls, start_run
 from tests.runs.factories import grant, make_skill
@@ -29,6 +30,7 @@ SECRETS = {
     "openai": "sk-live-4eC39HqLyjWDarjtT1zdp7dc",
     "github": "ghp_9aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456",
     "aws": "AKIAZ7Q3EXAMPLEKEY12",
+    "aws_example": "AKIAIOSFODNN7EXAMPLE",
     "card": "4111 1111 1111 1111",
     "card_digits": "4111111111111111",
     "password": "hunter2-Quokka",
@@ -245,3 +247,54 @@ def test_an_event_payload_is_redacted_when_appended_so_the_webhook_body_is_too(a
     delivery = WebhookDelivery.objects.get(event=event)
     assert _leaks(json.dumps(event.payload)) == [] and _leaks(delivery.body) == []
     assert event.payload["call_id"] == "c-1" and "result" in json.loads(delivery.body)["payload"]
+
+
+# Short texts carrying each secret shape, as an agent might send them as a role or a tool name.
+SECRET_NAMES = [
+    SECRETS["aws"],
+    SECRETS["aws_example"],
+    SECRETS["openai"],
+    SECRETS["github"],
+    SECRETS["card"],
+    f"password={SECRETS['password']}",
+    f"Authorization: Bearer {SECRETS['bearer']}",
+    f"api_key={SECRETS['api_key']}",
+    f"token: {SECRETS['token']}",
+]
+
+
+@pytest.mark.parametrize("role", SECRET_NAMES)
+def test_an_agent_cannot_bind_a_secret_to_a_run_as_an_end_user_role(agent_client, role):
+    """A role is read by policies, so it is refused rather than stored masked under a name no rule expects."""
+    response = agent_client.post(
+        reverse("runs_api:run_create"), {"end_user": "u-1", "end_user_roles": ["customer", role]}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert "looks like a secret" in str(response.json()["error"]["fields"]["end_user_roles"])
+    assert _leaks(response.content.decode()) == []
+    assert not Run.objects.exists()
+
+
+def test_no_secret_in_roles_or_exposed_tool_names_reaches_the_decision_record_or_any_table(
+    agent, agent_client, catalog
+):
+    by_api = start_run(agent_client, end_user=f"u-1 {SECRETS['aws_example']}", end_user_roles=["customer"])
+    # A caller inside Airlock (the demo, a management command) is not refused: what it binds is stored masked.
+    by_service = services.start_run(agent=agent, end_user="u-2", end_user_roles=["customer", *SECRET_NAMES])
+    for run_id in (by_api["run_id"], str(by_service.pk)):
+        response = agent_client.post(
+            reverse("runs_api:run_calls", args=[run_id]),
+            {"exposed_tools": [*SECRET_NAMES, "vault.read"], "calls": [call("c1", "vault.read", {"note": "hi"})]},
+            format="json",
+        )
+        assert response.status_code == 200, response.content
+        assert response.json()["results"][0]["status"] == "ok"
+        assert _leaks(response.content.decode()) == []
+
+    for recorded in ToolCall.objects.filter(call_id="c1"):
+        names = recorded.decision["exposed_tools"]["names"]
+        assert "vault.read" in names and len(names) == len(SECRET_NAMES) + 1  # the record still answers "why"
+        assert "customer" in recorded.decision["inputs"]["context"]["end_user"]["roles"]
+    stored = database_text()
+    assert "vault.read" in stored and "customer" in stored  # the dump is real
+    assert _leaks(stored) == [], "stored in clear"
