@@ -1,4 +1,4 @@
-"""The gateway's use cases, each through the service the REST API uses: start the session's run, put one
+"""The gateway's use cases, each through the service the REST API uses: start a session's run, put one
 call through the gate, and read what became of a call that waited for approval."""
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ class ApprovalState:
     result: dict | None
 
 
-def start_session_run(*, agent: Agent, end_user: str) -> UUID:
-    """The run an MCP session's calls belong to, started as POST /api/v1/runs starts one."""
-    return services.start_run(agent=agent, end_user=end_user, task="MCP session").pk
+def start_session_run(*, agent: Agent, end_user: str, task: str) -> UUID:
+    """The run an MCP session's calls (or one sessionless call) belong to, started as POST /api/v1/runs
+    starts one."""
+    return services.start_run(agent=agent, end_user=end_user, task=task).pk
 
 
 def propose_call(*, agent: Agent, run_id: UUID, call: dict, exposed: list[str] | None = None) -> dict:

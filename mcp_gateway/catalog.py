@@ -1,6 +1,6 @@
 """What `tools/list` shows an agent: the tools of its session's run, as /api/v1/tools?format=mcp&run_id=…
-lists them (the run's pinned snapshot, so the list holds for the whole session), Airlock's `find_tools`
-and `describe_tool`, and the gateway's own `check_approval` tool."""
+lists them (the run's pinned snapshot, so the list holds for the whole session; a sessionless list, the
+newest snapshot's), Airlock's `find_tools` and `describe_tool`, and the gateway's own `check_approval` tool."""
 
 from __future__ import annotations
 
@@ -49,16 +49,20 @@ def _tool(definition: dict) -> types.Tool:
     )
 
 
-def mcp_entries(agent: Agent, run_id: UUID) -> list[dict]:
+def mcp_entries(agent: Agent, run_id: UUID | None) -> list[dict]:
     """What the session's run may call, less the skills its own process must run (client-executed skills),
-    which an MCP client cannot; find_tools and describe_tool first."""
-    run = Run.objects.for_agent(agent).filter(pk=run_id, agent=agent).select_related("snapshot", "agent__tenant")
-    found = run.first()
-    skills = tool_list.callable_entries(found) if found is not None else []
+    which an MCP client cannot; find_tools and describe_tool first. Without a run (a sessionless list):
+    what a run started now may call, as each sessionless call starts one."""
+    if run_id is None:
+        skills = tool_list.callable_entries_now(agent)
+    else:
+        run = Run.objects.for_agent(agent).filter(pk=run_id, agent=agent).select_related("snapshot", "agent__tenant")
+        found = run.first()
+        skills = tool_list.callable_entries(found) if found is not None else []
     return [*meta_tools.ENTRIES, *(entry for entry in skills if not client_exec.is_client_skill(entry["manifest"]))]
 
 
-def tools_for(agent: Agent, run_id: UUID) -> list[types.Tool]:
+def tools_for(agent: Agent, run_id: UUID | None) -> list[types.Tool]:
     return [*(_tool(mcp_definition(entry)) for entry in mcp_entries(agent, run_id)), CHECK_APPROVAL_TOOL]
 
 

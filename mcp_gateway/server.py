@@ -1,6 +1,11 @@
 """The MCP server: `tools/list` and `tools/call` for the agent whose key the request carries (checked by
 mcp_gateway/asgi.py, which puts the agent in the ASGI scope), with one run per MCP session.
 
+A request without a session (the 2026-07-28 protocol sends no Mcp-Session-Id; each request stands alone)
+shares nothing with any other request, of its agent or another: each sessionless `tools/call` gets a run
+of its own, and a sessionless `tools/list` starts none (it lists the newest snapshot, which the next
+call's run will pin).
+
 Calls go to the gate one at a time per session, in the order they arrive, except reads, which may
 overlap (as in one REST batch). A confirm verdict waits for the tenant's approvers, sending progress
 notifications, for at most AIRLOCK_MCP_APPROVAL_WAIT_SECONDS; then the answer is 'approval pending'
@@ -44,6 +49,7 @@ class _Session:
     """What Airlock keeps for one MCP session (the SDK keeps the session itself, in this process)."""
 
     agent_id: int
+    task: str = "MCP session"
     run_id: UUID | None = None
     calls: int = 0
     listed: list[str] | None = None  # the tool names last listed to this session: what its model was shown
@@ -72,8 +78,11 @@ def _agent(ctx) -> Agent:
     return ctx.request.scope[AGENT_SCOPE_KEY]
 
 
-def _session(ctx, agent: Agent) -> _Session:
-    session_id = ctx.request.headers.get(MCP_SESSION_ID_HEADER, "")
+def _session(ctx, agent: Agent) -> _Session | None:
+    """The request's MCP session, or None when it has none: never a state shared by sessionless requests."""
+    session_id = ctx.request.headers.get(MCP_SESSION_ID_HEADER)
+    if not session_id:
+        return None
     session = _sessions.get(session_id)
     if session is None:
         session = _sessions[session_id] = _Session(agent_id=agent.pk)
@@ -88,14 +97,17 @@ async def _run_of(session: _Session, agent: Agent, ctx) -> UUID:
     async with session.opening:
         if session.run_id is None:
             end_user = ctx.request.headers.get(END_USER_HEADER) or f"mcp:{agent.name}"
-            session.run_id = await released(calls.start_session_run, agent=agent, end_user=end_user)
+            session.run_id = await released(calls.start_session_run, agent=agent, end_user=end_user, task=session.task)
     return session.run_id
 
 
 async def _list_tools(ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    """The session's run starts here if no call started it: its pinned snapshot fixes the list."""
+    """The session's run starts here if no call started it: its pinned snapshot fixes the list. Without a
+    session no run starts: nothing would tie it to the calls that follow."""
     agent = _agent(ctx)
     session = _session(ctx, agent)
+    if session is None:
+        return types.ListToolsResult(tools=await released(catalog.tools_for, agent=agent, run_id=None))
     run_id = await _run_of(session, agent, ctx)
     tools = await released(catalog.tools_for, agent=agent, run_id=run_id)
     session.listed = [tool.name for tool in tools]
@@ -116,7 +128,9 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
     agent = _agent(ctx)
     if params.name == catalog.CHECK_APPROVAL:
         return await _check_approval(ctx, agent, params.arguments or {})
-    session = _session(ctx, agent)
+    # Sessionless: a session of this one call, so a run of its own; what its model was shown is unknown
+    # here (listed stays None), so the gate records what the run offered.
+    session = _session(ctx, agent) or _Session(agent_id=agent.pk, task="MCP call without a session")
     run_id = await _run_of(session, agent, ctx)
     effects = await released(catalog.effects_for, agent=agent, run_id=run_id)
     call = _proposed(session, params, dict(ctx.meta or {}))

@@ -8,9 +8,10 @@ or granted later appears only in the next run.
 
 from __future__ import annotations
 
+from console.models import Agent
 from policies import grants as grant_lookup
 from registry.discovery import discoverable_entries
-from registry.snapshots import SnapshotIndex, index_for
+from registry.snapshots import SnapshotIndex, index_for, latest_index
 from runs import gate_cache
 from runs.authorization import CALLABLE_STATUSES
 from runs.models import Run
@@ -28,10 +29,26 @@ def callable_entries(
     `index` and `grants` are what the caller already loaded for this run (the gate has both); without
     them they are read here.
     """
-    index = index or index_for(run.snapshot)
-    permitted = discoverable_entries(run.agent, index)
+    return _narrowed(run.agent, run.tenant_id, index or index_for(run.snapshot), grants=grants, generation=generation)
+
+
+def callable_entries_now(agent: Agent) -> list[dict]:
+    """What a run this agent starts now would list: the newest snapshot, narrowed the same way. For a list
+    that belongs to no run (a sessionless MCP `tools/list`), whose calls each start a run of their own."""
+    return _narrowed(agent, agent.tenant_id, latest_index())
+
+
+def _narrowed(
+    agent: Agent,
+    tenant_id: int,
+    index: SnapshotIndex,
+    *,
+    grants: list[tuple[str, list[str]]] | None = None,
+    generation: gate_cache.Generation = None,
+) -> list[dict]:
+    permitted = discoverable_entries(agent, index)
     if grants is None:
-        grants = gate_cache.active_grants(tenant_id=run.tenant_id, agent_role=run.agent.role, generation=generation)
+        grants = gate_cache.active_grants(tenant_id=tenant_id, agent_role=agent.role, generation=generation)
     granted = set(grant_lookup.granted_names([pattern for pattern, _ in grants], [e["name"] for e in permitted]))
     statuses = gate_cache.version_statuses(
         [entry["skill_version_id"] for entry in permitted if entry["name"] in granted], generation=generation
