@@ -5,7 +5,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     AIRLOCK_VAR_DIR=/app/var \
-    STATIC_ROOT=/app/staticfiles
+    STATIC_ROOT=/app/staticfiles \
+    FORWARDED_ALLOW_IPS=127.0.0.1,::1
 
 WORKDIR /app
 RUN useradd --create-home --uid 10001 airlock
@@ -23,5 +24,7 @@ RUN DEBUG=0 SECRET_KEY=collectstatic-only ALLOWED_HOSTS=build AIRLOCK_SIGNING_KE
 
 USER airlock
 EXPOSE 8000
+# uvicorn takes the client's address from X-Forwarded-For only when the connection comes from an address in
+# FORWARDED_ALLOW_IPS (set it to your proxy's addresses): the login lock and the key-guessing limit count by it.
 CMD ["uvicorn", "airlock.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
-     "--proxy-headers", "--forwarded-allow-ips", "*", "--lifespan", "off"]
+     "--proxy-headers", "--lifespan", "off"]

@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.envscan import ROOT, clean_environ, settings_env_names
+from tests.shipped import image_command, image_env
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
@@ -115,3 +116,41 @@ def test_the_dockerfile_build_time_settings_are_accepted():
     assert result.returncode == 0, result.stderr
     assert "Manifest" in result.stdout
     assert '"uvicorn", "airlock.asgi:application"' in dockerfile
+
+
+TRUST_EVERYONE = re.compile(r"forwarded[-_]allow[-_]ips\W{0,8}\*", re.IGNORECASE)
+
+
+def _shipped_text_files() -> list:
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    paths = [ROOT / name for name in listed.stdout.splitlines() if not name.startswith("tests/")]
+    texts = []
+    for path in paths:
+        try:
+            texts.append((path, path.read_text()))
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue
+    return texts
+
+
+def test_no_shipped_file_trusts_forwarded_headers_from_everyone():
+    """`--forwarded-allow-ips '*'` lets anyone name the address the login lock and the key-guessing limit
+    count by. Every form of it, in every file we ship (not only the Dockerfile and docker-compose.yml)."""
+    assert TRUST_EVERYONE.search('"--proxy-headers", "--forwarded-allow-ips", "*",')  # the form the image had
+    assert TRUST_EVERYONE.search("--forwarded-allow-ips '*'") and TRUST_EVERYONE.search("FORWARDED_ALLOW_IPS=*")
+    assert TRUST_EVERYONE.search('FORWARDED_ALLOW_IPS: "${FORWARDED_ALLOW_IPS:-*}"')
+    shipped = _shipped_text_files()
+    assert {"Dockerfile", "docker-compose.yml", "README.md", "operations.md", "serve.py"} <= {
+        p.name for p, _ in shipped
+    }
+    offenders = [str(path.relative_to(ROOT)) for path, text in shipped if TRUST_EVERYONE.search(text)]
+    assert not offenders, f"these trust X-Forwarded-For from everyone: {offenders}"
+
+
+def test_the_web_process_trusts_forwarded_headers_only_from_the_proxy_addresses():
+    assert image_env()["FORWARDED_ALLOW_IPS"] == "127.0.0.1,::1"
+    compose_default = INTERPOLATION.fullmatch(SERVICES["web"]["environment"]["FORWARDED_ALLOW_IPS"])
+    assert compose_default.groups() == ("FORWARDED_ALLOW_IPS", "-", "127.0.0.1,::1")
+    # The image's command and compose's are the same, and neither overrides the variable on the command line.
+    assert SERVICES["web"]["command"] == image_command()
+    assert "--forwarded-allow-ips" not in image_command() and "--proxy-headers" in image_command()
