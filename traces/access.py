@@ -21,9 +21,17 @@ from traces.redaction import redacted_marker
 from traces.timeline import Timeline, build_timeline
 
 PAYLOAD_HINTS = ("argument", "result", "message", "input", "output", "prompt", "completion", "content")
-# Verdicts of a shadow rule the owner wrote: evaluated on another tenant's calls they would answer its questions.
 # Which of the tenant's agent keys proposed a call is the tenant's business only.
-HIDDEN_FROM_OWNERS = ("airlock.decision.shadow_differs", "airlock.agent.key_lookup")
+HIDDEN_FROM_OWNERS = ("airlock.agent.key_lookup",)
+# The policy that decided, beyond its verdict: rule, reason, scope, version, floors, shadow verdicts (a shadow
+# rule the owner wrote, evaluated on another tenant's calls, would answer its questions) and refusals at
+# execution. The tenant's own rules: members only; the owner keeps the verdict (`airlock.verdict`).
+POLICY_DETAIL_PREFIXES = (
+    "airlock.decision.",
+    "airlock.refused.",
+    "gen_ai.security.policy.",
+    "gen_ai.security.decision.reason",
+)
 
 
 def owned_skill_names(user: Any) -> list[str]:
@@ -87,7 +95,7 @@ def owner_view(attributes: dict[str, Any]) -> dict[str, Any]:
     """What a skill owner outside the tenant sees: structure, hashes and sizes, never payload values."""
     out = {}
     for key, value in attributes.items():
-        if key in HIDDEN_FROM_OWNERS:
+        if key in HIDDEN_FROM_OWNERS or key.startswith(POLICY_DETAIL_PREFIXES):
             continue
         if (
             any(hint in key.lower() for hint in PAYLOAD_HINTS)

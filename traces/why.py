@@ -15,6 +15,14 @@ REPORTED_BY = {
 }
 SHOWN_FIELDS = 20
 OWNER_HIDDEN = ("exposed", "taint source", "message to the model", "decided by", "available", "issues")
+# What a skill owner outside the tenant learns of the policy that decided: which kind of policy, never its rule,
+# reason, version, floors or shadows (the tenant's own rules, readable only by its members).
+DECIDED_BY_SCOPE = {
+    "tenant": "the calling tenant's policy",
+    "platform": "a platform policy",
+    "skill": "a policy of this skill",
+    "default": "the built-in default for its effect",
+}
 SHOWN_NAMES = 12  # the panel's facts are cut at 300 characters
 APPROVAL_KINDS = (SpanKind.APPROVAL, SpanKind.APPROVAL_REQUEST, SpanKind.APPROVAL_DECISION)
 DECIDED = ("approved", "declined", "expired", "cancelled")
@@ -28,6 +36,7 @@ class Answer:
     details: list[tuple[str, Any]] = field(default_factory=list)
     approval_id: str = ""
     owner_answer: str = ""  # instead of `answer` for a skill owner from another tenant, when it quotes their data
+    owner_details: list[tuple[str, Any]] | None = None  # instead of `details` for that owner, when given
 
 
 def _decision(call: Any) -> dict:
@@ -41,14 +50,16 @@ def _exposed_tools(call: Any) -> Answer:
         return Answer(q, "Not recorded with this call.", "neutral")
     names = [str(name) for name in exposed["names"]]
     found = call.name in names
+    among = f"{call.name} {'was' if found else 'was not'} among them"
     return Answer(
         q,
-        f"{len(names)} tools; {call.name} {'was' if found else 'was not'} among them",
+        f"{len(names)} tools; {among}",
         "ok" if found else "bad",
         [
             ("exposed", _listed(names)),
             ("source", REPORTED_BY.get(exposed.get("source"), "recorded")),
         ],
+        owner_answer=f"The tools the tenant exposed: {among}.",  # how many follows from its grants
     )
 
 
@@ -113,7 +124,7 @@ def _policy(call: Any) -> Answer:
         if error.get("class") == "authorization" or call.error_class == "authorization":
             details = [("code", error.get("code") or "—"), *_available(error)]
             message = error.get("message") or "Authorization refused the call."
-            return Answer(q, message, "bad", details, owner_answer="Authorization refused the call.")
+            return Answer(q, message, "bad", details, owner_answer="Authorization refused the call.", owner_details=[])
         return Answer(q, "Not reached.", "neutral")
     status = {"allow": "ok", "confirm": "warn", "deny": "bad"}.get(call.verdict, "neutral")
     details: list[tuple[str, Any]] = [
@@ -135,7 +146,8 @@ def _policy(call: Any) -> Answer:
     refused = decision.get("refused_at_execution")
     if refused:
         details.append(("refused at execution", f"{refused.get('code')}: {refused.get('reason')}"))
-    return Answer(q, call.verdict, status, details)
+    decided_by = DECIDED_BY_SCOPE.get(decision.get("scope") or "default", "a policy")
+    return Answer(q, call.verdict, status, details, owner_details=[("policy", decided_by)])
 
 
 def _taint(call: Any) -> Answer:
@@ -146,15 +158,17 @@ def _taint(call: Any) -> Answer:
         taint = ((decision.get("inputs") or {}).get("context") or {}).get("run")
     if not isinstance(taint, dict):
         return Answer(q, "Not recorded with this call.", "neutral")
+    # The floors applied are the tenant's policy at work (its rules and the platform's overrides): members only.
     details: list[tuple[str, Any]] = []
     if decision.get("floor_id") == "floor:taint":
         details.append(("floor", "taint floor raised the verdict to confirm"))
     if decision.get("taint_overridden_by"):
         details.append(("floor", f"taint floor lowered by platform rule {decision['taint_overridden_by']}"))
     if not taint.get("tainted"):
-        return Answer(q, "Not tainted when this call was decided.", "ok", details)
+        return Answer(q, "Not tainted when this call was decided.", "ok", details, owner_details=[])
     source = taint.get("source") or taint.get("taint_source") or "unknown source"
-    return Answer(q, f"Tainted: {source}", "warn", [("taint source", source), *details], owner_answer="Tainted.")
+    details = [("taint source", source), *details]
+    return Answer(q, f"Tainted: {source}", "warn", details, owner_answer="Tainted.", owner_details=[])
 
 
 def _approval(call: Any, spans: list[Span]) -> Answer:
@@ -240,12 +254,15 @@ def _outcome(call: Any) -> Answer:
 def _for_owner(answer: Answer) -> Answer:
     hidden = "(hidden: another tenant's data)"
     details = [(k, hidden if k in OWNER_HIDDEN or k.startswith(("shadow", "field ")) else v) for k, v in answer.details]
+    if answer.owner_details is not None:
+        details = answer.owner_details
     return Answer(answer.question, answer.owner_answer or answer.answer, answer.status, details, answer.approval_id)
 
 
 def explain_call(*, call: Any, spans: list[Span], full: bool = True) -> list[Answer]:
     """The eight answers; `full=False` for a skill owner reading another tenant's call (traces.access):
-    the answers without that tenant's agent, end user, payloads or shadow verdicts."""
+    the answers without that tenant's agent, end user, payloads, exposed tools or policy: of the policy only
+    its verdict and which kind of policy decided (`DECIDED_BY_SCOPE`), no rule, reason, version or floor."""
     answers = [
         _exposed_tools(call),
         _validation(call, spans),
