@@ -174,8 +174,9 @@ class ApprovalEvent(models.Model):
     """The append-only audit log of an approval request: who, when, what, from which state.
 
     The row names its approval, run, call, skill and tenant itself (kept fields), so that it outlives
-    the run under retention: deleting the request sets `request` to NULL and `redacted_at` records
-    when `approvals.retention` reduced `detail` to its documented redacted form (docs/operations.md)."""
+    the run under retention: deleting the request sets `request` to NULL, `redacted_at` records
+    when `approvals.retention` reduced `detail` to its documented redacted form (docs/operations.md)
+    and `detached_at` when the row outlived its request, the start of its audit period."""
 
     request = models.ForeignKey(
         ApprovalRequest, null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
@@ -189,6 +190,9 @@ class ApprovalEvent(models.Model):
     skill_name = models.CharField(max_length=200, blank=True)
     skill_version = models.CharField(max_length=64, blank=True)
     redacted_at = models.DateTimeField(null=True, blank=True, help_text="When retention redacted the detail.")
+    detached_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the row outlived its request; its audit period counts from here."
+    )
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -205,7 +209,7 @@ class ApprovalEvent(models.Model):
         ordering = ["created_at", "id"]
         indexes = [
             models.Index(
-                fields=["created_at"], name="detached_audit_created_idx", condition=models.Q(request__isnull=True)
+                fields=["detached_at"], name="detached_audit_detached_idx", condition=models.Q(request__isnull=True)
             )
         ]
 

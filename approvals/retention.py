@@ -10,8 +10,10 @@ The log is append-only for everyone else (`ApprovalEvent.save`/`delete` and the 
    counts and hashes (`KEPT_DETAIL_KEYS`), the paths of edited arguments without their values, and
    a hash marker (`traces.redaction.redacted_marker`) for anything else: no arguments, no results,
    no free text.
-2. A detached row (its request deleted) older than `AIRLOCK_AUDIT_RETENTION_DAYS` is deleted
-   (`purge_expired_audit`), in small separate deletes.
+2. A detached row (its request deleted) is deleted `AIRLOCK_AUDIT_RETENTION_DAYS` after it was
+   detached (`detached_at`, set with the redaction), never counted from when it was written: a row
+   written long before its run ended still gets the whole audit period (`purge_expired_audit`), in
+   small separate deletes.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from approvals.models import ApprovalEvent, ApprovalRequest
@@ -63,40 +66,47 @@ def redacted_detail(detail: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _redact_rows(rows: Iterable[ApprovalEvent], now: datetime) -> int:
+def _redact_detached_rows(rows: Iterable[ApprovalEvent], now: datetime) -> int:
+    """Redact rows that outlive (or have outlived) their request, and start their audit period now."""
     changed = []
     for row in rows:
         row.detail = redacted_detail(row.detail)
-        row.redacted_at = now
+        row.redacted_at = row.detached_at = now
         changed.append(row)
     if changed:
-        ApprovalEvent.retention_queryset().bulk_update(changed, ["detail", "redacted_at"])
+        ApprovalEvent.retention_queryset().bulk_update(changed, ["detail", "redacted_at", "detached_at"])
     return len(changed)
+
+
+def unredacted_rows_of(requests: list[int] | QuerySet) -> QuerySet[ApprovalEvent]:
+    """The rows deleting these requests (ids, or a query of ids) redacts and detaches."""
+    return ApprovalEvent.retention_queryset().filter(request_id__in=requests, redacted_at__isnull=True)
 
 
 def redact_and_delete_requests(*, request_ids: list[int], now: datetime | None = None) -> tuple[int, int]:
     """Redact the audit rows of these approval requests, then delete the requests (and their votes);
-    the rows stay, detached. One short transaction, so no row is ever detached unredacted.
+    the rows stay, detached as of `now`. One short transaction, so no row is ever detached unredacted.
     Returns (rows redacted, requests deleted)."""
     now = now or timezone.now()
     with transaction.atomic():
-        rows = ApprovalEvent.retention_queryset().filter(request_id__in=request_ids, redacted_at__isnull=True)
-        redacted = _redact_rows(rows.only("pk", "detail"), now)
+        redacted = _redact_detached_rows(unredacted_rows_of(request_ids).only("pk", "detail"), now)
         deleted = ApprovalRequest.objects.filter(pk__in=request_ids).delete()[1].get("approvals.ApprovalRequest", 0)
     return redacted, deleted
 
 
-def detached_unredacted():
-    """Rows whose request was deleted some other way (an admin deleting a run): retention redacts them too."""
+def detached_unredacted() -> QuerySet[ApprovalEvent]:
+    """Rows whose request was deleted some other way (an admin deleting a run): retention redacts them too,
+    and their audit period starts then (the moment of the deletion was not recorded; never earlier)."""
     return ApprovalEvent.retention_queryset().filter(request__isnull=True, redacted_at__isnull=True)
 
 
-def expired_audit(*, now: datetime | None = None):
-    """Detached rows past the audit period; none while AIRLOCK_AUDIT_RETENTION_DAYS is 0 (kept forever)."""
+def expired_audit(*, now: datetime | None = None) -> QuerySet[ApprovalEvent]:
+    """Rows detached longer ago than the audit period; none while AIRLOCK_AUDIT_RETENTION_DAYS is 0 (kept
+    forever). A detached row not yet redacted has no `detached_at` and is not expired."""
     if not settings.AIRLOCK_AUDIT_RETENTION_DAYS:
         return ApprovalEvent.retention_queryset().none()
     cutoff = (now or timezone.now()) - timedelta(days=settings.AIRLOCK_AUDIT_RETENTION_DAYS)
-    return ApprovalEvent.retention_queryset().filter(request__isnull=True, created_at__lt=cutoff)
+    return ApprovalEvent.retention_queryset().filter(request__isnull=True, detached_at__lt=cutoff)
 
 
 def purge_expired_audit(*, now: datetime | None = None, batch_size: int, max_batches: int) -> tuple[int, int, int]:
@@ -108,7 +118,7 @@ def purge_expired_audit(*, now: datetime | None = None, batch_size: int, max_bat
         rows = list(detached_unredacted().order_by("pk").only("pk", "detail")[:batch_size])
         if not rows:
             break
-        redacted += _redact_rows(rows, now)
+        redacted += _redact_detached_rows(rows, now)
         batches += 1
     while batches < max_batches:
         ids = list(expired_audit(now=now).order_by("pk").values_list("pk", flat=True)[:batch_size])

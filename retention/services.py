@@ -10,7 +10,8 @@ AIRLOCK_RUN_RETENTION_DAYS ago, and nothing of it is still live: no call executi
 approval, no approval pending, approved or executing, no open reconciliation item, no running long
 job, no unfinished pipeline. Rows go in small separate deletes of AIRLOCK_RETENTION_BATCH_SIZE,
 children first, so no statement holds locks for long; an interrupted purge leaves rows the next
-one finishes. Audit rows outlive the run, redacted, for AIRLOCK_AUDIT_RETENTION_DAYS.
+one finishes. Audit rows outlive the run, redacted, for AIRLOCK_AUDIT_RETENTION_DAYS counted from
+that moment (`approvals.retention`). The dry run counts from the same selections the purge deletes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from approvals import retention as audit
-from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalStatus, WebhookDelivery
+from approvals.models import ApprovalRequest, ApprovalStatus, WebhookDelivery
 from reliability.models import (
     JobStatus,
     LongJob,
@@ -87,23 +88,42 @@ def expired_runs(*, now: datetime | None = None) -> QuerySet[Run]:
     )
 
 
+def _requests_of(run_ids: list | QuerySet) -> QuerySet[ApprovalRequest]:
+    return ApprovalRequest.objects.filter(call__run_id__in=run_ids)
+
+
+def _owned_rows(run_ids: list | QuerySet) -> list[tuple[str | None, QuerySet]]:
+    """What a group of expired runs owns, children first, in the order a purge deletes it, each with
+    the report's count it adds to (None: not reported). The purge and the dry run both read it."""
+    return [
+        ("deliveries", WebhookDelivery.objects.filter(run_id__in=run_ids)),
+        ("events", RunEvent.objects.filter(run_id__in=run_ids)),
+        ("approvals", _requests_of(run_ids)),
+        ("idempotency_records", IdempotencyRecord.objects.filter(call__run_id__in=run_ids)),
+        (None, ReconciliationItem.objects.filter(run_id__in=run_ids)),
+        (None, PipelineStep.objects.filter(pipeline__run_id__in=run_ids)),
+        (None, Pipeline.objects.filter(run_id__in=run_ids)),
+        (None, LongJob.objects.filter(run_id__in=run_ids)),
+        ("calls", ToolCall.objects.filter(run_id__in=run_ids)),
+    ]
+
+
 def count_expired(*, now: datetime | None = None) -> RetentionReport:
-    """The dry run: how many rows a purge would delete or redact now, deleting nothing."""
+    """The dry run: what purges run until `finished` would delete or redact now, from the same selections
+    they delete (`expired_runs`, `_owned_rows`, `approvals.retention`), deleting nothing. Audit rows the
+    purge detaches start their period then, so they are not counted as deleted."""
+    now = now or timezone.now()
     runs = expired_runs(now=now)
     run_ids = runs.values("pk")
-    return RetentionReport(
-        runs=runs.count(),
-        calls=ToolCall.objects.filter(run__in=run_ids).count(),
-        events=RunEvent.objects.filter(run__in=run_ids).count(),
-        approvals=ApprovalRequest.objects.filter(call__run__in=run_ids).count(),
-        idempotency_records=IdempotencyRecord.objects.filter(call__run__in=run_ids).count(),
-        deliveries=WebhookDelivery.objects.filter(run__in=run_ids).count(),
-        audit_redacted=(
-            ApprovalEvent.objects.filter(request__call__run__in=run_ids, redacted_at__isnull=True).count()
-            + audit.detached_unredacted().count()
-        ),
-        audit_deleted=audit.expired_audit(now=now).count(),
+    report = RetentionReport(runs=runs.count())
+    for field, rows in _owned_rows(run_ids):
+        if field:
+            setattr(report, field, rows.count())
+    report.audit_redacted = (
+        audit.unredacted_rows_of(_requests_of(run_ids).values("pk")).count() + audit.detached_unredacted().count()
     )
+    report.audit_deleted = audit.expired_audit(now=now).count()
+    return report
 
 
 def _delete_in_batches(queryset: QuerySet, *, batch_size: int, budget: _Budget) -> tuple[int, bool]:
@@ -119,13 +139,14 @@ def _delete_in_batches(queryset: QuerySet, *, batch_size: int, budget: _Budget) 
     return deleted, False
 
 
-def _delete_approvals(run_ids: list, *, batch_size: int, budget: _Budget, report: RetentionReport) -> bool:
-    requests = ApprovalRequest.objects.filter(call__run_id__in=run_ids)
+def _delete_approvals(
+    requests: QuerySet, *, now: datetime, batch_size: int, budget: _Budget, report: RetentionReport
+) -> bool:
     while budget.left > 0:
         ids = list(requests.order_by("pk").values_list("pk", flat=True)[:batch_size])
         if not ids:
             return True
-        redacted, deleted = audit.redact_and_delete_requests(request_ids=ids)
+        redacted, deleted = audit.redact_and_delete_requests(request_ids=ids, now=now)
         report.audit_redacted += redacted
         report.approvals += deleted
         budget.spend()
@@ -134,26 +155,21 @@ def _delete_approvals(run_ids: list, *, batch_size: int, budget: _Budget, report
 
 def _purge_group(run_ids: list, *, now: datetime, batch_size: int, budget: _Budget, report: RetentionReport) -> bool:
     """Delete one group of expired runs, children first; False when the budget ran out midway."""
-
-    def step(queryset: QuerySet, field: str | None) -> bool:
-        deleted, done = _delete_in_batches(queryset, batch_size=batch_size, budget=budget)
-        if field:
-            setattr(report, field, getattr(report, field) + deleted)
-        return done
-
-    return (
-        step(WebhookDelivery.objects.filter(run_id__in=run_ids), "deliveries")
-        and step(RunEvent.objects.filter(run_id__in=run_ids), "events")
-        and _delete_approvals(run_ids, batch_size=batch_size, budget=budget, report=report)
-        and step(IdempotencyRecord.objects.filter(call__run_id__in=run_ids), "idempotency_records")
-        and step(ReconciliationItem.objects.filter(run_id__in=run_ids), None)
-        and step(PipelineStep.objects.filter(pipeline__run_id__in=run_ids), None)
-        and step(Pipeline.objects.filter(run_id__in=run_ids), None)
-        and step(LongJob.objects.filter(run_id__in=run_ids), None)
-        and step(ToolCall.objects.filter(run_id__in=run_ids), "calls")
-        # Checked again: a run that came back to life meanwhile keeps what is left of it.
-        and step(expired_runs(now=now).filter(pk__in=run_ids), "runs")
+    for field, rows in _owned_rows(run_ids):
+        if field == "approvals":
+            done = _delete_approvals(rows, now=now, batch_size=batch_size, budget=budget, report=report)
+        else:
+            deleted, done = _delete_in_batches(rows, batch_size=batch_size, budget=budget)
+            if field:
+                setattr(report, field, getattr(report, field) + deleted)
+        if not done:
+            return False
+    # Checked again: a run that came back to life meanwhile keeps what is left of it.
+    deleted, done = _delete_in_batches(
+        expired_runs(now=now).filter(pk__in=run_ids), batch_size=batch_size, budget=budget
     )
+    report.runs += deleted
+    return done
 
 
 def purge_expired_records(
