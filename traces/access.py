@@ -21,11 +21,14 @@ from traces.redaction import redacted_marker
 from traces.timeline import Timeline, build_timeline
 
 PAYLOAD_HINTS = ("argument", "result", "message", "input", "output", "prompt", "completion", "content")
-# Which of the tenant's agent keys proposed a call is the tenant's business only.
-HIDDEN_FROM_OWNERS = ("airlock.agent.key_lookup",)
+# Which of the tenant's agent keys proposed a call, and which of its people decided an approval, is the
+# tenant's business only (the "why" panel hides the approver from owners too).
+HIDDEN_FROM_OWNERS = ("airlock.agent.key_lookup", "decided_by", "airlock.approval.decided_by")
 # The policy that decided, beyond its verdict: rule, reason, scope, version, floors, shadow verdicts (a shadow
 # rule the owner wrote, evaluated on another tenant's calls, would answer its questions) and refusals at
-# execution. The tenant's own rules: members only; the owner keeps the verdict (`airlock.verdict`).
+# execution, as the call's spans and its approval-request span (`rule_id`, `reason`) record them. The tenant's
+# own rules: members only; the owner keeps the verdict (`airlock.verdict`).
+POLICY_DETAIL_KEYS = ("rule_id", "reason")
 POLICY_DETAIL_PREFIXES = (
     "airlock.decision.",
     "airlock.refused.",
@@ -95,7 +98,7 @@ def owner_view(attributes: dict[str, Any]) -> dict[str, Any]:
     """What a skill owner outside the tenant sees: structure, hashes and sizes, never payload values."""
     out = {}
     for key, value in attributes.items():
-        if key in HIDDEN_FROM_OWNERS or key.startswith(POLICY_DETAIL_PREFIXES):
+        if key in HIDDEN_FROM_OWNERS or key in POLICY_DETAIL_KEYS or key.startswith(POLICY_DETAIL_PREFIXES):
             continue
         if (
             any(hint in key.lower() for hint in PAYLOAD_HINTS)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from approvals.models import ApprovalRequest
+from approvals.services import decide_approval
 from console.models import Role
 from policies.models import Policy
 from runs.models import ToolCall
@@ -27,6 +29,7 @@ pytestmark = pytest.mark.django_db
 SECRET_REASON = "acme-secret-policy-reason"
 SECRET_ALLOW_REASON = "acme-secret-allow-reason"
 TAINT_SOURCE = "acme-secret-inbox of ann"
+APPROVER = "acme-secret-approver"
 
 
 @pytest.fixture
@@ -38,7 +41,7 @@ def olivia(globex, owner_team):
 
 
 @pytest.fixture
-def acme_calls(acme, agent_client, owner_team):
+def acme_calls(acme, agent_client, owner_team, django_capture_on_commit_callbacks):
     grant(acme, "support.*")
     policy = published_policy(
         [
@@ -66,12 +69,17 @@ def acme_calls(acme, agent_client, owner_team):
     assert [r["status"] for r in response.json()["results"]] == ["error", "approval_required"]
     floored = ToolCall.objects.get(call_id="c-floored")
     assert floored.decision["floor_id"] == "floor:taint"  # the allow rule decided; the taint floor raised it
+    approver = make_user(APPROVER, tenant=acme, roles=[Role.APPROVER, Role.VIEWER])
+    with django_capture_on_commit_callbacks(execute=True):
+        decide_approval(approval=ApprovalRequest.objects.get(call=floored), user=approver, decision="approve")
     return Trace.objects.get(run_id=run["run_id"]), policy
 
 
 def secrets_of(policy: Policy) -> list[str]:
-    """What acme's policy would give away: its rule ids, reasons, version, the floor and the taint."""
+    """What acme's policy would give away: its rule ids, reasons, version, the floor, the taint, and the
+    acme approver who decided the floored call."""
     return [
+        APPROVER,
         "acme-secret-deny",
         "acme-secret-allow",
         SECRET_REASON,
@@ -86,15 +94,18 @@ def secrets_of(policy: Policy) -> list[str]:
 
 
 def pages(client, trace: Trace) -> dict[str, str]:
-    """Every page of the trace that shows a call's decision: why page, why partial, span panel, timeline."""
+    """Every page of the trace that shows a call's decision: why page, why partial, each span's panel,
+    the timeline."""
     bodies = {"timeline": client.get(reverse("traces:detail", args=[trace.pk]))}
     for call_id in ("c-denied", "c-floored"):
         tool_call = ToolCall.objects.get(call_id=call_id)
-        span = Span.objects.get(trace=trace, call=tool_call, kind="tool_call")
         why = reverse("traces:why", args=[trace.pk, tool_call.pk])
         bodies[f"{call_id} why page"] = client.get(why)
         bodies[f"{call_id} why partial"] = client.get(why, HTTP_HX_REQUEST="true")
-        bodies[f"{call_id} span panel"] = client.get(reverse("traces:span", args=[trace.pk, span.span_id]))
+        for span in Span.objects.filter(trace=trace, call=tool_call):
+            bodies[f"{call_id} {span.kind} span panel"] = client.get(
+                reverse("traces:span", args=[trace.pk, span.span_id])
+            )
     for name, response in bodies.items():
         assert response.status_code == 200, name
     return {name: response.content.decode() for name, response in bodies.items()}
@@ -127,7 +138,8 @@ def test_a_member_of_the_tenant_and_a_platform_admin_see_the_whole_policy(client
     assert f"p{policy.pk}@v1" in bodies["c-denied why page"]
     floored = bodies["c-floored why page"]
     assert "acme-secret-allow" in floored and "untrusted content" in floored and "<dt>floor</dt>" in floored
-    assert SECRET_REASON in bodies["c-denied span panel"]
+    assert SECRET_REASON in bodies["c-denied tool_call span panel"]
+    assert APPROVER in bodies["c-floored approval_decision span panel"]
 
 
 def test_a_user_with_no_relation_to_the_tenant_or_the_skills_gets_404(client, acme_calls, outsider):
