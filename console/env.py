@@ -221,3 +221,22 @@ def _postgres_connections(options: dict, name: str) -> tuple[int, dict | None]:
     if not size.isdigit() or int(size) < 1:
         raise ImproperlyConfigured(f"{name} has pool_max_size={raw_size!r}; use a whole number >= 1.")
     return 0, {"min_size": 0, "max_size": int(size), "timeout": POOL_TIMEOUT_S}
+
+
+# channels_redis's idle consumer waits on Redis in a blocking read that the server ends after
+# `RedisChannelLayer.brpop_timeout` (5 s), and redis-py 8 gives every socket read a 5 s timeout by default:
+# each idle read lost that race and the inbox socket closed 5 s after it connected (channels_redis#422,
+# redis-py#4091). A read timeout that outlives the blocking read keeps idle sockets open and still notices,
+# within that time, a Redis that stopped answering. tests/approvals/test_idle_inbox.py holds both to it.
+CHANNEL_LAYER_READ_TIMEOUT_S = 15
+CHANNEL_LAYER_CONNECT_TIMEOUT_S = 5
+
+
+def channel_layer_from_url(url: str, *, prefix: str) -> dict:
+    """A CHANNEL_LAYERS entry for channels_redis on `url`, its sockets' timeouts set explicitly."""
+    host = {
+        "address": url,
+        "socket_timeout": CHANNEL_LAYER_READ_TIMEOUT_S,
+        "socket_connect_timeout": CHANNEL_LAYER_CONNECT_TIMEOUT_S,
+    }
+    return {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [host], "prefix": prefix}}

@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 from console.env import (
+    channel_layer_from_url,
     database_from_url,
     env_bool,
     env_choice,
@@ -132,12 +133,7 @@ REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured("REDIS_URL must start with redis://, rediss:// or unix://.")
 if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("AIRLOCK_CHANNEL_PREFIX", "airlock")},
-        }
-    }
+    CHANNEL_LAYERS = {"default": channel_layer_from_url(REDIS_URL, prefix=env_str("AIRLOCK_CHANNEL_PREFIX", "airlock"))}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import channel_layers, get_channel_layer
 
 from approvals.broadcast import ApprovalChanged, send_now, tenant_group
+from console.env import channel_layer_from_url
 from lib.awaiting import await_from_sync
 
 
@@ -25,12 +26,8 @@ async def _never() -> None:
 
 @pytest.fixture
 def redis_layer(settings):
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": f"airlock-test-broadcast-{os.getpid()}"},
-        }
-    }
+    prefix = f"airlock-test-broadcast-{os.getpid()}"
+    settings.CHANNEL_LAYERS = {"default": channel_layer_from_url(settings.REDIS_URL, prefix=prefix)}
     channel_layers.backends.clear()
     yield get_channel_layer()
     channel_layers.backends.clear()

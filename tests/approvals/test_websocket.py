@@ -9,6 +9,7 @@ from django.test import Client
 
 from airlock.asgi import application
 from approvals.services import decide_approval
+from console.env import channel_layer_from_url
 from tests.approvals.factories import open_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -20,12 +21,7 @@ PATH = "/ws/approvals/"
 def layer(request, settings):
     """Run each test on the in-memory layer and, with REDIS_URL, on channels_redis."""
     if request.param == "redis":
-        settings.CHANNEL_LAYERS = {
-            "default": {
-                "BACKEND": "channels_redis.core.RedisChannelLayer",
-                "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": "airlock-test-ws"},
-            }
-        }
+        settings.CHANNEL_LAYERS = {"default": channel_layer_from_url(settings.REDIS_URL, prefix="airlock-test-ws")}
     else:
         settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     channel_layers.backends.clear()

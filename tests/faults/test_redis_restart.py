@@ -21,6 +21,7 @@ from django.conf import settings as django_settings
 from django.test import Client
 from django.urls import reverse
 
+from console.env import channel_layer_from_url
 from tests.approvals.factories import open_request
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -65,12 +66,8 @@ def own_redis(settings):
         pytest.skip("redis-server is not installed")
     redis = OwnRedis()
     redis.start()
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [f"redis://127.0.0.1:{redis.port}/0"], "prefix": "airlock-faults"},
-        }
-    }
+    url = f"redis://127.0.0.1:{redis.port}/0"
+    settings.CHANNEL_LAYERS = {"default": channel_layer_from_url(url, prefix="airlock-faults")}
     channel_layers.backends.clear()
     yield redis
     redis.stop()
