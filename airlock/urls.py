@@ -36,6 +36,7 @@ urlpatterns = [
     path("django-admin/", admin.site.urls),
 ]
 
+handler400 = errors.bad_request
 handler403 = errors.permission_denied
 handler404 = errors.page_not_found
 handler500 = errors.server_error

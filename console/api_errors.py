@@ -3,7 +3,8 @@
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers, status
@@ -19,6 +20,7 @@ ERROR_CLASS_BY_STATUS = {
     404: "not_found",
     405: "validation",
     409: "conflict",
+    413: "validation",
     415: "validation",
     422: "validation",
     429: "rate_limited",
@@ -81,11 +83,25 @@ def invalid_body(serializer: serializers.Serializer, code: str, message: str = "
     )
 
 
+class BodyTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "body_too_large"
+
+
+def body_too_large_message() -> str:
+    """Why a body past DATA_UPLOAD_MAX_MEMORY_SIZE was refused, for the API and the console alike."""
+    return f"The request body is over the limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."
+
+
 def exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
+    elif isinstance(exc, RequestDataTooBig):  # raised by request.data, inside the view
+        exc = BodyTooLarge(body_too_large_message())
+    elif isinstance(exc, SuspiciousOperation):  # Django's other refusals of a request (too many fields, ...)
+        exc = exceptions.ParseError(str(exc) or None)
     response = drf_exception_handler(exc, context)
     if response is None:
         logger.exception("Unhandled API error", exc_info=exc)
