@@ -82,6 +82,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: probes reach /healthz by IP over plain HTTP, before host checks and the HTTPS redirect.
     "console.health.HealthCheckMiddleware",
+    # Before any view or the API lane: a NUL or a lone surrogate in the path or query is a 400, not a 500.
+    "console.unsafe_input.UnsafeInputMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "console.api_lane.ApiLaneMiddleware",  # key-authenticated hot API views skip the browser's middleware
     "whitenoise.middleware.WhiteNoiseMiddleware",

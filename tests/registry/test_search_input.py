@@ -15,7 +15,7 @@ def test_a_nul_character_in_the_search_is_refused(agent_client, acme, params):
     make_skill("billing.refund")
     response = agent_client.get(reverse("registry_api:skill-search"), params)
     assert response.status_code == 400, response.content
-    assert response.json()["error"]["code"] == "invalid_query"
+    assert response.json()["error"]["code"] == "bad_request"  # console.unsafe_input, before the view
     assert not DiscoveryQuery.objects.exists()
 
 
