@@ -6,17 +6,17 @@ app_name = "reliability"
 
 urlpatterns = [
     path("reconciliation/", views.reconciliation_list, name="reconciliation_list"),
-    path("reconciliation/<int:item_id>/", views.reconciliation_detail, name="reconciliation_detail"),
-    path("reconciliation/<int:item_id>/resolve/", views.reconciliation_resolve, name="reconciliation_resolve"),
+    path("reconciliation/<id:item_id>/", views.reconciliation_detail, name="reconciliation_detail"),
+    path("reconciliation/<id:item_id>/resolve/", views.reconciliation_resolve, name="reconciliation_resolve"),
     path("t/<slug:tenant_slug>/credentials/", views.credential_list, name="credential_list"),
     path(
-        "t/<slug:tenant_slug>/credentials/<int:credential_id>/delete/",
+        "t/<slug:tenant_slug>/credentials/<id:credential_id>/delete/",
         views.credential_delete,
         name="credential_delete",
     ),
-    path("t/<slug:tenant_slug>/credentials/<int:credential_id>/bind/", views.credential_bind, name="credential_bind"),
+    path("t/<slug:tenant_slug>/credentials/<id:credential_id>/bind/", views.credential_bind, name="credential_bind"),
     path(
-        "t/<slug:tenant_slug>/credential-bindings/<int:binding_id>/delete/",
+        "t/<slug:tenant_slug>/credential-bindings/<id:binding_id>/delete/",
         views.credential_unbind,
         name="credential_unbind",
     ),

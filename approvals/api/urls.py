@@ -6,6 +6,6 @@ app_name = "approvals_api"
 
 urlpatterns = [
     path("approvals", views.approval_list, name="approval_list"),
-    path("approvals/<int:approval_id>", views.approval_detail, name="approval_detail"),
-    path("approvals/<int:approval_id>/decision", views.approval_decision, name="approval_decision"),
+    path("approvals/<id:approval_id>", views.approval_detail, name="approval_detail"),
+    path("approvals/<id:approval_id>/decision", views.approval_decision, name="approval_decision"),
 ]

@@ -6,5 +6,5 @@ app_name = "policies_api"
 
 urlpatterns = [
     path("tenants/<slug:tenant_slug>/grants", views.tenant_grants, name="tenant_grants"),
-    path("grants/<int:grant_id>/revoke", views.grant_revoke, name="grant_revoke"),
+    path("grants/<id:grant_id>/revoke", views.grant_revoke, name="grant_revoke"),
 ]
