@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from django.db.models import Case, F, Q, Value, When
 
 from console.models import Agent
+from lib import bounded_json
 from registry.models import SkillVersion
 from traces import hooks
 from traces.models import Span, SpanKind, Trace
@@ -225,7 +226,7 @@ def _skill_payload_rules(names: set[str]) -> dict[tuple[str, str], tuple[dict, s
 def _parse_maybe_json(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
-            return json.loads(value)
+            return bounded_json.loads(value)
         except ValueError:
             return value
     return value
@@ -509,7 +510,7 @@ def _derived_span_id(item: dict) -> str:
 
 def decode_batch(body: bytes) -> list[SpanIn]:
     try:
-        document = json.loads(body)
+        document = bounded_json.loads(body)
     except ValueError as exc:
         raise IngestError(400, "bad_json", f"The body is not JSON: {exc}.") from None
     if not isinstance(document, dict) or not isinstance(document.get("spans"), list):

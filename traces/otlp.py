@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from lib import bounded_json
 from traces.ingest import IngestError, SpanIn
 from traces.models import Span, SpanKind
 
@@ -171,7 +172,7 @@ def _id(value: Any) -> str:
 
 def decode_json(body: bytes) -> list[SpanIn]:
     try:
-        document = json.loads(body)
+        document = bounded_json.loads(body)
     except ValueError as exc:
         raise IngestError(400, "bad_json", f"The body is not JSON: {exc}.") from None
     if not isinstance(document, dict) or not isinstance(document.get("resourceSpans", []), list):
