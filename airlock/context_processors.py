@@ -7,8 +7,8 @@ from console.tenancy import tenants_for
 def shell(request: HttpRequest) -> dict:
     """What the base layout needs on every page: the tenant switcher and the current tenant."""
     user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
-        return {}
+    if user is None or not user.is_authenticated or getattr(user, "is_agent", False):
+        return {}  # an agent's key opens a page (the API docs) with no person's shell around it
     return {
         "switchable_tenants": tenants_for(user),
         "current_tenant": getattr(request, "tenant", None),
