@@ -13,14 +13,14 @@ django_asgi_app = PooledThreadsASGIHandler()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from airlock.routing import websocket_urlpatterns  # noqa: E402
+from airlock.routing import refuse_other_paths, websocket_urlpatterns  # noqa: E402
 from console.ws_origin import ExactOriginValidator  # noqa: E402
 from mcp_gateway.asgi import with_mcp  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": with_mcp(django_asgi_app),  # /mcp: Airlock as an MCP server (mcp_gateway/)
-        "websocket": ExactOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": ExactOriginValidator(AuthMiddlewareStack(URLRouter([*websocket_urlpatterns, refuse_other_paths]))),
     }
 )
 
