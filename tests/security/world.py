@@ -129,7 +129,8 @@ def _credential(w: World):
     from lib.sealing import seal
     from reliability.models import Credential
 
-    return Credential.objects.create(tenant=w.acme, name="acme_token", sealed_value=seal("acme-secret-value"))
+    name = f"acme_token_{secrets.token_hex(3)}"  # one per filler call: a walk may fill several routes
+    return Credential.objects.create(tenant=w.acme, name=name, sealed_value=seal("acme-secret-value"))
 
 
 def _credential_binding(w: World):
