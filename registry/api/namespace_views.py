@@ -13,7 +13,11 @@ from console.api_auth import IsHuman
 from console.api_errors import error_body, error_responses
 from console.models import Team
 from registry import namespaces
-from registry.api.serializers import NamespaceClaimRequestSerializer, NamespaceClaimSerializer
+from registry.api.serializers import (
+    NamespaceClaimListSerializer,
+    NamespaceClaimRequestSerializer,
+    NamespaceClaimSerializer,
+)
 from registry.models import NamespaceClaim
 
 
@@ -33,10 +37,11 @@ def _refused(exc: namespaces.ClaimRefused) -> Response:
     return Response(error_body("validation", "claim_refused", str(exc)), status=status.HTTP_400_BAD_REQUEST)
 
 
+@extend_schema(methods=["GET"], responses={200: NamespaceClaimListSerializer}, tags=["registry"])
 @extend_schema(
-    operation_id="v1_namespaces",
+    methods=["POST"],
     request=NamespaceClaimRequestSerializer,
-    responses={200: NamespaceClaimSerializer(many=True), 201: NamespaceClaimSerializer, **error_responses(400, 403)},
+    responses={201: NamespaceClaimSerializer, **error_responses(400, 403)},
     tags=["registry"],
 )
 @api_view(["GET", "POST"])

@@ -209,3 +209,7 @@ class NamespaceClaimSerializer(serializers.Serializer):
     decided_by = serializers.CharField(allow_null=True)
     created_at = serializers.DateTimeField()
     decided_at = serializers.DateTimeField(allow_null=True)
+
+
+class NamespaceClaimListSerializer(serializers.Serializer):
+    namespaces = NamespaceClaimSerializer(many=True)
