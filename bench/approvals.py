@@ -38,7 +38,7 @@ _API_RESPONSE_MS: list[float] = []  # the creating API call's own response time,
 try:  # the worker imports this module (-I bench.approvals) to get the downstream tool
     from runs.adapters.python import register
 
-    @register("bench.approvals_refund", effect="read")
+    @register("bench.approvals_refund", effect="external", approval="required")
     def bench_refund(*, arguments, context):
         return {"refund_id": f"rf_{context.call_id}", "amount_cents": arguments.get("amount_cents")}
 except Exception:  # noqa: BLE001 - imported outside Django (the bench runner itself)
