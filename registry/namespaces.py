@@ -60,8 +60,8 @@ def namespace_problems(skill_name: str, team_slug: str) -> list[dict]:
         problem(
             "$.name",
             "namespace_claimed",
-            f"The namespace {claim.namespace} belongs to the team {claim.team.slug}; only its skills may be "
-            f"created there, not {team_slug}'s.",
+            f"The namespace {claim.namespace} belongs to the team {claim.team.slug}: only that team creates "
+            f"skills in it, and this manifest names {team_slug}.",
         )
     ]
 
