@@ -20,6 +20,7 @@ from console.services import create_agent
 from policies.models import Grant
 from policies.services import create_grant
 from registry.models import Skill, VersionStatus
+from registry.namespaces import assign_namespace, namespace_of, owning_claim
 from registry.services import create_draft_version, latest_published, publish_as_operator
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,9 @@ def ensure_skills(downstream: str) -> list[str]:
         return []
     published = []
     for manifest in sim_manifests(downstream):
+        namespace = namespace_of(manifest["name"])
+        if owning_claim(namespace) is None:  # as a platform admin would assign it to the simulator's team
+            assign_namespace(namespace=namespace, team=Team.objects.get(slug=TEAM))
         with transaction.atomic():
             skill = Skill.objects.filter(name=manifest["name"]).first()
             current = latest_published(skill) if skill else None
