@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.models import Team
+from console.tenancy import teams_for
 from registry.models import NAMESPACE_PATTERN, ClaimStatus, NamespaceClaim, Skill
 from registry.validation import problem
 
@@ -68,6 +69,17 @@ def namespace_problems(skill_name: str, team_slug: str) -> list[dict]:
 
 def needs_platform_review(skill: Skill) -> bool:
     return owning_claim(skill.namespace) is None
+
+
+def claimable_teams(user):
+    """The teams `user` may ask a namespace for: their own (every team for a platform admin)."""
+    return teams_for(user)
+
+
+def require_claimant(user) -> None:
+    """Only a member of an owning team (or a platform admin) asks for namespaces: checked before the body."""
+    if not claimable_teams(user).exists():
+        raise PermissionDenied("Only members of an owning team (or a platform admin) may claim namespaces.")
 
 
 def _check_namespace(namespace: str) -> str:

@@ -420,11 +420,10 @@ def import_mcp(request: HttpRequest) -> HttpResponse:
 def namespace_list(request: HttpRequest) -> HttpResponse:
     """Who owns which namespace, the claims waiting for a platform admin, and the in-process functions with
     what each declares; members of an owning team ask for a namespace here."""
-    teams = teams_for(request.user)
+    teams = namespaces.claimable_teams(request.user)
     form = NamespaceClaimForm(request.POST or None, teams=teams)
     if request.method == "POST":
-        if not teams.exists():
-            raise PermissionDenied("Only members of an owning team may claim namespaces.")
+        namespaces.require_claimant(request.user)
         if form.is_valid():
             try:
                 claim = namespaces.request_namespace(

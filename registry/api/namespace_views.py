@@ -52,6 +52,7 @@ def namespace_collection(request: Request) -> Response:
     if request.method == "GET":
         claims = NamespaceClaim.objects.select_related("team", "requested_by", "decided_by")
         return Response({"namespaces": [claim_data(claim) for claim in claims]})
+    namespaces.require_claimant(request.user)
     body = NamespaceClaimRequestSerializer(data=request.data)
     body.is_valid(raise_exception=True)
     team = Team.objects.filter(slug=body.validated_data["team"]).first()

@@ -163,6 +163,14 @@ def _invitation(w: World):
     return invitation_with_token(tenant=w.acme, address=w.acme_user.username, invited_by=w.acme_user)
 
 
+def _namespace_claim(w: World) -> str:
+    """A namespace that acme's skills team asked for and a platform admin has yet to decide."""
+    from registry.models import NamespaceClaim
+
+    team = Team.objects.get_or_create(slug="acme-skills", defaults={"name": "Acme skills"})[0]
+    return NamespaceClaim.objects.get_or_create(namespace="reports", defaults={"team": team})[0].namespace
+
+
 Filler = Callable[[World], dict]
 
 FILLERS: dict[tuple[str, ...], Filler] = {
@@ -196,11 +204,12 @@ FILLERS: dict[tuple[str, ...], Filler] = {
     ("invitation_id", "tenant_slug"): lambda w: {"tenant_slug": w.acme.slug, "invitation_id": _invitation(w)[0].pk},
     ("invitation_id",): lambda w: {"invitation_id": _invitation(w)[0].pk},
     ("token",): lambda w: {"token": _invitation(w)[1]},
+    ("namespace",): lambda w: {"namespace": _namespace_claim(w)},
 }
 
 # Parameters naming the global skill catalog: skills belong to teams, not tenants, and any
 # signed-in person may read them (docs/registry.md); writes still need the owning team.
-GLOBAL_READS = {"name", "version", "skill_name"}
+GLOBAL_READS = {"name", "version", "skill_name", "namespace"}
 
 # Routes whose parameter is not an object id: the reason, checked where named.
 EXEMPT: dict[str, str] = {
