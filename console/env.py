@@ -145,11 +145,15 @@ def env_choice(name: str, default: str, choices: list[str]) -> str:
 
 
 # Server connections per process, unless DATABASE_URL says `?pool_max_size=N`. A request (or task) holds
-# one until it ends, its tool calls included, and the gate's 16 threads (AIRLOCK_GATE_WORKERS) bound the
-# calls that execute at once anyway. PostgreSQL allows 100 connections by default (3 reserved): 2 uvicorn
-# workers x 16 + 8 Celery processes x 2 (a task and a gate thread) + beat stay near 50, room to spare
-# for psql and for a deploy's old and new processes overlapping.
-DEFAULT_POOL_MAX_SIZE = 16
+# one until it ends, its tool calls included, and an adapter on a gate thread (AIRLOCK_GATE_WORKERS) may take
+# another meanwhile: a web worker's 8 request threads, plus 2 so that gate threads always make progress.
+# PostgreSQL allows 100 connections by default (3 reserved): the documented deployment (2 web workers, 1
+# stream process, 4 Celery children; beat opens none) may hold 7 x 10 = 70, leaving room for migrate, psql
+# and a restarted process overlapping its predecessor.
+DEFAULT_POOL_MAX_SIZE = 10
+# Connections each pool opens as soon as its process first uses the database, and keeps while idle: none, so
+# an idle deployment holds only what it used in the last ten minutes (psycopg's max_idle).
+POOL_MIN_SIZE = 0
 # How long a request waits for a free connection before it fails with a database error: as long as a tool
 # call may take by default. While PostgreSQL is down every request waits this long (the pool cannot tell
 # down from busy), so it stays short.
@@ -220,7 +224,7 @@ def _postgres_connections(options: dict, name: str) -> tuple[int, dict | None]:
     size = str(DEFAULT_POOL_MAX_SIZE) if raw_size is None else raw_size
     if not size.isdigit() or int(size) < 1:
         raise ImproperlyConfigured(f"{name} has pool_max_size={raw_size!r}; use a whole number >= 1.")
-    return 0, {"min_size": 0, "max_size": int(size), "timeout": POOL_TIMEOUT_S}
+    return 0, {"min_size": POOL_MIN_SIZE, "max_size": int(size), "timeout": POOL_TIMEOUT_S}
 
 
 # channels_redis's idle consumer waits on Redis in a blocking read that the server ends after

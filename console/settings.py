@@ -131,6 +131,11 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Celery worker children (prefork), each with its own connection pool. Celery's own default is the host's
+# CPU count, which would tie the connections a deployment needs to the machine it lands on; the command
+# line's --concurrency still wins over this.
+CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 4, minimum=1)
+
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured("REDIS_URL must start with redis://, rediss:// or unix://.")

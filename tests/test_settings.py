@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import DEFAULT_POOL_MAX_SIZE, database_from_url
+from console.env import DEFAULT_POOL_MAX_SIZE, POOL_MIN_SIZE, database_from_url
 from tests.envscan import ROOT, clean_environ, settings_env_names
 
 REPORT = """
@@ -110,6 +110,37 @@ def test_postgresql_connections_come_from_a_bounded_pool_unless_told_otherwise()
     assert entry["CONN_HEALTH_CHECKS"]  # a connection that died idle in the pool is replaced, not handed out
 
 
+POOL_REPORT = """
+import json, django
+django.setup()
+from django.conf import settings
+from console.celery import app
+print(json.dumps({
+    "pool": settings.DATABASES["default"]["OPTIONS"]["pool"],
+    "celery_children": app.conf.worker_concurrency,
+}))
+"""
+# PostgreSQL's defaults: max_connections 100, of which superuser_reserved_connections 3.
+POSTGRES_DEFAULT_AVAILABLE = 100 - 3
+
+
+def pool_report(**env: str) -> dict:
+    result = run_python(POOL_REPORT, DATABASE_URL=POSTGRES_URL, **env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_documented_deployment_fits_postgresqls_default_max_connections_with_room_to_spare():
+    """2 web workers, 1 stream process and the Celery children, each with the default pool, may hold at most
+    three quarters of what a stock PostgreSQL allows: the rest is for migrate, psql and a restart's overlap."""
+    defaults = pool_report()
+    assert defaults["celery_children"] == 4  # pinned, not the host's CPU count
+    assert defaults["pool"]["max_size"] == DEFAULT_POOL_MAX_SIZE
+    assert defaults["pool"]["min_size"] == POOL_MIN_SIZE == 0  # no connection opened before it is needed
+    processes = 2 + 1 + defaults["celery_children"]
+    assert processes * defaults["pool"]["max_size"] <= 0.75 * POSTGRES_DEFAULT_AVAILABLE
+
+
 @pytest.mark.parametrize(
     ("query", "pool_max_size", "conn_max_age"),
     [
@@ -190,6 +221,7 @@ def test_debug_off_without_allowed_hosts_or_signing_key_refuses_to_start(tmp_pat
         ("AIRLOCK_RATE_LIMITS", "acme:billing.*=60,acme:billing*=9", "AIRLOCK_RATE_LIMITS entry 'acme:billing*=9'"),
         ("AIRLOCK_RATE_LIMITS", "acme:agent=900", "AIRLOCK_RATE_LIMITS entry 'acme:agent=900': 'agent' is not a skill"),
         ("AIRLOCK_GATE_WORKERS", "0", "AIRLOCK_GATE_WORKERS=0 is below the minimum of 1"),
+        ("CELERY_WORKER_CONCURRENCY", "auto", "CELERY_WORKER_CONCURRENCY='auto' is not a whole number"),
         ("AIRLOCK_RETRY_BASE_SECONDS", "fast", "AIRLOCK_RETRY_BASE_SECONDS='fast' is not a number"),
         ("AIRLOCK_RETRY_CAP_SECONDS", "-1", "AIRLOCK_RETRY_CAP_SECONDS='-1' is below the minimum"),
         ("AIRLOCK_BREAKER_FAILURE_THRESHOLD", "0", "AIRLOCK_BREAKER_FAILURE_THRESHOLD=0 is below the minimum of 1"),
