@@ -149,7 +149,8 @@ def env_choice(name: str, default: str, choices: list[str]) -> str:
 # another meanwhile: a web worker's 8 request threads, plus 2 so that gate threads always make progress.
 # PostgreSQL allows 100 connections by default (3 reserved): the documented deployment (2 web workers, 1
 # stream process, 4 Celery children; beat opens none) may hold 7 x 10 = 70, leaving room for migrate, psql
-# and a restarted process overlapping its predecessor.
+# and a restarted process overlapping its predecessor. /healthz warns when AIRLOCK_DB_PROCESSES x this
+# would not fit the server's max_connections (console/health.py).
 DEFAULT_POOL_MAX_SIZE = 10
 # Connections each pool opens as soon as its process first uses the database, and keeps while idle: none, so
 # an idle deployment holds only what it used in the last ten minutes (psycopg's max_idle).

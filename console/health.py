@@ -1,9 +1,12 @@
 """Health of the services Airlock depends on, for /healthz and operators.
 
-The report is `{"status": "ok" | "degraded", "checks": {"database", "redis", "celery"}}`; each
-check has a `status` of `ok`, `down`, `not_configured` (no REDIS_URL) or `eager` (tasks run in
-the web process). Anything `down` makes the whole report `degraded` and the response 503: with
-REDIS_URL set and no Celery worker answering, approved calls would never resume, so that counts.
+The report is `{"status": "ok" | "degraded", "checks": {"database", "connections", "redis", "celery"}}`;
+each check has a `status` of `ok`, `down`, `not_configured` (no REDIS_URL; no connection pool) or
+`eager` (tasks run in the web process). Anything `down` makes the whole report `degraded` and the
+response 503: with REDIS_URL set and no Celery worker answering, approved calls would never resume, so
+that counts. `connections` is only ever `ok`, `warning` or `unknown`, never `down`: the deployment's
+pools could outgrow PostgreSQL's max_connections, but this process is serving, and a probe that
+restarted it would not fix the sizing.
 """
 
 import json
@@ -43,6 +46,50 @@ def _database() -> dict:
     return {"engine": connection.vendor}
 
 
+def _connections() -> dict:
+    """The most connections the deployment's pools may hold (AIRLOCK_DB_PROCESSES x this process's pool
+    max_size) against what PostgreSQL lets them have: max_connections less the slots it keeps for
+    superusers (and, from PostgreSQL 16, for pg_use_reserved_connections)."""
+    pool = connection.settings_dict["OPTIONS"].get("pool")
+    if connection.vendor != "postgresql" or not isinstance(pool, dict):
+        return {"status": "not_configured", "detail": "no connection pool (SQLite, pool=off or conn_max_age)"}
+    processes = settings.AIRLOCK_DB_PROCESSES
+    ceiling = pool["max_size"] * processes
+    try:
+        server = _server_connection_settings()
+    except Exception as exc:  # this check warns, it never fails the report
+        return {"status": "unknown", "error": f"{type(exc).__name__}: {exc}"[:300]}
+    reserved = server.get("superuser_reserved_connections", 0) + server.get("reserved_connections", 0)
+    available = server["max_connections"] - reserved
+    figures = {
+        "processes": processes,
+        "pool_max_size": pool["max_size"],
+        "pool_min_size": pool["min_size"],
+        "most_held": ceiling,
+        "held_while_idle": pool["min_size"] * processes,
+        "max_connections": server["max_connections"],
+        "reserved": reserved,
+    }
+    if ceiling <= available:
+        return {"status": "ok", **figures}
+    warning = (
+        f"{processes} processes (AIRLOCK_DB_PROCESSES) x a pool of {pool['max_size']} may hold {ceiling} "
+        f"connections, more than the {available} PostgreSQL allows ({server['max_connections']} "
+        f"max_connections, {reserved} reserved): requests will wait for a connection or fail with "
+        "'too many clients'. Lower DATABASE_URL's ?pool_max_size=N, run fewer processes or raise max_connections."
+    )
+    return {"status": "warning", "warning": warning, **figures}
+
+
+def _server_connection_settings() -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, setting FROM pg_settings WHERE name IN "
+            "('max_connections', 'superuser_reserved_connections', 'reserved_connections')"
+        )
+        return {name: int(setting) for name, setting in cursor.fetchall()}
+
+
 def _redis() -> dict:
     import redis
 
@@ -66,6 +113,10 @@ def _celery_workers() -> dict:
 
 def check_all() -> dict[str, Any]:
     checks = {"database": _timed(_database)}
+    if checks["database"]["status"] == "ok":
+        checks["connections"] = _connections()
+    else:
+        checks["connections"] = {"status": "unknown", "error": "the database is unreachable"}
     if settings.REDIS_URL:
         checks["redis"] = _timed(_redis)
         if checks["redis"]["status"] == "ok":

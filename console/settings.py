@@ -135,6 +135,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # CPU count, which would tie the connections a deployment needs to the machine it lands on; the command
 # line's --concurrency still wins over this.
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 4, minimum=1)
+# Processes that hold a connection pool on this database, every machine counted: web workers, stream
+# processes and Celery worker children (beat and a worker's parent open none). By default the documented
+# deployment: 2 web workers and 1 stream process, plus the Celery children above. /healthz warns when this
+# times the pool's max_size would not fit the server's max_connections (console/health.py).
+AIRLOCK_DB_PROCESSES = env_int("AIRLOCK_DB_PROCESSES", 3 + CELERY_WORKER_CONCURRENCY, minimum=1)
 
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):

@@ -117,6 +117,7 @@ from django.conf import settings
 from console.celery import app
 print(json.dumps({
     "pool": settings.DATABASES["default"]["OPTIONS"]["pool"],
+    "processes": settings.AIRLOCK_DB_PROCESSES,
     "celery_children": app.conf.worker_concurrency,
 }))
 """
@@ -135,10 +136,18 @@ def test_the_documented_deployment_fits_postgresqls_default_max_connections_with
     three quarters of what a stock PostgreSQL allows: the rest is for migrate, psql and a restart's overlap."""
     defaults = pool_report()
     assert defaults["celery_children"] == 4  # pinned, not the host's CPU count
+    assert defaults["processes"] == 2 + 1 + defaults["celery_children"]
     assert defaults["pool"]["max_size"] == DEFAULT_POOL_MAX_SIZE
     assert defaults["pool"]["min_size"] == POOL_MIN_SIZE == 0  # no connection opened before it is needed
-    processes = 2 + 1 + defaults["celery_children"]
-    assert processes * defaults["pool"]["max_size"] <= 0.75 * POSTGRES_DEFAULT_AVAILABLE
+    assert defaults["processes"] * defaults["pool"]["max_size"] <= 0.75 * POSTGRES_DEFAULT_AVAILABLE
+
+
+def test_more_celery_children_are_counted_unless_the_operator_declares_the_processes():
+    scaled = pool_report(CELERY_WORKER_CONCURRENCY="12")
+    assert scaled["celery_children"] == 12
+    assert scaled["processes"] == 2 + 1 + 12
+    declared = pool_report(CELERY_WORKER_CONCURRENCY="12", AIRLOCK_DB_PROCESSES="40")
+    assert declared["processes"] == 40
 
 
 @pytest.mark.parametrize(
@@ -221,6 +230,7 @@ def test_debug_off_without_allowed_hosts_or_signing_key_refuses_to_start(tmp_pat
         ("AIRLOCK_RATE_LIMITS", "acme:billing.*=60,acme:billing*=9", "AIRLOCK_RATE_LIMITS entry 'acme:billing*=9'"),
         ("AIRLOCK_RATE_LIMITS", "acme:agent=900", "AIRLOCK_RATE_LIMITS entry 'acme:agent=900': 'agent' is not a skill"),
         ("AIRLOCK_GATE_WORKERS", "0", "AIRLOCK_GATE_WORKERS=0 is below the minimum of 1"),
+        ("AIRLOCK_DB_PROCESSES", "0", "AIRLOCK_DB_PROCESSES=0 is below the minimum of 1"),
         ("CELERY_WORKER_CONCURRENCY", "auto", "CELERY_WORKER_CONCURRENCY='auto' is not a whole number"),
         ("AIRLOCK_RETRY_BASE_SECONDS", "fast", "AIRLOCK_RETRY_BASE_SECONDS='fast' is not a number"),
         ("AIRLOCK_RETRY_CAP_SECONDS", "-1", "AIRLOCK_RETRY_CAP_SECONDS='-1' is below the minimum"),
