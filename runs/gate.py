@@ -254,6 +254,10 @@ def _authorize(plan: Planned, state: BatchState) -> None:
 
 
 def _replay(plan: Planned, previous: ToolCall) -> dict:
+    if previous.result is None and lifecycle.lease_expired(previous):
+        # The process executing it died (nothing holds an executing call past its lease): the outcome is
+        # unknown and goes to reconciliation now, instead of `in_progress` until the beat's sweep.
+        recording.settle_abandoned(previous)
     if previous.result is None:
         raise Transient(
             "An earlier call with this idempotency key is still running.", code="in_progress", retry_after=1

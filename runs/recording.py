@@ -159,6 +159,25 @@ def open_unknown_outcome(call: ToolCall) -> None:
     hooks.open_reconciliation(call=call, reason="timeout", note="The call ran but its outcome was not recorded.")
 
 
+def settle_abandoned(call: ToolCall) -> dict:
+    """A process died while executing a call that must not run twice: its outcome is unknown, so it is
+    reconciled (the tool is asked by idempotency key, or an owner decides); it never runs again. Whoever
+    notices first (the beat's sweep, a redelivered resume, the agent's replay) settles it; the others read
+    the same result."""
+    error = TimeoutUnknown(
+        "The worker executing this call stopped before recording its outcome; it will not "
+        "be repeated. Its outcome is being reconciled.",
+        code="lease_expired",
+    )
+    result = {"call_id": call.call_id, "status": "error", "is_error": True, "error": error.as_error()}
+    with transaction.atomic():
+        if lifecycle.abandon_expired(call, result=result):
+            open_unknown_outcome(call)
+            return result
+    call.refresh_from_db()
+    return call.result or result
+
+
 def remember_outcome(*, key_record: IdempotencyRecord | None, call: ToolCall, result: dict) -> None:
     """The first final outcome stays with the key; a retryable failure frees the key for a retry."""
     if key_record is None:

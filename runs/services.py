@@ -11,7 +11,7 @@ from django.db import transaction
 from lib import clock
 from registry.snapshots import ResolvedSkill, index_for, latest_snapshot
 from runs import authorization, client_exec, execution, lifecycle, recording
-from runs.errors import Internal, NotPermitted, TimeoutUnknown
+from runs.errors import Internal, NotPermitted
 from runs.events import append_event
 from runs.gate import invocation_context
 from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
@@ -126,28 +126,11 @@ def _after_lost_claim(call: ToolCall, skill: ResolvedSkill | None) -> dict:
     if call.status in lifecycle.CALL_FINAL:
         return call.result or _error(call, Internal("The call ended without a recorded result.", code="no_result"))
     if call.status == CallStatus.EXECUTING and lifecycle.lease_expired(call) and not _may_run_twice(skill):
-        return settle_abandoned(call)
+        return recording.settle_abandoned(call)
     if call.status == CallStatus.EXECUTING:
         remaining = (call.lease_expires_at - clock.now()).total_seconds() if call.lease_expires_at else 1
         raise CallHeldElsewhere(retry_after=max(1.0, remaining + 1))
     return _error(call, Internal("The call is in no state to execute.", code="not_executable"))
-
-
-def settle_abandoned(call: ToolCall) -> dict:
-    """A worker died while executing a call that must not run twice: its outcome is unknown, so it is
-    reconciled (the tool is asked by idempotency key, or an owner decides); it never runs again."""
-    error = TimeoutUnknown(
-        "The worker executing this call stopped before recording its outcome; it will not "
-        "be repeated. Its outcome is being reconciled.",
-        code="lease_expired",
-    )
-    result = _error(call, error)
-    with transaction.atomic():
-        if lifecycle.abandon_expired(call, result=result):
-            recording.open_unknown_outcome(call)
-            return result
-    call.refresh_from_db()
-    return call.result or result
 
 
 def settle_expired_leases(*, grace: timedelta = timedelta(minutes=5)) -> int:
@@ -157,7 +140,7 @@ def settle_expired_leases(*, grace: timedelta = timedelta(minutes=5)) -> int:
     for pk in lifecycle.expired_leases(now=clock.now() - grace):
         call = ToolCall.objects.select_related("run__tenant").get(pk=pk)
         if call.status == CallStatus.EXECUTING:
-            settle_abandoned(call)
+            recording.settle_abandoned(call)
             settled += 1
     return settled
 
