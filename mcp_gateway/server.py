@@ -1,23 +1,22 @@
 """The MCP server: `tools/list` and `tools/call` for the agent whose key the request carries (checked by
-mcp_gateway/asgi.py, which puts the agent in the ASGI scope), with one run per MCP session.
+mcp_gateway/asgi.py, which puts the agent, and the request's MCP session if it has one, in the ASGI scope),
+with one run per MCP session. The session lives in the cache (mcp_gateway/sessions.py), not in this process:
+any process serves any of its requests.
 
 A request without a session (the 2026-07-28 protocol sends no Mcp-Session-Id; each request stands alone)
 shares nothing with any other request, of its agent or another: each sessionless `tools/call` gets a run
 of its own, and a sessionless `tools/list` starts none (it lists the newest snapshot, which the next
 call's run will pin).
 
-Calls go to the gate one at a time per session, in the order they arrive, except reads, which may
-overlap (as in one REST batch). A confirm verdict waits for the tenant's approvers, sending progress
-notifications, for at most AIRLOCK_MCP_APPROVAL_WAIT_SECONDS; then the answer is 'approval pending'
-and `check_approval` fetches the outcome later.
+Calls go to the gate one at a time per session, whichever processes serve them (in the order they
+arrive at each), except reads, which may overlap (as in one REST batch). A confirm verdict waits for
+the tenant's approvers, sending progress notifications, for at most AIRLOCK_MCP_APPROVAL_WAIT_SECONDS;
+then the answer is 'approval pending' and `check_approval` fetches the outcome later.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -26,38 +25,21 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 from mcp.server import Server
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from console.models import Agent
 from lib import clock
-from mcp_gateway import calls, catalog, results
+from mcp_gateway import calls, catalog, results, sessions
 
 AGENT_SCOPE_KEY = "airlock.agent"
+SESSION_SCOPE_KEY = "airlock.mcp_session"
 END_USER_HEADER = "x-airlock-end-user"
 IDEMPOTENCY_META_KEY = "airlock/idempotency_key"
 TAINT_META_KEY = "airlock/taint"
-MAX_SESSIONS = 10_000  # the SDK session manager's own default limit
 FIRST_POLL_INTERVAL = 0.25
 MAX_POLL_INTERVAL = 2.0
 
 T = TypeVar("T")
-
-
-@dataclass
-class _Session:
-    """What Airlock keeps for one MCP session (the SDK keeps the session itself, in this process)."""
-
-    agent_id: int
-    task: str = "MCP session"
-    run_id: UUID | None = None
-    calls: int = 0
-    listed: list[str] | None = None  # the tool names last listed to this session: what its model was shown
-    opening: asyncio.Lock = field(default_factory=asyncio.Lock)
-    one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-_sessions: OrderedDict[str, _Session] = OrderedDict()
 
 
 async def released(function: Callable[..., T], /, **kwargs: Any) -> T:
@@ -78,45 +60,44 @@ def _agent(ctx) -> Agent:
     return ctx.request.scope[AGENT_SCOPE_KEY]
 
 
-def _session(ctx, agent: Agent) -> _Session | None:
-    """The request's MCP session, or None when it has none: never a state shared by sessionless requests."""
-    session_id = ctx.request.headers.get(MCP_SESSION_ID_HEADER)
-    if not session_id:
-        return None
-    session = _sessions.get(session_id)
-    if session is None:
-        session = _sessions[session_id] = _Session(agent_id=agent.pk)
-        while len(_sessions) > MAX_SESSIONS:
-            _sessions.popitem(last=False)
-    if session.agent_id != agent.pk:  # the SDK refuses this first (a session belongs to the key that opened it)
-        raise PermissionError("This MCP session belongs to another agent.")
-    return session
+def _session(ctx) -> sessions.Session | None:
+    """The request's MCP session as mcp_gateway/asgi.py found it (its agent's, checked there), or None when
+    it has none: never a state shared by sessionless requests."""
+    return ctx.request.scope.get(SESSION_SCOPE_KEY)
 
 
-async def _run_of(session: _Session, agent: Agent, ctx) -> UUID:
-    async with session.opening:
-        if session.run_id is None:
-            end_user = ctx.request.headers.get(END_USER_HEADER) or f"mcp:{agent.name}"
-            session.run_id = await released(calls.start_session_run, agent=agent, end_user=end_user, task=session.task)
-    return session.run_id
+async def _run_of(session: sessions.Session, agent: Agent, ctx) -> UUID:
+    """The session's run, started by the first of its requests to need one, on whichever process."""
+    if session.run_id is not None:
+        return session.run_id
+    async with sessions.turn(session.session_id, "open"):
+        run_id = await released(sessions.run_of, session_id=session.session_id)
+        if run_id is None:
+            run_id = await _start_run(agent, ctx, task="MCP session")
+            await released(sessions.set_run, session_id=session.session_id, run_id=run_id)
+    return run_id
+
+
+async def _start_run(agent: Agent, ctx, *, task: str) -> UUID:
+    end_user = ctx.request.headers.get(END_USER_HEADER) or f"mcp:{agent.name}"
+    return await released(calls.start_session_run, agent=agent, end_user=end_user, task=task)
 
 
 async def _list_tools(ctx, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
     """The session's run starts here if no call started it: its pinned snapshot fixes the list. Without a
     session no run starts: nothing would tie it to the calls that follow."""
     agent = _agent(ctx)
-    session = _session(ctx, agent)
+    session = _session(ctx)
     if session is None:
         return types.ListToolsResult(tools=await released(catalog.tools_for, agent=agent, run_id=None))
     run_id = await _run_of(session, agent, ctx)
     tools = await released(catalog.tools_for, agent=agent, run_id=run_id)
-    session.listed = [tool.name for tool in tools]
+    await released(sessions.remember_listed, session_id=session.session_id, names=[tool.name for tool in tools])
     return types.ListToolsResult(tools=tools)
 
 
-def _proposed(session: _Session, params: types.CallToolRequestParams, meta: dict) -> dict:
-    session.calls += 1
-    call = {"call_id": f"mcp-{session.calls}", "name": params.name, "arguments": params.arguments or {}}
+def _proposed(number: int, params: types.CallToolRequestParams, meta: dict) -> dict:
+    call = {"call_id": f"mcp-{number}", "name": params.name, "arguments": params.arguments or {}}
     if isinstance(meta.get(IDEMPOTENCY_META_KEY), str):
         call["idempotency_key"] = meta[IDEMPOTENCY_META_KEY]
     if meta.get(TAINT_META_KEY):
@@ -128,17 +109,21 @@ async def _call_tool(ctx, params: types.CallToolRequestParams) -> types.CallTool
     agent = _agent(ctx)
     if params.name == catalog.CHECK_APPROVAL:
         return await _check_approval(ctx, agent, params.arguments or {})
-    # Sessionless: a session of this one call, so a run of its own; what its model was shown is unknown
-    # here (listed stays None), so the gate records what the run offered.
-    session = _session(ctx, agent) or _Session(agent_id=agent.pk, task="MCP call without a session")
-    run_id = await _run_of(session, agent, ctx)
+    session = _session(ctx)
+    if session is None:
+        # Sessionless: a session of this one call, so a run of its own; what its model was shown is unknown
+        # here (listed stays None), so the gate records what the run offered.
+        run_id, number = await _start_run(agent, ctx, task="MCP call without a session"), 1
+    else:
+        run_id = await _run_of(session, agent, ctx)
+        number = await released(sessions.next_call_number, session_id=session.session_id)
     effects = await released(catalog.effects_for, agent=agent, run_id=run_id)
-    call = _proposed(session, params, dict(ctx.meta or {}))
-    proposal = {"agent": agent, "run_id": run_id, "call": call, "exposed": session.listed}
-    if effects.get(params.name) == "read":
+    call = _proposed(number, params, dict(ctx.meta or {}))
+    proposal = {"agent": agent, "run_id": run_id, "call": call, "exposed": session.listed if session else None}
+    if effects.get(params.name) == "read" or session is None:
         result = await released(calls.propose_call, **proposal)
     else:
-        async with session.one_at_a_time:  # asyncio locks are fair: waiting calls go in arrival order
+        async with sessions.turn(session.session_id, "write"):
             result = await released(calls.propose_call, **proposal)
     if result.get("status") == "approval_required":
         return await _await_decision(ctx, agent, result["approval_id"])
