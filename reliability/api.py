@@ -26,7 +26,7 @@ from runs.models import Run
 
 def _run_for_agent(request: Request, run_id) -> Run:
     agent = request.auth
-    run = Run.objects.for_agent(agent).filter(pk=run_id, agent=agent).select_related("tenant", "agent").first()
+    run = Run.objects.of_agent(agent).filter(pk=run_id).select_related("tenant", "agent").first()
     if run is None:
         raise Http404("No run with this id for this agent.")
     return run

@@ -1,6 +1,10 @@
+from __future__ import annotations
+
 import uuid
+from typing import Any
 
 from django.db import models
+from django.db.models import F, Q
 from django.utils import timezone
 
 from console.models import Agent, Tenant
@@ -16,7 +20,17 @@ class RunStatus(models.TextChoices):
 
 
 class RunQuerySet(TenantScopedQuerySet):
-    pass
+    def of_agent(self, agent: Agent) -> RunQuerySet:
+        """This agent's own runs, in its own tenant: what every agent-facing endpoint reads a run through.
+        Another agent's run, of this tenant or another, reads exactly like one that does not exist."""
+        return self.filter(agent=agent, tenant_id=agent.tenant_id)
+
+    def of_agent_key(self, lookup: Any) -> RunQuerySet:
+        """The same rule before the agent is known: the runs of the agent whose current or previous key
+        has this lookup, in that agent's own tenant (the gate's one query, runs/api/batch_auth.py)."""
+        return self.filter(
+            Q(agent__key_lookup=lookup) | Q(agent__previous_key_lookup=lookup), tenant_id=F("agent__tenant_id")
+        )
 
 
 class Run(models.Model):

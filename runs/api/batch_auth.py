@@ -16,7 +16,7 @@ import functools
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Subquery
 from rest_framework.request import Request
 
 from console.api_auth import sign_in_agent, well_formed_agent_key
@@ -64,11 +64,8 @@ EXTRAS = ("gate_epoch", "gate_number", "prior_calls", "prior_keys", "trace_pk")
 def _load_orm(run_id, lookup: str, call_ids: list[str], keys: list[str]) -> tuple[Run, dict[str, Any]] | None:
     generation = GateGeneration.objects.filter(pk=1)
     run = (
-        Run.objects.filter(
-            Q(agent__key_lookup=lookup) | Q(agent__previous_key_lookup=lookup),
-            pk=run_id,
-            tenant_id=F("agent__tenant_id"),
-        )
+        Run.objects.of_agent_key(lookup)
+        .filter(pk=run_id)
         .select_related("agent", "tenant", "snapshot")
         .defer("snapshot__body")  # the snapshot index is cached per process; the body is read on a miss
         .annotate(

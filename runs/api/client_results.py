@@ -29,7 +29,7 @@ STATUS_BY_CLASS = {"validation": 400, "authorization": 403, "expired": 410, "con
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def report_client_result(request: Request, run_id, call_id: str) -> Response:
-    run = get_object_or_404(Run.objects.filter(agent=request.auth), pk=run_id)
+    run = get_object_or_404(Run.objects.of_agent(request.auth), pk=run_id)
     call = get_object_or_404(
         ToolCall.objects.select_related("run", "skill_version"), run=run, call_id=redact_text(call_id)
     )  # stored masked when it looks like a secret

@@ -74,7 +74,7 @@ def _open(request: HttpRequest, run_id) -> tuple[Run, int, float] | JsonResponse
     parsed = _parse(request)
     if isinstance(parsed, JsonResponse):
         return parsed
-    run = Run.objects.filter(pk=run_id, tenant_id=agent.tenant_id, agent=agent).only("pk").first()
+    run = Run.objects.of_agent(agent).filter(pk=run_id).only("pk").first()
     if run is None:
         return _error(404, "not_found", "not_found", "No such run.")
     return run, *parsed

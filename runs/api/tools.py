@@ -84,8 +84,8 @@ class ToolDefinitions(APIView):
             except ValueError:
                 return _refused("invalid_run_id", "run_id must be a run's id (a UUID).")
             run = (
-                Run.objects.for_agent(request.auth)
-                .filter(pk=run_pk, agent=request.auth)
+                Run.objects.of_agent(request.auth)
+                .filter(pk=run_pk)
                 .select_related("snapshot", "agent__tenant", "tenant")
                 .first()
             )

@@ -29,7 +29,7 @@ from runs.models import Run, ToolCall
 
 def _run_for_agent(request: Request, run_id) -> Run:
     agent = request.auth
-    run = Run.objects.for_agent(agent).filter(pk=run_id, agent=agent).select_related("snapshot", "tenant").first()
+    run = Run.objects.of_agent(agent).filter(pk=run_id).select_related("snapshot", "tenant").first()
     if run is None:
         raise Http404("No run with this id for this agent.")
     run.agent = agent  # as authenticated: it knows which of its keys the request came with
