@@ -35,7 +35,7 @@ def propose_call(*, agent: Agent, run_id: UUID, call: dict, exposed: list[str] |
     """One call through the gate, as POST /api/v1/runs/{id}/calls sends a batch of one: every check, the
     verdict, the execution and the record are the gate's. `exposed`: the tool names the session last
     listed, recorded as what its model was shown (when it fits the batch API's bounds)."""
-    run = Run.objects.for_agent(agent).filter(pk=run_id, agent=agent).select_related("snapshot", "tenant")
+    run = Run.objects.of_agent(agent).filter(pk=run_id).select_related("snapshot", "tenant")
     found = run.first()
     if found is None:
         return gate.error_result(call["call_id"], NotFound("This session's run is gone; open a new MCP session."))

@@ -56,7 +56,7 @@ def mcp_entries(agent: Agent, run_id: UUID | None) -> list[dict]:
     if run_id is None:
         skills = tool_list.callable_entries_now(agent)
     else:
-        run = Run.objects.for_agent(agent).filter(pk=run_id, agent=agent).select_related("snapshot", "agent__tenant")
+        run = Run.objects.of_agent(agent).filter(pk=run_id).select_related("snapshot", "agent__tenant")
         found = run.first()
         skills = tool_list.callable_entries(found) if found is not None else []
     return [*meta_tools.ENTRIES, *(entry for entry in skills if not client_exec.is_client_skill(entry["manifest"]))]

@@ -5,11 +5,14 @@ nothing."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from console.services import create_agent
+from mcp_gateway import calls, catalog
 from reliability.models import Pipeline
 from runs.models import Run, ToolCall
 from tests.runs.conftest import call, post_calls, start_run
@@ -81,6 +84,27 @@ def test_another_agents_run_reads_like_a_missing_one_and_stays_untouched(endpoin
     assert _state() == before
     own = send(agent_client, run_id)  # the victim's own key still reaches it
     assert (own.status_code, own.json()) != (missing.status_code, missing.json())
+
+
+def test_an_mcp_call_naming_another_agents_run_is_refused_and_records_nothing(agent_and_key, acme, globex, reader):
+    """The MCP gateway's run lookups (mcp_gateway/calls.py, catalog.py) take the same rule: a session's run
+    id that is not its agent's (another tenant's or a sibling's) is a gone run, and lists no tools."""
+    victim = agent_and_key[0]
+    run = Run.objects.get(pk=start_run(_client_for(agent_and_key[1]))["run_id"])
+    for attacker_agent in (
+        create_agent(tenant=globex, name="globex-bot", role="support")[0],
+        create_agent(tenant=acme, name="sibling-bot", role="support")[0],
+    ):
+        theirs = calls.propose_call(agent=attacker_agent, run_id=run.pk, call=call("theirs", "orders.echo", {}))
+        missing = calls.propose_call(
+            agent=attacker_agent, run_id=uuid.UUID(MISSING), call=call("theirs", "orders.echo", {})
+        )
+        assert theirs == missing and theirs["status"] == "error"
+        listed = catalog.mcp_entries(attacker_agent, run.pk)
+        assert listed == catalog.mcp_entries(attacker_agent, uuid.UUID(MISSING))
+        assert "orders.echo" not in {entry["name"] for entry in listed}
+    assert not ToolCall.objects.filter(call_id="theirs").exists()
+    assert "orders.echo" in {entry["name"] for entry in catalog.mcp_entries(victim, run.pk)}
 
 
 def test_a_run_whose_tenant_is_not_its_agents_is_nobodys(agent_and_key, acme, globex, reader):
