@@ -12,7 +12,7 @@ database.
 from __future__ import annotations
 
 import json
-import weakref
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -86,7 +86,7 @@ class _Compiled:
         self.sql, params = compiler.as_sql()  # what `query.sql_with_params()` returns, on this connection
         self.params = list(params)
         self.slots = [(index, param) for index, param in enumerate(params) if isinstance(param, Slot)]
-        self.compiler = compiler
+        self.compiler, self.connection = compiler, db
         select, klass_info = compiler.select, compiler.klass_info
         self.converters = compiler.get_converters([column[0] for column in select[: compiler.col_count]])
         self.model = klass_info["model"]
@@ -115,16 +115,19 @@ class _Compiled:
 
 class CompiledQuery:
     """`build()` compiled once per database connection (its SQL depends on the backend, and converters
-    are bound to their connection), run with the slots' values: `first(run_id=..., ...)`."""
+    are bound to their connection), run with the slots' values: `first(run_id=..., ...)`.
+
+    Django keeps one connection per thread, so the compiled query is kept per thread too: it goes with
+    the thread, as the connection does, instead of outliving it in a table keyed by connection."""
 
     def __init__(self, build: Callable[[], models.QuerySet]) -> None:
         self.build = build
-        self._by_connection: weakref.WeakKeyDictionary[BaseDatabaseWrapper, _Compiled] = weakref.WeakKeyDictionary()
+        self._per_thread = threading.local()
 
     def _compiled(self, db: BaseDatabaseWrapper) -> _Compiled:
-        found = self._by_connection.get(db)
-        if found is None:
-            found = self._by_connection[db] = _Compiled(self.build(), db)
+        found = getattr(self._per_thread, "compiled", None)
+        if found is None or found.connection is not db:
+            found = self._per_thread.compiled = _Compiled(self.build(), db)
         return found
 
     def sql(self) -> str:
