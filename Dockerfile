@@ -1,4 +1,5 @@
-# Airlock's image: the same code runs the web (ASGI), the Celery worker and beat.
+# Airlock's image: the same code runs the web workers (Granian WSGI, the default command), the stream
+# process (uvicorn ASGI), the Celery worker and beat; docker-compose.yml puts the nginx front door before them.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -24,7 +25,8 @@ RUN DEBUG=0 SECRET_KEY=collectstatic-only ALLOWED_HOSTS=build AIRLOCK_SIGNING_KE
 
 USER airlock
 EXPOSE 8000
-# uvicorn takes the client's address from X-Forwarded-For only when the connection comes from an address in
-# FORWARDED_ALLOW_IPS (set it to your proxy's addresses): the login lock and the key-guessing limit count by it.
-CMD ["uvicorn", "airlock.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
-     "--proxy-headers", "--lifespan", "off"]
+# The web workers (airlock/serving.py, web_command) and the stream process (stream_command, docker-compose.yml)
+# take the client's address from X-Forwarded-For only when the connection comes from an address in
+# FORWARDED_ALLOW_IPS (set it to your front door's addresses): the login lock and the key-guessing limit count by it.
+CMD ["granian", "--interface", "wsgi", "--no-ws", "--host", "0.0.0.0", "--port", "8000", \
+     "--workers", "2", "--blocking-threads", "8", "--log-level", "warning", "airlock.wsgi:application"]

@@ -12,6 +12,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from airlock.serving import front_door_server_block, stream_command, web_command
 from tests.envscan import ROOT, clean_environ, settings_env_names
 from tests.shipped import image_command, image_env
 
@@ -27,9 +28,10 @@ def command_of(service: str) -> str:
 
 
 def test_the_stack_has_every_process():
-    assert {"postgres", "redis", "migrate", "web", "worker", "beat"} <= set(SERVICES)
-    assert AIRLOCK_SERVICES == ["beat", "migrate", "web", "worker"]
-    assert "uvicorn airlock.asgi:application" in command_of("web")
+    assert {"postgres", "redis", "migrate", "front-door", "web", "stream", "worker", "beat"} <= set(SERVICES)
+    assert AIRLOCK_SERVICES == ["beat", "migrate", "stream", "web", "worker"]
+    assert "granian --interface wsgi" in command_of("web") and command_of("web").endswith("airlock.wsgi:application")
+    assert "uvicorn airlock.asgi:application" in command_of("stream")
     assert "celery -A console worker" in command_of("worker")
     assert "celery -A console beat" in command_of("beat")
     assert "manage.py migrate" in command_of("migrate")
@@ -45,12 +47,12 @@ def test_every_airlock_service_names_every_variable_the_settings_read(service):
     assert environment["DATABASE_URL"].startswith("postgres://")
 
 
-@pytest.mark.parametrize("service", ["postgres", "redis", "web", "worker", "beat"])
+@pytest.mark.parametrize("service", ["postgres", "redis", "front-door", "web", "stream", "worker", "beat"])
 def test_long_running_services_have_health_checks(service):
     assert SERVICES[service]["healthcheck"]["test"]
 
 
-@pytest.mark.parametrize("service", ["web", "worker", "beat"])
+@pytest.mark.parametrize("service", ["web", "stream", "worker", "beat"])
 def test_airlock_processes_start_after_migrations_and_healthy_services(service):
     depends_on = SERVICES[service]["depends_on"]
     assert depends_on["migrate"]["condition"] == "service_completed_successfully"
@@ -115,7 +117,7 @@ def test_the_dockerfile_build_time_settings_are_accepted():
     )
     assert result.returncode == 0, result.stderr
     assert "Manifest" in result.stdout
-    assert '"uvicorn", "airlock.asgi:application"' in dockerfile
+    assert '"granian", "--interface", "wsgi"' in dockerfile
 
 
 TRUST_EVERYONE = re.compile(r"forwarded[-_]allow[-_]ips\W{0,8}\*", re.IGNORECASE)
@@ -147,10 +149,26 @@ def test_no_shipped_file_trusts_forwarded_headers_from_everyone():
     assert not offenders, f"these trust X-Forwarded-For from everyone: {offenders}"
 
 
-def test_the_web_process_trusts_forwarded_headers_only_from_the_proxy_addresses():
+def test_the_web_and_stream_processes_trust_forwarded_headers_only_from_the_front_door():
     assert image_env()["FORWARDED_ALLOW_IPS"] == "127.0.0.1,::1"
-    compose_default = INTERPOLATION.fullmatch(SERVICES["web"]["environment"]["FORWARDED_ALLOW_IPS"])
-    assert compose_default.groups() == ("FORWARDED_ALLOW_IPS", "-", "127.0.0.1,::1")
-    # The image's command and compose's are the same, and neither overrides the variable on the command line.
+    front_door = SERVICES["front-door"]["networks"]["default"]["ipv4_address"]
+    for service in ("web", "stream"):
+        compose_default = INTERPOLATION.fullmatch(SERVICES[service]["environment"]["FORWARDED_ALLOW_IPS"])
+        assert compose_default.groups() == ("FORWARDED_ALLOW_IPS", "-", front_door)
+        assert "--forwarded-allow-ips" not in SERVICES[service]["command"]
+    assert "--proxy-headers" in SERVICES["stream"]["command"]
+    # The image's command and compose's are the same; neither overrides the variable on the command line.
     assert SERVICES["web"]["command"] == image_command()
-    assert "--forwarded-allow-ips" not in image_command() and "--proxy-headers" in image_command()
+
+
+def test_the_image_and_compose_run_the_process_model_that_serve_and_the_bench_run():
+    """airlock/serving.py is what `manage.py serve`, the bench and the live tests start: the shipped
+    commands are the same programs with the same options, on their container's address."""
+    assert image_command() == ["granian", *web_command("0.0.0.0", 8000)[3:]]
+    assert SERVICES["stream"]["command"] == ["uvicorn", *stream_command("0.0.0.0", 8001)[3:]]
+    door = SERVICES["front-door"]
+    assert door["volumes"] == ["./deploy/front-door.conf.template:/etc/nginx/templates/default.conf.template:ro"]
+    upstreams = (door["environment"]["AIRLOCK_WEB_UPSTREAM"], door["environment"]["AIRLOCK_STREAM_UPSTREAM"])
+    assert upstreams == ("web:8000", "stream:8001")
+    block = front_door_server_block(listen="8000", web="web:8000", stream="stream:8001")
+    assert "${" not in block and "server web:8000;" in block and "server stream:8001;" in block

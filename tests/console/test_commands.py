@@ -83,7 +83,7 @@ def test_seed_demo_printed_keys_work():
 
 
 def test_serve_banner_prints_the_url_and_the_demo_logins(settings):
-    from console.management.commands.serve import Command
+    from airlock.management.commands.serve import Command
 
     settings.REDIS_URL = ""
     out = StringIO()

@@ -1,15 +1,19 @@
-"""X-Forwarded-For, attacked through uvicorn started with the image's own command and environment.
+"""X-Forwarded-For, attacked through each server of the process model, started with the image's own
+command and environment: the WSGI workers (Granian, the image's command), the stream process (uvicorn,
+docker-compose.yml's command), and the two behind the nginx front door (airlock/serving.py).
 
 The login lock by address and the key-guessing limit count by the client's address. A client that names
 a new address in X-Forwarded-For on every request must not get a fresh count each time; only the proxy's
 connections (FORWARDED_ALLOW_IPS) may name the client. The attacker connects from 127.0.0.2, another
-host as far as the server can tell; the image trusts 127.0.0.1, where the test plays the proxy.
+host as far as the server can tell; the image trusts 127.0.0.1, where the test plays the proxy (and where
+the front door connects from).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -22,9 +26,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.urls import reverse
 
+from airlock.serving import front_door_binary, front_door_command
 from bench.common import free_port
 from tests.envscan import ROOT, clean_environ
 from tests.shipped import image_command, image_env
+from tests.test_deploy import SERVICES
 
 FAILURE_LIMIT = 5
 BAD_KEYS_PER_MINUTE = 5
@@ -37,7 +43,7 @@ class Server:
     url: str
 
 
-def _environment(workdir) -> dict[str, str]:
+def _environment(workdir, database: str = "airlock.sqlite3") -> dict[str, str]:
     pem = Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -51,7 +57,7 @@ def _environment(workdir) -> dict[str, str]:
         ALLOWED_HOSTS="127.0.0.1",
         AIRLOCK_PUBLIC_URL="http://127.0.0.1",
         AIRLOCK_SIGNING_KEY=pem.decode(),
-        DATABASE_URL=f"sqlite:///{workdir / 'airlock.sqlite3'}",
+        DATABASE_URL=f"sqlite:///{workdir / database}",
         AIRLOCK_VAR_DIR=str(workdir),
         STATIC_ROOT=str(workdir / "static"),
         SECURE_SSL_REDIRECT="0",  # plain HTTP on loopback: the proxy would terminate TLS
@@ -63,26 +69,56 @@ def _environment(workdir) -> dict[str, str]:
     )
 
 
-def _as_shipped(port: int) -> list[str]:
-    """The image's command, on a loopback port of this machine."""
-    command = image_command()
-    assert command[0] == "uvicorn"
+def _as_shipped(command: list[str], port: int) -> list[str]:
+    """A shipped command (the image's, or a compose service's), on a loopback port of this machine."""
+    command = list(command)
     command[command.index("--host") + 1] = "127.0.0.1"
     command[command.index("--port") + 1] = str(port)
     return [sys.executable, "-m", *command]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
+def workdir(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("forwarded-for")
-    env = _environment(workdir)
     manage = [sys.executable, str(ROOT / "manage.py")]
     for step in (["collectstatic", "--noinput"], ["migrate", "--noinput"]):  # as the image and compose do
-        done = subprocess.run([*manage, *step], cwd=ROOT, env=env, capture_output=True, timeout=300)
+        done = subprocess.run([*manage, *step], cwd=ROOT, env=_environment(workdir), capture_output=True, timeout=300)
         assert done.returncode == 0, done.stderr.decode()
+    return workdir
+
+
+def _commands(model: str, port: int, workdir) -> list[list[str]]:
+    web, stream = image_command(), SERVICES["stream"]["command"]
+    assert web[0] == "granian" and stream[0] == "uvicorn"
+    if model == "web":
+        return [_as_shipped(web, port)]
+    if model == "stream":
+        return [_as_shipped(stream, port)]
+    web_port, stream_port = free_port(), free_port()
+    door = front_door_command(
+        workdir / "front-door",
+        listen=f"127.0.0.1:{port}",
+        web=f"127.0.0.1:{web_port}",
+        stream=f"127.0.0.1:{stream_port}",
+    )
+    return [_as_shipped(web, web_port), _as_shipped(stream, stream_port), door]
+
+
+@pytest.fixture(scope="module", params=["web", "stream", "front door"])
+def server(request, workdir) -> Iterator[Server]:
+    if request.param == "front door" and front_door_binary() is None:
+        pytest.skip("needs nginx (apt-get install nginx-light)")
+    # Each server its own copy of the migrated database: the login lock of one must not carry over.
+    database = f"{request.param.replace(' ', '-')}.sqlite3"
+    shutil.copyfile(workdir / "airlock.sqlite3", workdir / database)
+    env = _environment(workdir, database)
     port = free_port()
-    log = (workdir / "server.log").open("w")
-    process = subprocess.Popen(_as_shipped(port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log_path = workdir / f"{request.param}.log"
+    log = log_path.open("w")
+    processes = [
+        subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        for command in _commands(request.param, port, workdir)
+    ]
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -92,12 +128,15 @@ def server(tmp_path_factory) -> Iterator[Server]:
                     break
             except httpx.HTTPError:
                 pass
-            assert process.poll() is None and time.monotonic() < deadline, (workdir / "server.log").read_text()
+            alive = all(process.poll() is None for process in processes)
+            assert alive and time.monotonic() < deadline, log_path.read_text()
             time.sleep(0.2)
         yield Server(url=url)
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=30)
         log.close()
 
 

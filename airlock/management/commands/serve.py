@@ -1,19 +1,32 @@
-"""Serve Airlock: the ASGI server, and with REDIS_URL a Celery worker and beat beside it.
+"""Serve Airlock, one command (`make run`).
 
-In the embedded default (no REDIS_URL) the web server runs tasks eagerly in its own process
-(the in-memory channel layer needs a single process), and `run_periodic` stands in for beat.
+- Embedded default (no REDIS_URL): one uvicorn process serves everything through airlock.asgi (the in-memory
+  channel layer and eager Celery need a single process), and `run_periodic` stands in for beat.
+- With REDIS_URL: the production process model (airlock/serving.py): Granian WSGI workers, the uvicorn
+  stream process and the nginx front door on --host/--port, plus a Celery worker and beat. Without nginx
+  installed it says so and serves everything from the one uvicorn process instead.
 """
 
 import os
 import signal
 import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from airlock.serving import free_port, front_door_command, stream_command, web_command
 from console.demo import DEMO_PASSWORD, PEOPLE
 from lib.signing import key_id
+
+NO_FRONT_DOOR = (
+    "nginx is not installed, so there is no front door: serving everything (sync views too) from one uvicorn "
+    "process instead of Granian's WSGI workers. Install it (apt-get install nginx-light) for the production "
+    "process model."
+)
 
 
 def _exit_on_signal(signum, frame) -> None:
@@ -21,7 +34,7 @@ def _exit_on_signal(signum, frame) -> None:
 
 
 class Command(BaseCommand):
-    help = "Start Airlock's ASGI server (plus a Celery worker and beat when REDIS_URL is set)."
+    help = "Start Airlock (with REDIS_URL: WSGI workers, the stream process, the front door, Celery worker and beat)."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
@@ -46,37 +59,42 @@ class Command(BaseCommand):
         else:
             # No beat without Redis: run the periodic tasks in a small process of our own.
             children.append(subprocess.Popen([sys.executable, str(settings.BASE_DIR / "manage.py"), "run_periodic"]))
+        servers = [subprocess.Popen(command) for command in self._server_commands(host, port)]
         simulate = self._simulation_command(host, port)
         if simulate and not no_simulate:
             children.append(subprocess.Popen(simulate))
         self._banner(host, port)
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "airlock.asgi:application",
-                "--host",
-                host,
-                "--port",
-                str(port),
-                "--lifespan",
-                "off",
-            ]
-        )
         try:
-            server.wait()
+            while all(server.poll() is None for server in servers):  # one server gone: stop them all
+                time.sleep(0.5)
         except KeyboardInterrupt:
             pass
         finally:
-            for process in [server, *children]:
+            for process in [*servers, *children]:
                 if process.poll() is None:
                     process.send_signal(signal.SIGTERM)
-            for process in [server, *children]:
+            for process in [*servers, *children]:
                 try:
                     process.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     process.kill()
+
+    def _server_commands(self, host: str, port: int) -> list[list[str]]:
+        """The embedded single process, or the production process model behind a front door on host:port."""
+        embedded = [*stream_command(host, port), "--no-access-log"]
+        if not settings.REDIS_URL:
+            return [embedded]
+        web, stream = free_port(), free_port()
+        front_door = front_door_command(
+            Path(tempfile.mkdtemp(prefix="airlock-front-door-")),
+            listen=f"{host}:{port}",
+            web=f"127.0.0.1:{web}",
+            stream=f"127.0.0.1:{stream}",
+        )
+        if front_door is None:
+            self.stderr.write(self.style.WARNING(NO_FRONT_DOOR))
+            return [embedded]
+        return [web_command("127.0.0.1", web), stream_command("127.0.0.1", stream), front_door]
 
     def _simulation_command(self, host: str, port: int) -> list[str] | None:
         from django.core.management import get_commands
@@ -87,7 +105,8 @@ class Command(BaseCommand):
         return [sys.executable, manage, "simulate_agents", "--base-url", f"http://{host}:{port}", "--gentle"]
 
     def _banner(self, host: str, port: int) -> None:
-        mode = "Redis-backed (Celery worker and beat started)" if settings.REDIS_URL else "embedded"
+        mode = "Redis-backed (WSGI workers, stream process, front door, Celery worker and beat)"
+        mode = mode if settings.REDIS_URL else "embedded"
         database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         base = f"http://{host}:{port}"
         self.stdout.write("")
