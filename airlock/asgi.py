@@ -1,13 +1,14 @@
+"""The ASGI application: what streams (the approvals websocket, a run's events long poll, /mcp), served by
+uvicorn behind the front door (airlock/serving.py). Every other request goes to the WSGI workers
+(airlock/wsgi.py); in the embedded default (`make run`, no REDIS_URL) this one process serves everything,
+because the in-memory channel layer lives in one process."""
+
 import os
 
-import django
+from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
-django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
-
-from airlock.web_process import PooledThreadsASGIHandler, tune_garbage_collection  # noqa: E402
-
-django_asgi_app = PooledThreadsASGIHandler()
+django_asgi_app = get_asgi_application()  # Django's own handler; sets Django up before the imports below
 
 # Imported only after Django is set up: consumers touch models.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
@@ -23,5 +24,3 @@ application = ProtocolTypeRouter(
         "websocket": ExactOriginValidator(AuthMiddlewareStack(URLRouter([*websocket_urlpatterns, refuse_other_paths]))),
     }
 )
-
-tune_garbage_collection()  # last: everything imported above lives as long as the process

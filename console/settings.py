@@ -82,10 +82,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: probes reach /healthz by IP over plain HTTP, before host checks and the HTTPS redirect.
     "console.health.HealthCheckMiddleware",
-    # Before any view or the API lane: a NUL or a lone surrogate in the path or query is a 400, not a 500.
+    # Before any view: a NUL or a lone surrogate in the path or query is a 400, not a 500.
     "console.unsafe_input.UnsafeInputMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "console.api_lane.ApiLaneMiddleware",  # key-authenticated hot API views skip the browser's middleware
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -150,11 +149,6 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-
-# A web worker lets this many requests run their Django code at once and queues the rest, each for at
-# most the patience (airlock/web_process.py). 0 lets every request in at once.
-AIRLOCK_WEB_REQUESTS_AT_ONCE = env_int("AIRLOCK_WEB_REQUESTS_AT_ONCE", 1)
-AIRLOCK_WEB_TURN_PATIENCE_MS = env_int("AIRLOCK_WEB_TURN_PATIENCE_MS", 250, minimum=1)
 
 # Celery: eager in the embedded default, Redis broker and result backend otherwise.
 CELERY_BROKER_URL = REDIS_URL or "memory://"

@@ -20,7 +20,6 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from lib import admission
 from runs.adapters import InvocationContext, get_adapter
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, Transient
 from runs.plane import execution as plane
@@ -28,7 +27,6 @@ from runs.plane import execution as plane
 logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_MS = 10_000
 READ_EFFECTS = frozenset({"read"})
-STEP_ASIDE_AFTER_S = 0.005  # an in-process tool answers well within this; a network one usually not
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -91,7 +89,7 @@ def wait(
     """The outcome within the call's timeout; `remaining_s` when part of it was already spent waiting on others."""
     try:
         return plane.finish(
-            _result(future, timeout_s if remaining_s is None else remaining_s), manifest=manifest, effect=effect
+            future.result(timeout=timeout_s if remaining_s is None else remaining_s), manifest=manifest, effect=effect
         )
     except FutureTimeout:
         outcome.finished_at = timezone.now()
@@ -105,18 +103,6 @@ def wait(
                 "new idempotency key. Repeat with the same key to get the recorded outcome."
             )
         return plane.finish(outcome, manifest=manifest, effect=effect)
-
-
-def _result(future: Future, timeout_s: float) -> Outcome:
-    """The adapter's outcome; a downstream that takes longer than a moment gets this request's turn in its
-    web worker handed to the next request (lib.admission) while it waits."""
-    try:
-        return future.result(timeout=min(timeout_s, STEP_ASIDE_AFTER_S))
-    except FutureTimeout:
-        if timeout_s <= STEP_ASIDE_AFTER_S:
-            raise
-    admission.step_aside()
-    return future.result(timeout=timeout_s - STEP_ASIDE_AFTER_S)
 
 
 def execute(*, manifest: dict, effect: str, arguments: dict, context: InvocationContext) -> Outcome:

@@ -1,8 +1,8 @@
 """The approver API: list and decide pending requests with exactly the console's rules.
 
 Humans only (session with CSRF, or `Bearer pat_...`); agents are refused by IsHuman. A request with a
-personal token takes the API lane (console/api_lane.py): a token is not ambient authority, so it needs
-no session or CSRF check, and the rules below are the same either way.
+personal token needs no CSRF check (a token is not ambient authority), and the rules below are the same
+either way.
 """
 
 from django.core.exceptions import PermissionDenied
@@ -22,7 +22,6 @@ from approvals.api.serializers import (
 from approvals.models import ApprovalRequest, ApprovalStatus
 from console.api_auth import IsHuman
 from console.api_errors import error_body, error_responses, invalid_body
-from console.api_lane import api_lane
 from console.models import Role
 from console.tenancy import get_visible_or_404, require_role, tenants_for
 
@@ -51,7 +50,6 @@ def _listed(approvals):
     )
 
 
-@api_lane
 @extend_schema(operation_id="approvals_list", responses={200: ApprovalListSerializer, **error_responses(400)})
 @api_view(["GET"])
 @permission_classes([IsHuman])
@@ -75,7 +73,6 @@ def approval_list(request: Request) -> Response:
     )
 
 
-@api_lane
 @extend_schema(operation_id="approvals_retrieve", responses={200: ApprovalSerializer, **error_responses(404)})
 @api_view(["GET"])
 @permission_classes([IsHuman])
@@ -83,7 +80,6 @@ def approval_detail(request: Request, approval_id: int) -> Response:
     return Response(approval_to_dict(get_visible_or_404(_queryset(), request.user, pk=approval_id), request.user))
 
 
-@api_lane
 @extend_schema(
     operation_id="approvals_decide",
     request=ApprovalDecisionSerializer,

@@ -10,7 +10,6 @@ from rest_framework.response import Response
 
 from console.api_auth import IsAgent
 from console.api_errors import error_responses, invalid_body
-from console.api_lane import api_lane
 from runs.api.serializers import CallResultSerializer, ClientResultSerializer
 from runs.client_exec import accept_client_result
 from runs.errors import CallError
@@ -25,7 +24,6 @@ STATUS_BY_CLASS = {"validation": 400, "authorization": 403, "expired": 410, "con
     responses={200: CallResultSerializer, **error_responses(400, 403, 404, 409, 410)},
     tags=["runs"],
 )
-@api_lane
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def report_client_result(request: Request, run_id, call_id: str) -> Response:

@@ -17,7 +17,7 @@ from rest_framework import exceptions
 from console.api_auth import AgentKeyAuthentication, TooManyBadKeys
 from console.api_errors import error_body
 from console.models import Agent
-from lib import admission, clock, wakeups
+from lib import clock, wakeups
 from runs.events import events_after, feed_topic
 from runs.models import Run
 
@@ -147,6 +147,5 @@ async def run_events(request: HttpRequest, run_id) -> JsonResponse:
             remaining = deadline - clock.monotonic()
             if events or remaining <= 0:
                 break
-            admission.step_aside()  # nothing to do until the run's next event: let the next request in
             await waiter.wait(min(remaining, wakeups.fallback_seconds()))
     return JsonResponse({"events": events, "next_cursor": events[-1]["id"] if events else after, "run_status": status})

@@ -18,7 +18,6 @@ from rest_framework.views import APIView
 
 from console.api_auth import IsAgent
 from console.api_errors import error_body, error_responses
-from console.api_lane import api_lane
 from registry.api.serializers import ToolDefinitionsSerializer
 from registry.definitions import FORMATS, definitions_for
 from registry.discovery import discoverable_entries
@@ -99,4 +98,4 @@ class ToolDefinitions(APIView):
         return Response({**body, "snapshot": index.number, "tools": definitions_for(entries, fmt)})
 
 
-tool_definitions = api_lane(ToolDefinitions.as_view())
+tool_definitions = ToolDefinitions.as_view()

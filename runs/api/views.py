@@ -11,7 +11,6 @@ from rest_framework.views import APIView
 
 from console.api_auth import IsAgent
 from console.api_errors import error_body, error_responses
-from console.api_lane import api_lane
 from runs import gate, lifecycle, services
 from runs.api import batch_auth
 from runs.api.serializers import (
@@ -39,7 +38,6 @@ def _run_for_agent(request: Request, run_id) -> Run:
 @extend_schema(
     request=RunCreateSerializer, responses={201: RunCreatedSerializer, **error_responses(400)}, tags=["runs"]
 )
-@api_lane
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def run_create(request: Request) -> Response:
@@ -53,7 +51,6 @@ def run_create(request: Request) -> Response:
 
 
 @extend_schema(responses={200: RunSummarySerializer, **error_responses(404)}, tags=["runs"])
-@api_lane
 @api_view(["GET"])
 @permission_classes([IsAgent])
 def run_detail(request: Request, run_id) -> Response:
@@ -105,7 +102,7 @@ class RunCalls(APIView):
         return Response({"run_id": str(run.pk), "run_status": run.status, "tainted": run.tainted, "results": results})
 
 
-run_calls = api_lane(RunCalls.as_view())
+run_calls = RunCalls.as_view()
 
 
 @extend_schema(
@@ -114,7 +111,6 @@ run_calls = api_lane(RunCalls.as_view())
     tags=["runs"],
     description="Close the run; pending approvals of the run are cancelled.",
 )
-@api_lane
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def run_finish(request: Request, run_id) -> Response:

@@ -100,14 +100,13 @@ def test_list_query_count_does_not_grow(approver, acme, agent, django_assert_max
         assert len(client.get(reverse("approvals_api:approval_list")).json()["results"]) == 10
 
 
-def _lane_headers_only(response) -> None:
-    """On the API lane: the security headers, none of the console's (its Content-Security-Policy), no cookie."""
-    assert "Content-Security-Policy" not in response
+def _token_answer_headers(response) -> None:
+    """A token-authenticated answer: the security headers, and no cookie (no session, no CSRF token)."""
     assert response["X-Content-Type-Options"] == "nosniff" and response["X-Frame-Options"] == "DENY"
     assert "Set-Cookie" not in response and not response.cookies
 
 
-def test_personal_token_requests_take_the_api_lane_with_the_same_rules(approver, outsider, viewer, pending):
+def test_personal_token_requests_follow_the_same_rules(approver, outsider, viewer, pending):
     client, _ = _pat_client(approver)
     outsider_client, _ = _pat_client(outsider)
     viewer_client, _ = _pat_client(viewer)
@@ -126,10 +125,10 @@ def test_personal_token_requests_take_the_api_lane_with_the_same_rules(approver,
     pending.refresh_from_db()
     assert pending.status == ApprovalStatus.PENDING
     for response in (listed, theirs, client.get(detail)):
-        _lane_headers_only(response)
+        _token_answer_headers(response)
 
 
-def test_a_session_cookie_does_not_rescue_a_forged_token_on_the_lane(approver, pending):
+def test_a_session_cookie_does_not_rescue_a_forged_token(approver, pending):
     attacker = APIClient()
     attacker.force_login(approver)  # a real approver's session, riding along with a made-up token
     attacker.credentials(HTTP_AUTHORIZATION="Bearer pat_notatoken_" + "x" * 43)
@@ -141,7 +140,7 @@ def test_a_session_cookie_does_not_rescue_a_forged_token_on_the_lane(approver, p
     assert pending.status == ApprovalStatus.PENDING
 
 
-def test_an_agent_key_cannot_decide_on_the_lane(agent_client, pending):
+def test_an_agent_key_cannot_decide(agent_client, pending):
     response = agent_client.post(
         reverse("approvals_api:approval_decision", args=[pending.pk]), {"decision": "approve"}, format="json"
     )

@@ -1,6 +1,6 @@
-"""The gate's hot path: the API lane (console/api_lane.py) and, on PostgreSQL, the one-statement write
-of a batch's calls, spans and trace counters (runs/batch_write.py). Written as someone trying to make
-the short cuts drop a guarantee the ordinary path keeps."""
+"""The gate's hot path: key-authenticated calls through the whole middleware stack and, on PostgreSQL, the
+one-statement write of a batch's calls, spans and trace counters (runs/batch_write.py). Written as someone
+trying to make the short cuts drop a guarantee the ordinary path keeps."""
 
 import pytest
 from django.db import connection
@@ -34,10 +34,10 @@ def _run(agent_client) -> str:
     return run_id
 
 
-# The API lane ------------------------------------------------------------------------------------------
+# Key-authenticated calls ------------------------------------------------------------------------------------------
 
 
-def test_lane_answers_keep_the_security_headers_and_set_no_cookie(agent_client, reader):
+def test_key_authenticated_answers_keep_the_security_headers_and_set_no_cookie(agent_client, reader):
     run_id = _run(agent_client)
     response = post_calls(agent_client, run_id, [call("c1", "orders.echo", {"n": 1})])
     assert response.status_code == 200 and response.json()["results"][0]["status"] == "ok"
@@ -46,8 +46,8 @@ def test_lane_answers_keep_the_security_headers_and_set_no_cookie(agent_client, 
     assert "Set-Cookie" not in response and not response.cookies
 
 
-def test_a_logged_in_admins_cookie_does_not_rescue_a_bad_key_on_the_lane(agent_client, reader, acme, django_user_model):
-    """With a session cookie and a forged bearer key, the lane still answers 401 and records nothing."""
+def test_a_logged_in_admins_cookie_does_not_rescue_a_bad_key(agent_client, reader, acme, django_user_model):
+    """With a session cookie and a forged bearer key, the gate answers 401 and records nothing."""
     run_id = _run(agent_client)
     admin = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
     attacker = APIClient()
@@ -58,7 +58,7 @@ def test_a_logged_in_admins_cookie_does_not_rescue_a_bad_key_on_the_lane(agent_c
     assert not ToolCall.objects.filter(call_id="forged").exists()
 
 
-def test_another_tenants_key_on_the_lane_is_the_same_404(agent_client, outsider_agent_client, reader):
+def test_another_tenants_key_is_the_same_404(agent_client, outsider_agent_client, reader):
     run_id = _run(agent_client)
     theirs = post_calls(outsider_agent_client, run_id, [call("theirs", "orders.echo", {"n": 1})])
     missing = post_calls(outsider_agent_client, "00000000-0000-4000-8000-000000000000", [call("x", "orders.echo", {})])
@@ -67,7 +67,7 @@ def test_another_tenants_key_on_the_lane_is_the_same_404(agent_client, outsider_
     assert not ToolCall.objects.filter(call_id="theirs").exists()
 
 
-def test_malformed_json_on_the_lane_is_a_400_not_a_500(agent_client, reader):
+def test_malformed_json_is_a_400_not_a_500(agent_client, reader):
     run_id = _run(agent_client)
     url = reverse("runs_api:run_calls", args=[run_id])
     response = agent_client.post(url, data='{"calls": [', content_type="application/json")
@@ -75,7 +75,7 @@ def test_malformed_json_on_the_lane_is_a_400_not_a_500(agent_client, reader):
 
 
 def test_a_session_request_still_takes_the_whole_stack(client, reader, django_user_model):
-    """Without a bearer key the request is not on the lane: CSRF and sessions apply as before."""
+    """Without a bearer key a logged-in session cannot start a run: CSRF and sessions apply."""
     user = django_user_model.objects.create_user("mallory", password="pw")
     client.force_login(user)
     response = client.post("/api/v1/runs", {"end_user": "u", "task": "t"}, content_type="application/json")
@@ -176,12 +176,11 @@ AGENT_ENDPOINTS = {
 
 
 @pytest.mark.parametrize("endpoint", list(AGENT_ENDPOINTS))
-def test_every_agent_endpoint_takes_the_lane_and_keeps_runs_apart(
+def test_every_agent_endpoint_keeps_the_security_headers_and_runs_apart(
     endpoint, agent_client, outsider_agent_client, reader
 ):
-    """The agent's other sync endpoints skip the browser middleware too (no Content-Security-Policy, the
-    console's header), keep the security headers, and still answer another tenant's key as if the run
-    did not exist."""
+    """The agent's other sync endpoints keep the security headers, set no cookie, and answer another
+    tenant's key as if the run did not exist."""
     send = AGENT_ENDPOINTS[endpoint]
     run_id = _run(agent_client)
     before = list(Run.objects.values_list("status", "status_reason"))
@@ -193,14 +192,5 @@ def test_every_agent_endpoint_takes_the_lane_and_keeps_runs_apart(
     own = send(agent_client, run_id)
     assert own.status_code < 500
     for response in (theirs, own):
-        assert "Content-Security-Policy" not in response
         assert response["X-Content-Type-Options"] == "nosniff" and response["X-Frame-Options"] == "DENY"
         assert "Set-Cookie" not in response and not response.cookies
-
-
-def test_the_console_api_off_the_lane_still_takes_the_whole_stack(agent_client, reader):
-    """The CSP header the lane test relies on is really set by the whole stack."""
-    run_id = _run(agent_client)
-    response = agent_client.get(reverse("runs_api:run_events", args=[run_id]), {"wait": "0"})
-    assert response.status_code == 200
-    assert "Content-Security-Policy" in response
