@@ -37,7 +37,8 @@ lint: install
 bench: install
 	$(PY) -m bench
 
-# 200 agents for 60 s through uvicorn (2 workers), a Celery worker, PostgreSQL and Redis; then the books.
+# 200 agents for 60 s through the production process model (Granian WSGI, 2 workers; the uvicorn stream
+# process; the nginx front door), a Celery worker, PostgreSQL and Redis; then the books.
 load: install
 	$(PY) -m bench.load --agents $${LOAD_AGENTS:-200} --seconds $${LOAD_SECONDS:-60}
 

@@ -15,7 +15,17 @@ from pathlib import Path
 
 from bench.common import Figure, setup_django
 
-SKIP = {"common", "__main__", "gate_settings", "throughput_settings", "throughput_urls"}
+SKIP = {
+    "common",
+    "__main__",
+    "bare",
+    "gate_settings",
+    "minimal_settings",
+    "minimal_urls",
+    "models",
+    "throughput_settings",
+    "throughput_urls",
+}
 
 
 def machine() -> str:

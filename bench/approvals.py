@@ -6,7 +6,8 @@
 2. Decision to agent: from an approver's API decision (POST /approvals/{id}/decision) to the agent
    receiving the executed result (`call.completed`) by long poll, and by signed webhook (ms, p50/p95).
 
-Live processes: uvicorn (airlock.asgi, DEBUG off) and a Celery worker (prefork, 4), both on a
+Live processes: the production process model (Granian WSGI with one worker, the uvicorn stream process,
+the nginx front door; DEBUG off) and a Celery worker (prefork, 4), all on a
 fresh PostgreSQL database (`AIRLOCK_BENCH_DATABASE_URL`, default airlock_bench_approvals on
 127.0.0.1) and Redis (`AIRLOCK_BENCH_REDIS_URL`, else REDIS_URL, else redis://127.0.0.1:6379/0).
 
@@ -26,7 +27,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bench.common import Figure, free_port, percentile, print_table, server_env, uvicorn_command
+from bench.common import Figure, percentile, print_table, production_model, server_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SOCKET_COUNTS = (1, 10, 100)
@@ -259,7 +260,6 @@ def _wait_ready(check, process: subprocess.Popen, what: str, timeout_s: float = 
 
 
 def run() -> list[Figure]:
-    import httpx
 
     try:
         import redis
@@ -290,15 +290,6 @@ def run() -> list[Figure]:
             text=True,
         ).stdout.splitlines()[-1]
     )
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        uvicorn_command(port, "--log-level", "warning"),
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=(workdir / "server.log").open("w"),
-    )
     worker_log = workdir / "worker.log"
     worker = subprocess.Popen(
         [
@@ -324,33 +315,30 @@ def run() -> list[Figure]:
     )
     figures: list[Figure] = []
     try:
-
-        def server_up() -> bool:
-            try:
-                return httpx.get(base + "/api/v1/runs", timeout=2).status_code < 500
-            except httpx.HTTPError:
-                return False
-
-        _wait_ready(server_up, server, "uvicorn")
-        _wait_ready(lambda: "ready" in worker_log.read_text(), worker, "the Celery worker")
-        for count in SOCKET_COUNTS:
-            samples = asyncio.run(_fanout(base, seeded, count))
-            for label, pct in (("p50", 50), ("p95", 95)):
-                figures.append(Figure(f"fan-out create→{count} websockets {label}", percentile(samples, pct), "ms"))
-            figures.append(Figure(f"fan-out create→{count} websockets max", max(samples), "ms"))
-        figures.append(Figure("creating API call's own response p50 (context)", percentile(_API_RESPONSE_MS, 50), "ms"))
-        by_poll, by_webhook = asyncio.run(_decisions(base, seeded, receiver))
-        for name, samples in (("long poll", by_poll), ("webhook", by_webhook)):
-            for label, pct in (("p50", 50), ("p95", 95)):
-                figures.append(Figure(f"decision→executed result by {name} {label}", percentile(samples, pct), "ms"))
+        with production_model(env, workdir, workers=1) as served:  # Granian, uvicorn stream, the front door
+            base = served.base
+            _wait_ready(lambda: "ready" in worker_log.read_text(), worker, "the Celery worker")
+            for count in SOCKET_COUNTS:
+                samples = asyncio.run(_fanout(base, seeded, count))
+                for label, pct in (("p50", 50), ("p95", 95)):
+                    figures.append(Figure(f"fan-out create→{count} websockets {label}", percentile(samples, pct), "ms"))
+                figures.append(Figure(f"fan-out create→{count} websockets max", max(samples), "ms"))
+            figures.append(
+                Figure("creating API call's own response p50 (context)", percentile(_API_RESPONSE_MS, 50), "ms")
+            )
+            by_poll, by_webhook = asyncio.run(_decisions(base, seeded, receiver))
+            for name, samples in (("long poll", by_poll), ("webhook", by_webhook)):
+                for label, pct in (("p50", 50), ("p95", 95)):
+                    figures.append(
+                        Figure(f"decision→executed result by {name} {label}", percentile(samples, pct), "ms")
+                    )
     finally:
         receiver.server.shutdown()
-        for process in (server, worker):
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        worker.terminate()
+        try:
+            worker.wait(15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
     return figures
 
 

@@ -5,11 +5,35 @@ Every script exposes `run() -> list[Figure]` and can be run alone (`python -m be
 """
 
 import os
-import socket
 import statistics
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
+
+from airlock.serving import free_port, front_door_command, stream_command, web_command
+
+__all__ = [
+    "BARE_PATH",
+    "Served",
+    "production_model",
+    "started",
+    "Figure",
+    "free_port",
+    "fresh_database",
+    "percentile",
+    "print_table",
+    "server_env",
+    "summary",
+    "uvicorn_command",
+    "wait_until_answers",
+]
+
+BARE_PATH = "/api/bench/bare"  # the bare endpoint (bench/bare.py) of the throughput bench
 
 
 def setup_django() -> None:
@@ -64,14 +88,9 @@ def print_table(figures: list[Figure], title: str = "") -> None:
             print(f"{'':<4}reference: {figure.reference_name}")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def uvicorn_command(port: int, *options: str) -> list[str]:
-    """Airlock's ASGI app under uvicorn on loopback, as the benchmarks and live-server tests start it."""
+    """Airlock's ASGI app alone under uvicorn on loopback (every request through Django's ASGI handler, as the
+    embedded `make run` serves it), as the benchmarks and live-server tests start it."""
     return [
         sys.executable,
         "-m",
@@ -83,6 +102,83 @@ def uvicorn_command(port: int, *options: str) -> list[str]:
         str(port),
         *options,
     ]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+# Through the front door, a GET without a key answers 401 or 405 from web and from stream once each is up
+# (the front door itself answers 502 until then; /healthz is 503 without a Celery worker).
+WEB_PROBE = "/api/v1/runs"
+STREAM_PROBE = "/api/v1/runs/00000000-0000-4000-8000-000000000000/events"
+
+
+@dataclass
+class Served:
+    base: str  # the one origin
+    pids: dict[str, int]  # each server's process (granian's tree holds its workers)
+
+
+def wait_until_answers(url: str, processes: dict[str, subprocess.Popen], timeout_s: float = 120) -> None:
+    """Until `url` answers below 500; fails early if one of `processes` exits."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for name, process in processes.items():
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer in time")
+
+
+@contextmanager
+def started(commands: dict[str, list[str]], env: dict, workdir: Path) -> Iterator[dict[str, subprocess.Popen]]:
+    """Each named command for the block (stderr in workdir/<name>.log, printed if the block fails)."""
+    logs = {name: workdir / f"{name}.log" for name in commands}
+    processes = {
+        name: subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=logs[name].open("w"))
+        for name, command in commands.items()
+    }
+    try:
+        yield processes
+    except Exception:
+        for log in logs.values():
+            print(f"--- {log}\n{log.read_text()[-3000:]}", file=sys.stderr)
+        raise
+    finally:
+        for process in processes.values():
+            process.terminate()
+        for process in processes.values():
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+@contextmanager
+def production_model(env: dict, workdir: Path, *, workers: int = 2) -> Iterator[Served]:
+    """Airlock as deployed (airlock/serving.py) on free loopback ports: Granian WSGI with `workers` processes,
+    the uvicorn stream process and the nginx front door; yields once both answer through the front door."""
+    web, stream, door = free_port(), free_port(), free_port()
+    front_door = front_door_command(
+        workdir / "front-door", listen=f"127.0.0.1:{door}", web=f"127.0.0.1:{web}", stream=f"127.0.0.1:{stream}"
+    )
+    if front_door is None:
+        raise RuntimeError("nginx is missing (apt-get install nginx-light): the front door of the process model")
+    commands = {
+        "web": web_command("127.0.0.1", web, workers=workers),
+        "stream": [*stream_command("127.0.0.1", stream), "--log-level", "warning", "--no-access-log"],
+        "front-door": front_door,
+    }
+    base = f"http://127.0.0.1:{door}"
+    with started(commands, env, workdir) as processes:
+        wait_until_answers(base + WEB_PROBE, processes)
+        wait_until_answers(base + STREAM_PROBE, processes)
+        yield Served(base=base, pids={name: process.pid for name, process in processes.items()})
 
 
 def server_env(workdir, **overrides: str) -> dict[str, str]:

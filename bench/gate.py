@@ -3,8 +3,9 @@
 1. Policy evaluation per decision (µs, p50/p99) for one policy of 50 CEL rules, and the same 50
    rules written for Cedar (cedarpy, pre-parsed PolicySet) on the same decisions, as a ratio.
    Both paths return the same verdict for every decision (checked, and reported).
-2. Gate API latency (ms, p50/p99) and throughput through a live ASGI server (uvicorn subprocess on
-   loopback, DEBUG off, its own SQLite database) for single read calls and 10-call read batches,
+2. Gate API latency (ms, p50/p99) and throughput through the production process model (Granian WSGI
+   with one worker behind the nginx front door, on loopback, DEBUG off, its own SQLite database) for
+   single read calls and 10-call read batches,
    each call passing the same 50-rule policy.
 
 Run alone: `.venv/bin/python -m bench.gate`; `make bench` runs it with the others.
@@ -21,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Figure, free_port, percentile, print_table, server_env, uvicorn_command
+from bench.common import Figure, percentile, print_table, production_model, server_env
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = 50
@@ -240,21 +241,6 @@ def seed() -> dict:
     return {"key": key}
 
 
-def _wait_for(url: str, process: subprocess.Popen, timeout_s: float = 30) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"uvicorn exited with {process.returncode}")
-        try:
-            if httpx.get(url, timeout=1).status_code < 500:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError("uvicorn did not start in time")
-
-
 def _timed_posts(client, url: str, bodies: list[dict]) -> tuple[list[float], float]:
     samples = []
     started = time.perf_counter()
@@ -311,64 +297,49 @@ def bench_live_gate() -> list[Figure]:
             text=True,
         )
         key = json.loads(seeded.stdout.strip().splitlines()[-1])["key"]
-        port = free_port()
-        server = subprocess.Popen(
-            uvicorn_command(port, "--log-level", "warning", "--no-access-log"),
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=(workdir / "server.log").open("w"),
-        )
-        base = f"http://127.0.0.1:{port}"
         headers = {"Authorization": f"Bearer {key}"}
-        try:
-            _wait_for(f"{base}/healthz", server)
-            with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
-                run = client.post("/api/v1/runs", json={"end_user": "u-1", "task": "bench"}).json()
-                url = f"/api/v1/runs/{run['run_id']}/calls"
-                single = [
-                    {
-                        "calls": [
-                            {
-                                "call_id": f"s{i}",
-                                "name": f"bench.read_{i % BATCH_SIZE}",
-                                "arguments": {"order_id": "ord_5001"},
-                            }
-                        ]
-                    }
-                    for i in range(SINGLE_CALLS)
-                ]
-                batch = [
-                    {
-                        "calls": [
-                            {"call_id": f"b{i}-{j}", "name": f"bench.read_{j}", "arguments": {"order_id": "ord_5001"}}
-                            for j in range(BATCH_SIZE)
-                        ]
-                    }
-                    for i in range(BATCHES)
-                ]
-                _timed_posts(
-                    client,
-                    url,
-                    [
-                        {"calls": [{"call_id": f"w{i}", "name": "bench.read_0", "arguments": {"order_id": "ord_5001"}}]}
-                        for i in range(30)
-                    ],
-                )
-                single_ms, single_s = _timed_posts(client, url, single)
-                batch_ms, batch_s = _timed_posts(client, url, batch)
-                concurrent_rps = _concurrent_throughput(base, headers, url, "c")
-        except Exception:
-            print((workdir / "server.log").read_text()[-3000:], file=sys.stderr)
-            raise
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        # The production process model with one web worker (bench.common.production_model).
+        with (
+            production_model(env, workdir, workers=1) as served,
+            httpx.Client(base_url=served.base, headers=headers, timeout=30) as client,
+        ):
+            base = served.base
+            run = client.post("/api/v1/runs", json={"end_user": "u-1", "task": "bench"}).json()
+            url = f"/api/v1/runs/{run['run_id']}/calls"
+            single = [
+                {
+                    "calls": [
+                        {
+                            "call_id": f"s{i}",
+                            "name": f"bench.read_{i % BATCH_SIZE}",
+                            "arguments": {"order_id": "ord_5001"},
+                        }
+                    ]
+                }
+                for i in range(SINGLE_CALLS)
+            ]
+            batch = [
+                {
+                    "calls": [
+                        {"call_id": f"b{i}-{j}", "name": f"bench.read_{j}", "arguments": {"order_id": "ord_5001"}}
+                        for j in range(BATCH_SIZE)
+                    ]
+                }
+                for i in range(BATCHES)
+            ]
+            _timed_posts(
+                client,
+                url,
+                [
+                    {"calls": [{"call_id": f"w{i}", "name": "bench.read_0", "arguments": {"order_id": "ord_5001"}}]}
+                    for i in range(30)
+                ],
+            )
+            single_ms, single_s = _timed_posts(client, url, single)
+            batch_ms, batch_s = _timed_posts(client, url, batch)
+            concurrent_rps = _concurrent_throughput(base, headers, url, "c")
     database = "PostgreSQL" if "postgres" in env["DATABASE_URL"] else "SQLite"
-    note = f"uvicorn, 1 process, DEBUG off, {database}, 50-rule policy per call"
+    note = f"Granian WSGI, 1 worker, behind the front door, DEBUG off, {database}, 50-rule policy per call"
     return [
         Figure("API single read call p50", percentile(single_ms, 50), "ms", reference_name=note),
         Figure("API single read call p99", percentile(single_ms, 99), "ms"),

@@ -1,7 +1,8 @@
 """Load: many concurrent agents through a live deployment, a scripted approver, then the books.
 
-The deployment is real: uvicorn with two workers (airlock.asgi), a Celery worker, PostgreSQL and
-Redis. Each simulated agent loops: start a run, send a batch (two reads and, in turn, a write that
+The deployment is real: the production process model (Granian WSGI with two workers, the uvicorn stream
+process and the nginx front door: bench.common.production_model), a Celery worker, PostgreSQL and Redis.
+Each simulated agent loops: start a run, send a batch (two reads and, in turn, a write that
 is allowed or a refund that needs approval), follow the run's events by long poll until every
 approved call has its outcome, read the run. A scripted approver listens on /ws/approvals/ with a
 session cookie (two sockets, two people, so decisions race) and decides through the approver API
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bench.common import Figure, free_port, fresh_database, percentile, print_table, server_env, uvicorn_command
+from bench.common import Figure, fresh_database, percentile, print_table, production_model, server_env
 
 ROOT = Path(__file__).resolve().parent.parent
 APPROVERS = 2
@@ -579,7 +580,6 @@ class LoadResult:
 
 
 def load(agents: int, seconds: float, log=print, think_s: float = 0.0) -> LoadResult:
-    import httpx
     import redis
 
     redis.Redis.from_url(_redis_url()).flushdb()
@@ -596,15 +596,6 @@ def load(agents: int, seconds: float, log=print, think_s: float = 0.0) -> LoadRe
         AIRLOCK_EGRESS_PORTS=str(ledger.server.server_address[1]),
     )
     seeded = _subprocess_json(["--seed", ledger.url, str(agents)], env)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        uvicorn_command(port, "--workers", "2", "--log-level", "warning"),
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=(workdir / "server.log").open("w"),
-    )
     worker_log = workdir / "worker.log"
     worker = subprocess.Popen(
         [
@@ -627,30 +618,23 @@ def load(agents: int, seconds: float, log=print, think_s: float = 0.0) -> LoadRe
         stderr=subprocess.STDOUT,
     )
     try:
-
-        def server_up() -> bool:
-            try:
-                return httpx.get(base + "/healthz", timeout=2).status_code < 500
-            except httpx.HTTPError:
-                return False
-
-        _wait_ready(server_up, server, "uvicorn")
-        _wait_ready(lambda: "ready" in worker_log.read_text(), worker, "the Celery worker")
-        log(
-            f"[load] {agents} agents for {seconds:g} s, model time {think_s:g} s a turn, against {base} "
-            f"(logs in {workdir})"
-        )
-        processes = {"uvicorn": server.pid, "celery": worker.pid}
-        cpu_before = cpu_use(processes)
-        stats, elapsed = asyncio.run(drive(base, seeded, agents, seconds, think_s))
-        cpu = {name: 100 * (used - cpu_before[name]) / elapsed for name, used in cpu_use(processes).items()}
+        with production_model(env, workdir) as served:  # web (Granian, 2 workers), stream, the front door
+            base = served.base
+            _wait_ready(lambda: "ready" in worker_log.read_text(), worker, "the Celery worker")
+            log(
+                f"[load] {agents} agents for {seconds:g} s, model time {think_s:g} s a turn, against {base} "
+                f"(logs in {workdir})"
+            )
+            processes = {**served.pids, "celery": worker.pid}
+            cpu_before = cpu_use(processes)
+            stats, elapsed = asyncio.run(drive(base, seeded, agents, seconds, think_s))
+            cpu = {name: 100 * (used - cpu_before[name]) / elapsed for name, used in cpu_use(processes).items()}
     finally:
-        for process in (server, worker):
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        worker.terminate()
+        try:
+            worker.wait(20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
         ledger.server.shutdown()
     effects = json.dumps([[run, call, count] for (run, call), count in ledger.effects.items()])
     books = _subprocess_json(["--books"], env, payload=effects)

@@ -37,7 +37,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.common import Figure, free_port, fresh_database, percentile, print_table, server_env, uvicorn_command
+from airlock.serving import stream_command, web_command
+from bench.common import (
+    BARE_PATH,
+    Figure,
+    free_port,
+    fresh_database,
+    percentile,
+    print_table,
+    production_model,
+    server_env,
+    started,
+    wait_until_answers,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = 32
@@ -51,7 +63,8 @@ SERVER_TIME_WARMUP = 50
 SERVER_TIME_CALLS = 300
 SKILL = "customer.read_profile"
 ARGUMENTS = {"customer_id": "cus_ada100"}
-BARE_PATH = "/api/bench/bare"
+MINIMAL_SETTINGS = "bench.minimal_settings"
+SERVED = ("minimal-bare", "bare", "gate", "asgi-bare", "asgi-gate")
 
 # Cycles the requests over the (path, key) pairs; each thread starts half-way round from the other so
 # that the two do not hit the same agent at once. Call ids are prefix-thread-counter: never repeated.
@@ -142,7 +155,7 @@ def seed(agents: int = AGENTS) -> dict:
     from django.db import connection
 
     call_command("migrate", verbosity=0)
-    from bench.throughput_urls import BARE_TABLE_SQL
+    from bench.models import BARE_TABLE_SQL
     from console.models import Team, Tenant
     from console.services import create_agent
     from policies.services import create_grant
@@ -180,7 +193,7 @@ def count_outcomes(prefixes: list[str]) -> dict:
     django.setup()
     from django.db.models import Count
 
-    from bench.throughput_urls import BareRow
+    from bench.models import BareRow
     from runs.models import ToolCall
 
     counts: dict = {}
@@ -201,9 +214,6 @@ def server_time(key: str, run_id: str, warmup: int = SERVER_TIME_WARMUP, calls: 
     from django.test import Client
     from django.urls import reverse
 
-    from airlock.web_process import tune_garbage_collection
-
-    tune_garbage_collection()  # as a web worker has it (airlock/asgi.py)
     client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {key}")
     url = reverse("runs_api:run_calls", args=[run_id])
     samples = []
@@ -289,22 +299,6 @@ def check_recorded(label: str, summary: dict, written: int, others: dict | None 
         raise RuntimeError(f"{label}: " + "; ".join(problems))
 
 
-def _wait_for(url: str, process: subprocess.Popen, timeout_s: float = 60) -> None:
-    """Until `url` answers at all (not /healthz: without a Celery worker it reports 503, degraded)."""
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"uvicorn exited with {process.returncode}")
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise RuntimeError("uvicorn did not start in time")
-
-
 def prepare(workdir: Path, agents: int = AGENTS, database_url: str = "") -> tuple[dict, list[list[str]]]:
     """A fresh database seeded for the bench, and the servers' environment: (env, [[key, run_id]])."""
     database_url = database_url or _database_url()
@@ -321,29 +315,34 @@ def prepare(workdir: Path, agents: int = AGENTS, database_url: str = "") -> tupl
 
 @contextmanager
 def serving(env: dict, workdir: Path, workers: int = WORKERS) -> Iterator[str]:
-    """uvicorn with `workers` processes on a free port, for the block; yields its base URL."""
+    """The production process model (bench.common.production_model); yields the front door's base URL."""
+    with production_model(env, workdir, workers=workers) as served:
+        yield served.base
+
+
+@contextmanager
+def serving_asgi(env: dict, workdir: Path, workers: int = WORKERS) -> Iterator[str]:
+    """The same code as served before the process model: every request through uvicorn and Django's ASGI
+    handler, `workers` processes, no front door. For the before-and-after figures only."""
     port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = workdir / "server.log"
-    server = subprocess.Popen(
-        uvicorn_command(port, "--workers", str(workers), "--log-level", "warning", "--no-access-log"),
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("w"),
-    )
-    try:
-        _wait_for(base + BARE_PATH, server)  # 405 to a GET: up
+    command = [*stream_command("127.0.0.1", port), "--workers", str(workers), "--log-level", "warning"]
+    with started({"asgi": [*command, "--no-access-log"]}, env, workdir) as processes:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_answers(base + BARE_PATH, processes)  # 405 to a GET: up
         yield base
-    except Exception:
-        print(log.read_text()[-3000:], file=sys.stderr)
-        raise
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+
+
+@contextmanager
+def serving_minimal(env: dict, workdir: Path, workers: int = WORKERS) -> Iterator[str]:
+    """The physical anchor: the minimal Django app (bench/minimal_settings.py) under the same Granian WSGI
+    workers, reached directly."""
+    port = free_port()
+    command = web_command("127.0.0.1", port, workers=workers)
+    command[-1:] = ["--factory", "django.core.wsgi:get_wsgi_application"]
+    with started({"minimal": command}, {**env, "DJANGO_SETTINGS_MODULE": MINIMAL_SETTINGS}, workdir) as processes:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_answers(base + BARE_PATH, processes)
+        yield base
 
 
 def gate_targets(pairs: list[list[str]]) -> list[tuple[str, str]]:
@@ -378,40 +377,70 @@ def throughput(seconds: float = SECONDS, warmup_seconds: float = WARMUP_SECONDS,
     wrk = ensure_wrk()
     workdir = Path(tempfile.mkdtemp(prefix="airlock-bench-throughput-"))
     env, pairs = prepare(workdir, agents)
+    bare, gate = bare_targets(pairs), gate_targets(pairs)
     runs = {}
-    rounds = {"bare": [], "gate": []}
-    with serving(env, workdir) as base:
-        targets = {"bare": bare_targets(pairs), "gate": gate_targets(pairs)}
-        for label in rounds:
-            runs[f"warm-{label}"] = run_wrk(wrk, base, targets[label], f"warm-{label}", warmup_seconds, workdir)
-        for n in range(ROUNDS):  # interleaved: a change in the machine's other load hits both alike
-            for label in rounds:
+    rounds: dict[str, list[dict]] = {label: [] for label in SERVED}
+    with (
+        serving_minimal(env, workdir) as minimal,
+        serving(env, workdir) as production,
+        serving_asgi(env, workdir) as asgi,
+    ):
+        plan = {
+            "minimal-bare": (minimal, bare),
+            "bare": (production, bare),
+            "gate": (production, gate),
+            "asgi-bare": (asgi, bare),
+            "asgi-gate": (asgi, gate),
+        }
+        for label, (base, targets) in plan.items():
+            runs[f"warm-{label}"] = run_wrk(wrk, base, targets, f"warm-{label}", warmup_seconds, workdir)
+        for n in range(ROUNDS):  # interleaved: a change in the machine's other load hits all alike
+            for label, (base, targets) in plan.items():
                 prefix = f"r{n}-{label}"
-                runs[prefix] = run_wrk(wrk, base, targets[label], prefix, seconds / ROUNDS, workdir)
+                runs[prefix] = run_wrk(wrk, base, targets, prefix, seconds / ROUNDS, workdir)
                 rounds[label].append(runs[prefix])
                 print(f"[throughput] {prefix}: {describe(runs[prefix])}", file=sys.stderr)
     try:
         verify(runs, env)
     except RuntimeError as exc:
-        raise RuntimeError(f"{exc} (server log: {workdir / 'server.log'})") from exc
+        raise RuntimeError(f"{exc} (server logs: {workdir})") from exc
     key, run_id = pairs[0]
     in_process = _subprocess_json(["--server-time", key, run_id], env)["samples_ms"]
     shutil.rmtree(workdir, ignore_errors=True)
-    bare, gate = combined(rounds["bare"]), combined(rounds["gate"])
-    setup = (
-        f"bare POST {BARE_PATH} (one ORM INSERT), same uvicorn ({WORKERS} workers), PostgreSQL pool, Redis; "
-        f"wrk -t{THREADS} -c{CONNECTIONS} over {agents} agents"
-    )
-    return [
-        Figure("bare endpoint (one INSERT)", bare["per_second"], "req/s"),
-        Figure("bare endpoint p50", bare["p50_us"] / 1000, "ms"),
-        Figure("bare endpoint p99", bare["p99_us"] / 1000, "ms"),
-        Figure(f"gate single read, {CONNECTIONS} conns", gate["per_second"], "calls/s", bare["per_second"], setup),
-        Figure("gate single read p50", gate["p50_us"] / 1000, "ms", bare["p50_us"] / 1000, setup),
-        Figure("gate single read p99", gate["p99_us"] / 1000, "ms", bare["p99_us"] / 1000, setup),
+    return figures({label: combined(served) for label, served in rounds.items()}, in_process, agents)
+
+
+def figures(served: dict[str, dict], in_process: list[float], agents: int) -> list[Figure]:
+    """The table: each endpoint's throughput and latency, and the ratios the process model must hold."""
+    minimal, bare, gate = served["minimal-bare"], served["bare"], served["gate"]
+    drive = f"wrk -t{THREADS} -c{CONNECTIONS} over {agents} agents, PostgreSQL pool, Redis"
+    model = f"Granian WSGI ({WORKERS} workers) behind the nginx front door"
+    rows = [
+        Figure("minimal Django app, one INSERT (Granian WSGI)", minimal["per_second"], "req/s"),
+        Figure("minimal app p50", minimal["p50_us"] / 1000, "ms"),
+        Figure("minimal app p99", minimal["p99_us"] / 1000, "ms"),
+        Figure("project bare view, one INSERT", bare["per_second"], "req/s", minimal["per_second"], "the minimal app"),
+        Figure("project bare view p50", bare["p50_us"] / 1000, "ms"),
+        Figure("project bare view p99", bare["p99_us"] / 1000, "ms"),
+        Figure("gate single read", gate["per_second"], "calls/s", bare["per_second"], "the project's bare view"),
+        Figure("gate single read p50", gate["p50_us"] / 1000, "ms"),
+        Figure("gate single read p99", gate["p99_us"] / 1000, "ms", gate["p50_us"] / 1000, "the gate's own p50"),
+    ]
+    for label, name in (("asgi-bare", "project bare view"), ("asgi-gate", "gate single read")):
+        asgi = served[label]
+        reference = served[label.removeprefix("asgi-")]
+        rows += [
+            Figure(f"before: {name} under uvicorn ASGI", asgi["per_second"], "req/s", reference["per_second"], model),
+            Figure(f"before: {name} p99 under uvicorn ASGI", asgi["p99_us"] / 1000, "ms"),
+        ]
+    rows += [
         Figure("gate single-call server time p50 (in process)", percentile(in_process, 50), "ms"),
         Figure("gate single-call server time p99 (in process)", percentile(in_process, 99), "ms"),
     ]
+    for row in rows:
+        if row.reference_name:
+            row.reference_name += f" ({drive})"
+    return rows
 
 
 def run() -> list[Figure]:

@@ -1,4 +1,4 @@
-"""The load run, short: 20 agents for 10 s through a live deployment (uvicorn with two workers, a
+"""The load run, short: 20 agents for 10 s through a live deployment (the production process model, a
 Celery worker, PostgreSQL, Redis), then the books. The long run is `make load` (docs/performance.md)."""
 
 import pytest
