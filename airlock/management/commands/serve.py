@@ -105,8 +105,8 @@ class Command(BaseCommand):
         return [sys.executable, manage, "simulate_agents", "--base-url", f"http://{host}:{port}", "--gentle"]
 
     def _banner(self, host: str, port: int) -> None:
-        mode = "Redis-backed (WSGI workers, stream process, front door, Celery worker and beat)"
-        mode = mode if settings.REDIS_URL else "embedded"
+        redis_backed = "Redis-backed (WSGI workers, stream process, front door, Celery worker and beat)"
+        mode = redis_backed if settings.REDIS_URL else "embedded"
         database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         base = f"http://{host}:{port}"
         self.stdout.write("")
