@@ -430,8 +430,8 @@ def figures(served: dict[str, dict], in_process: list[float], agents: int) -> li
         asgi = served[label]
         reference = served[label.removeprefix("asgi-")]
         rows += [
-            Figure(f"before: {name} under uvicorn ASGI", asgi["per_second"], "req/s", reference["per_second"], model),
-            Figure(f"before: {name} p99 under uvicorn ASGI", asgi["p99_us"] / 1000, "ms"),
+            Figure(f"{name}, uvicorn ASGI alone", asgi["per_second"], "req/s", reference["per_second"], model),
+            Figure(f"{name} p99, uvicorn ASGI alone", asgi["p99_us"] / 1000, "ms"),
         ]
     rows += [
         Figure("gate single-call server time p50 (in process)", percentile(in_process, 50), "ms"),
