@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.urls import reverse
 
+from airlock.forwarded import TrustedProxies
 from airlock.serving import front_door_binary, front_door_command
 from bench.common import free_port
 from tests.envscan import ROOT, clean_environ
@@ -198,3 +199,18 @@ def test_the_trusted_proxy_still_names_each_client(server):
     assert logins == [200] * 30
     keys = _bad_keys(server, PROXY, [f"203.0.114.{n}" for n in range(1, 61)])
     assert keys == [401] * 60
+
+
+def test_the_web_workers_take_the_address_the_last_untrusted_hop_saw_not_what_the_client_wrote():
+    """What a client writes into X-Forwarded-For sits left of what the proxies appended: behind two trusted
+    proxies, the entry the outer one appended is the client; anything further left is the client's claim."""
+    proxies = TrustedProxies("127.0.0.1, 10.0.4.0/24")
+    assert proxies.client("198.51.100.7, 203.0.113.9, 10.0.4.2") == "203.0.113.9"
+    assert proxies.client("10.0.4.2, 127.0.0.1") == "10.0.4.2"  # every hop a proxy: the left-most
+    assert proxies.client("not-an-address, 10.0.4.2") == "not-an-address"  # kept as is, never trusted
+    assert "127.0.0.2" not in proxies and "10.0.4.99" in proxies
+
+
+def test_the_web_workers_refuse_to_trust_everyone():
+    with pytest.raises(ValueError, match="not '\\*'"):
+        TrustedProxies("127.0.0.1, *")
