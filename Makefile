@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install migrate seed lint bench load worker beat clean
+.PHONY: run test install migrate seed lint bench bench-tools load worker beat clean
 
 $(VENV)/.installed: pyproject.toml sdk/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("Airlock needs Python 3.11 or newer") if sys.version_info < (3, 11) else None'
@@ -34,12 +34,18 @@ lint: install
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
 
-bench: install
+# Debian's wrk and nginx, which the benches need, installed when missing (as root, as on these machines).
+bench-tools:
+	@command -v wrk >/dev/null 2>&1 && { command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; } \
+	  || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk nginx-light; } \
+	  || echo "Install wrk and nginx-light (apt-get) to run the benches."
+
+bench: install bench-tools
 	$(PY) -m bench
 
 # 200 agents for 60 s through the production process model (Granian WSGI, 2 workers; the uvicorn stream
 # process; the nginx front door), a Celery worker, PostgreSQL and Redis; then the books.
-load: install
+load: install bench-tools
 	$(PY) -m bench.load --agents $${LOAD_AGENTS:-200} --seconds $${LOAD_SECONDS:-60}
 
 worker: install
