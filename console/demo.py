@@ -17,7 +17,12 @@ PEOPLE = [
     # username, tenant memberships {slug: roles}, teams, superuser
     ("alice", {"acme": [Role.APPROVER, Role.VIEWER], "globex": [Role.VIEWER]}, [], False),
     ("bob", {"acme": [Role.APPROVER, Role.VIEWER]}, [], False),
-    ("olivia", {"acme": [Role.VIEWER], "globex": [Role.VIEWER]}, ["support-tools", "billing-platform"], False),
+    (
+        "olivia",
+        {"acme": [Role.VIEWER], "globex": [Role.VIEWER]},
+        ["support-tools", "billing-platform", "developer-platform"],
+        False,
+    ),
     ("adam", {"acme": [Role.ADMIN, Role.VIEWER]}, [], False),
     ("gina", {"globex": [Role.APPROVER, Role.ADMIN, Role.VIEWER]}, [], False),
     ("root", {}, [], True),
@@ -61,7 +66,6 @@ def seed(context: DemoContext) -> None:
                 Membership.objects.get_or_create(tenant=context.tenants[slug], user=user, role=role)
         for team in teams:
             context.teams[team].members.add(user)
-    context.teams["developer-platform"].members.add(context.users["olivia"])
     for slug, name, role in AGENTS:
         agent = Agent.objects.filter(tenant=context.tenants[slug], name=name).first()
         if agent is None:
