@@ -1,12 +1,16 @@
-"""Throughput: the gate's single-read call against a bare endpoint of the same project, by `wrk`.
+"""Throughput on the production process model: the gate's single-read call, the project's bare endpoint and
+the minimal Django app (the physical anchor), side by side in one run, by `wrk`.
 
-One uvicorn server (airlock.asgi, two workers, DEBUG off, PostgreSQL through the default psycopg pool,
-Redis, rate limits out of the way: bench/throughput_settings.py) serves both endpoints in turn:
+The production model (airlock/serving.py: Granian WSGI, two workers, behind the nginx front door, with the
+uvicorn stream process beside it; DEBUG off, PostgreSQL through the default psycopg pool, Redis, rate limits
+out of the way: bench/throughput_settings.py) serves the project's endpoints in turn, and the minimal app
+(bench/minimal_settings.py, no project middleware) runs under the same Granian WSGI command:
+- minimal-bare: the minimal app's one ORM INSERT and a small JSON answer;
 - bare: `POST /api/bench/bare`, one ORM INSERT and a small JSON answer (bench/throughput_urls.py);
 - gate: `POST /api/v1/runs/{run_id}/calls` with one call of `customer.read_profile` (the demo
   catalog's manifest, python adapter, no network).
 `wrk -t2 -c32 --latency` drives each for SECONDS after a WARMUP_SECONDS warm-up, in ROUNDS runs that
-alternate bare and gate (so that a change in the machine's other load hits both alike); throughput is
+alternate them (so that a change in the machine's other load hits all alike); throughput is
 over all rounds, p50 and p99 the median of the rounds' own. A Lua script cycles
 the requests over 32 agents, each with its own key and open run, and gives every call a unique
 call_id (prefix, thread, counter), so no request is an idempotent replay. After the runs the database
