@@ -7,6 +7,10 @@ origin only, no inline script or style. This middleware adds what a static setti
   already checked against ALLOWED_HOSTS), for the live inbox at /ws/approvals/;
 - the API reference page (drf-spectacular's Redoc) loads its script from a CDN and styles itself
   inline; that one page, which shows only the public OpenAPI schema, gets a wider policy.
+
+A JSON answer gets no policy: a browser never renders it as a page (every answer carries
+`X-Content-Type-Options: nosniff`), and building the header was the largest part of the middleware's
+cost on the agents' API (docs/performance.md, "Serving model").
 """
 
 from __future__ import annotations
@@ -27,6 +31,11 @@ PAGE_POLICIES: dict[str, dict[str, list[str]]] = {
 
 
 class ConsoleCSPMiddleware(CSPMiddleware):
+    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        if response.get("Content-Type", "").startswith("application/json"):
+            return response
+        return super().process_response(request, response)
+
     def get_policy_parts(
         self, request: HttpRequest, response: HttpResponseBase, report_only: bool = False
     ) -> PolicyParts:

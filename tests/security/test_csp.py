@@ -104,6 +104,27 @@ def test_the_policy_holds_on_error_pages_in_production(world, settings):
     assert "script-src 'self'" in response["Content-Security-Policy"]
 
 
+def test_a_json_answer_needs_no_policy_because_it_is_never_a_page(world, settings):
+    """An attacker who gets markup into a JSON answer (a reflected name, an error message) still cannot have
+    it rendered: the answer is JSON and nosniff; a page of the console, even an error page, keeps its policy."""
+    settings.DEBUG = False
+    client = Client()
+    client.force_login(world.acme_user)
+    for url in ("/api/v1/skills/%3Cscript%3Ealert(1)%3C%2Fscript%3E", reverse("registry_api:skills")):
+        response = client.get(url, HTTP_ACCEPT="application/json")
+        assert response["Content-Type"].startswith("application/json"), url
+        assert response["X-Content-Type-Options"] == "nosniff"
+        assert "Content-Security-Policy" not in response
+        # Whatever renders HTML (the browsable API while DEBUG is on) keeps the policy.
+        html = client.get(url, HTTP_ACCEPT="text/html")
+        assert (
+            html["Content-Type"].startswith("application/json")
+            or "script-src 'self'" in html["Content-Security-Policy"]
+        )
+    page = client.get(reverse("registry:catalog"))
+    assert "script-src 'self'" in page["Content-Security-Policy"]
+
+
 def test_only_the_api_reference_page_is_widened(world):
     """Redoc (drf-spectacular) needs its CDN script and inline styles; it shows only the public schema."""
     response = Client().get(reverse("api-docs"))
