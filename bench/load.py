@@ -22,10 +22,19 @@ Then the books, from the database (any discrepancy fails the run):
 - every run is final, or paused with a reason, or running with nothing outstanding;
 - no span is missing (each call has its tool_call span, each approval its requested/decided spans).
 
+Before the fleet, after a short unrecorded warm-up (WARMUP_AGENTS for WARMUP_SECONDS, so that no process
+serves its first request while timed), one agent runs alone for LOAD_BASELINE_SECONDS (`--baseline`,
+default 20 s; 0 skips both) with the same approvers. Its `POST /runs/{id}/calls` and "decision → agent has
+the result" are what the fleet's are held to: each fleet p50 within 3 × the one agent's, each fleet p99
+within 3 × its own p50, reported PASS or FAIL (only the books fail the run). One agent never waits behind
+another, so its model time changes only how many episodes fit in the phase: it waits at most
+BASELINE_MODEL_SECONDS a turn, which lets 20 s hold a handful of approval decisions.
+
 Run: `make load` (200 agents × 60 s) or `.venv/bin/python -m bench.load --agents 20 --seconds 10`.
 Environment: `AIRLOCK_LOAD_DATABASE_URL` (a database this script DROPS and recreates; default
 postgres://postgres@127.0.0.1:5432/airlock_load), `AIRLOCK_LOAD_REDIS_URL` (else REDIS_URL, else
-redis://127.0.0.1:6379/0; the db is flushed), `LOAD_AGENTS`, `LOAD_SECONDS`, `LOAD_THINK_SECONDS`.
+redis://127.0.0.1:6379/0; the db is flushed), `LOAD_AGENTS`, `LOAD_SECONDS`, `LOAD_THINK_SECONDS`,
+`LOAD_BASELINE_SECONDS`.
 
 The agents' model time (`--think` or LOAD_THINK_SECONDS, seconds a turn, default 0): a real agent waits
 for its model before it sends a batch and again before it reads the run. At 0 the loop is closed, every
@@ -59,6 +68,13 @@ DECISIONS_IN_FLIGHT = 4  # per approver
 SETTLE_SECONDS = 90
 AGENT_KEYS = 50  # agent rows; simulated agents share them round-robin
 POOL_SIZE = 12  # PostgreSQL connections per web worker (two) and per Celery process: bounded, not per request
+BASELINE_MODEL_SECONDS = 1.0  # the one agent's model time a turn, at most (module docstring)
+# Before the one agent, unrecorded: enough closed-loop episodes that every web worker and Celery process has
+# served a batch, a decision and a resume (a process's first resume took 250-430 ms here, a warm one ~100)
+WARMUP_AGENTS, WARMUP_SECONDS = 8, 3.0
+WITHIN = 3.0  # the fleet's p50 against the one agent's, and its p99 against its own p50 (issue 35)
+# the two paths held to WITHIN: the endpoint of Stats.latencies, or None for decision_to_result_ms
+HELD_PATHS = {"POST /runs/{id}/calls": "POST /runs/{id}/calls", "decision → agent has the result": None}
 
 
 def _database_url() -> str:
@@ -194,6 +210,11 @@ class Stats:
             if approval in self.result_seen
         ]
 
+    def samples(self, path: str) -> list[float]:
+        """Latencies (ms) of one of HELD_PATHS."""
+        endpoint = HELD_PATHS[path]
+        return self.latencies[endpoint] if endpoint else self.decision_to_result_ms()
+
     async def request(self, http, endpoint: str, method: str, url: str, *, batch_kind: str = "", **kwargs):
         """The response; its latency is recorded under `endpoint`, and under `batch_kind` too when given."""
         started = time.perf_counter()
@@ -208,17 +229,26 @@ class Stats:
         return response
 
 
-async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Event, think_s: float = 0.0) -> None:
+@dataclass
+class Recording:
+    """Where the approvers, shared by both phases, record: the phase under way (the one agent, then the fleet)."""
+
+    stats: Stats
+
+
+async def agent_loop(
+    index: int, http, key: str, stats: Stats, stop: asyncio.Event, think_s: float = 0.0, *, fleet: bool = True
+) -> None:
     """One agent's episodes, until `stop`. With `think_s`, the agent's model takes that long on average
-    (half to one and a half times, fixed per agent) before it sends its batch and again after it has the
-    results, and its first episode starts somewhere in one such cycle; 0 is a closed loop, each request
-    sent the moment the previous one answered."""
+    (half to one and a half times, fixed per agent, in a `fleet`; exactly, alone) before it sends its batch
+    and again after it has the results, and in a fleet its first episode starts somewhere in one such cycle;
+    0 is a closed loop, each request sent the moment the previous one answered."""
     headers = {"Authorization": f"Bearer {key}"}
     episode = 0
     chance = random.Random(index)
-    model_time = think_s * chance.uniform(0.5, 1.5)
-    # Agents of a fleet do not all start at one instant: each joins somewhere in its first episode's cycle.
-    await asyncio.sleep(chance.uniform(0, 2 * model_time))
+    model_time = think_s * chance.uniform(0.5, 1.5) if fleet else think_s
+    if fleet:  # agents of a fleet do not all start at one instant: each joins somewhere in its first cycle
+        await asyncio.sleep(chance.uniform(0, 2 * model_time))
     while not stop.is_set():
         episode += 1
         response = await stats.request(
@@ -294,7 +324,7 @@ async def agent_loop(index: int, http, key: str, stats: Stats, stop: asyncio.Eve
 # --- the scripted approver -------------------------------------------------------------------
 
 
-async def approver_loop(base: str, seeded: dict, who: int, stats: Stats, stop: asyncio.Event) -> None:
+async def approver_loop(base: str, seeded: dict, who: int, recording: Recording, stop: asyncio.Event) -> None:
     """Listens on the websocket, decides by the approver API; re-reads pending every second."""
     import httpx
     from websockets.asyncio.client import connect
@@ -315,7 +345,7 @@ async def approver_loop(base: str, seeded: dict, who: int, stats: Stats, stop: a
                     async for message in ws:
                         data = json.loads(message)
                         if data.get("status") == "pending":
-                            stats.decisions["websocket hints"] += 1
+                            recording.stats.decisions["websocket hints"] += 1
                             hints.put_nowait(data["approval_id"])
             except Exception:  # noqa: BLE001 - reconnect; the pending re-read covers the gap
                 await asyncio.sleep(0.5)
@@ -332,6 +362,7 @@ async def approver_loop(base: str, seeded: dict, who: int, stats: Stats, stop: a
 
     async def decide(approval_id: int) -> None:
         decision = "decline" if approval_id % DECLINE_EVERY == 0 else "approve"
+        stats = recording.stats  # the phase the approval was raised in: its agent is still waiting for it
         async with in_flight:
             sent = time.perf_counter()
             response = await stats.request(
@@ -374,33 +405,71 @@ async def watch_loop_lag(stats: Stats, stop: asyncio.Event, every: float = 0.05)
         stats.loop_lag.append((time.perf_counter() - started - every) * 1000)
 
 
-async def drive(base: str, seeded: dict, agents: int, seconds: float, think_s: float = 0.0) -> tuple[Stats, float]:
+async def run_agents(
+    http, keys: list[str], agents: int, stats: Stats, seconds: float, think_s: float, *, fleet: bool
+) -> float:
+    """`agents` agents' episodes for `seconds`, then until each has finished its episode (SETTLE_SECONDS at
+    most); the seconds that took."""
+    stop = asyncio.Event()
+    started = time.perf_counter()
+    tasks = [
+        asyncio.create_task(agent_loop(i, http, keys[i % len(keys)], stats, stop, think_s, fleet=fleet))
+        for i in range(agents)
+    ]
+    await asyncio.sleep(seconds)
+    stop.set()
+    _, unfinished = await asyncio.wait(tasks, timeout=SETTLE_SECONDS)
+    for task in unfinished:
+        task.cancel()
+    return time.perf_counter() - started
+
+
+@dataclass
+class Drive:
+    alone: Stats  # the one agent's phase
+    alone_elapsed: float
+    stats: Stats  # the fleet's phase
+    elapsed: float
+
+
+async def drive(
+    base: str,
+    seeded: dict,
+    agents: int,
+    seconds: float,
+    think_s: float = 0.0,
+    *,
+    baseline_s: float = 0.0,
+    fleet_starts=lambda: None,
+) -> Drive:
+    """One agent alone for `baseline_s`, then `agents` for `seconds`; `fleet_starts()` is called between."""
     import httpx
 
-    stats = Stats()
-    stop_agents, stop_approvers = asyncio.Event(), asyncio.Event()
+    alone, stats = Stats(), Stats()
+    recording = Recording(alone)
+    stop_approvers = asyncio.Event()
     limits = httpx.Limits(max_connections=agents + 20, max_keepalive_connections=agents + 20)
     approvers = [
-        asyncio.create_task(approver_loop(base, seeded, i, stats, stop_approvers))
+        asyncio.create_task(approver_loop(base, seeded, i, recording, stop_approvers))
         for i in range(len(seeded["approvers"]))
     ]
     await asyncio.sleep(1)  # sockets connected before the first request
-    lag_watch = asyncio.create_task(watch_loop_lag(stats, stop_approvers))
     async with httpx.AsyncClient(base_url=base, timeout=90, limits=limits) as http:
-        started = time.perf_counter()
-        tasks = [
-            asyncio.create_task(
-                agent_loop(i, http, seeded["keys"][i % len(seeded["keys"])], stats, stop_agents, think_s)
-            )
-            for i in range(agents)
-        ]
-        await asyncio.sleep(seconds)
-        stop_agents.set()
-        await asyncio.wait(tasks, timeout=SETTLE_SECONDS)
-        elapsed = time.perf_counter() - started
+        alone_elapsed = 0.0
+        if baseline_s > 0:
+            warm = recording.stats = Stats()  # the warm-up: its runs are in the books, its figures nowhere
+            await run_agents(http, seeded["keys"], WARMUP_AGENTS, warm, WARMUP_SECONDS, 0.0, fleet=True)
+            alone.errors.extend(warm.errors)  # but a 5xx in it counts as much as any other
+            recording.stats = alone
+            alone_think = min(think_s, BASELINE_MODEL_SECONDS)
+            alone_elapsed = await run_agents(http, seeded["keys"], 1, alone, baseline_s, alone_think, fleet=False)
+        recording.stats = stats
+        fleet_starts()
+        lag_watch = asyncio.create_task(watch_loop_lag(stats, stop_approvers))
+        elapsed = await run_agents(http, seeded["keys"], agents, stats, seconds, think_s, fleet=True)
     stop_approvers.set()
     await asyncio.wait([*approvers, lag_watch], timeout=5)
-    return stats, elapsed
+    return Drive(alone=alone, alone_elapsed=alone_elapsed, stats=stats, elapsed=elapsed)
 
 
 # --- the books ------------------------------------------------------------------------------
@@ -567,19 +636,57 @@ def cpu_use(processes: dict[str, int]) -> dict[str, float]:
 
 
 @dataclass
+class Held:
+    """One of HELD_PATHS: the one agent's figures, the fleet's, and whether the fleet's stay WITHIN."""
+
+    path: str
+    alone_p50: float
+    alone_p99: float
+    p50: float
+    p99: float
+
+    @property
+    def slowdown(self) -> float:  # the fleet's p50 against the one agent's
+        return self.p50 / self.alone_p50 if self.alone_p50 else float("nan")
+
+    @property
+    def spread(self) -> float:  # the fleet's p99 against its own p50
+        return self.p99 / self.p50 if self.p50 else float("nan")
+
+
+def verdict(ratio: float) -> str:
+    return "PASS" if ratio <= WITHIN else "FAIL"  # nan (no samples) fails
+
+
+@dataclass
 class LoadResult:
     figures: list[Figure]
     stats: Stats
     books: dict
     elapsed: float
     cpu: dict[str, float] = field(default_factory=dict)  # % of one core over the drive, by process
+    alone: Stats = field(default_factory=Stats)  # the one agent's phase, before the fleet
+    alone_elapsed: float = 0.0
 
     @property
     def balanced(self) -> bool:
-        return not self.books["problems"] and not self.stats.errors
+        return not self.books["problems"] and not self.stats.errors and not self.alone.errors
+
+    def held(self) -> list[Held]:
+        rows = []
+        for path in HELD_PATHS:
+            alone, fleet = self.alone.samples(path), self.stats.samples(path)
+            rows.append(
+                Held(path, percentile(alone, 50), percentile(alone, 99), percentile(fleet, 50), percentile(fleet, 99))
+            )
+        return rows
 
 
-def load(agents: int, seconds: float, log=print, think_s: float = 0.0) -> LoadResult:
+def baseline_default() -> float:
+    return float(os.environ.get("LOAD_BASELINE_SECONDS", 20))
+
+
+def load(agents: int, seconds: float, log=print, think_s: float = 0.0, baseline_s: float | None = None) -> LoadResult:
     import redis
 
     redis.Redis.from_url(_redis_url()).flushdb()
@@ -621,13 +728,25 @@ def load(agents: int, seconds: float, log=print, think_s: float = 0.0) -> LoadRe
         with production_model(env, workdir) as served:  # web (Granian, 2 workers), stream, the front door
             base = served.base
             _wait_ready(lambda: "ready" in worker_log.read_text(), worker, "the Celery worker")
+            baseline_s = baseline_default() if baseline_s is None else baseline_s
             log(
-                f"[load] {agents} agents for {seconds:g} s, model time {think_s:g} s a turn, against {base} "
-                f"(logs in {workdir})"
+                f"[load] one agent alone for {baseline_s:g} s, then {agents} agents for {seconds:g} s, model time "
+                f"{think_s:g} s a turn, against {base} (logs in {workdir})"
             )
             processes = {**served.pids, "celery": worker.pid}
-            cpu_before = cpu_use(processes)
-            stats, elapsed = asyncio.run(drive(base, seeded, agents, seconds, think_s))
+            cpu_before: dict[str, float] = {}
+            driven = asyncio.run(
+                drive(
+                    base,
+                    seeded,
+                    agents,
+                    seconds,
+                    think_s,
+                    baseline_s=baseline_s,
+                    fleet_starts=lambda: cpu_before.update(cpu_use(processes)),
+                )
+            )
+            stats, elapsed = driven.stats, driven.elapsed
             cpu = {name: 100 * (used - cpu_before[name]) / elapsed for name, used in cpu_use(processes).items()}
     finally:
         worker.terminate()
@@ -658,7 +777,36 @@ def load(agents: int, seconds: float, log=print, think_s: float = 0.0) -> LoadRe
             )
         )
     figures.append(Figure("load generator's own CPU (1 core = 100)", cpu["load generator"], "%"))
-    return LoadResult(figures=figures, stats=stats, books=books, elapsed=elapsed, cpu=cpu)
+    result = LoadResult(
+        figures=figures,
+        stats=stats,
+        books=books,
+        elapsed=elapsed,
+        cpu=cpu,
+        alone=driven.alone,
+        alone_elapsed=driven.alone_elapsed,
+    )
+    for held in result.held():
+        figures.append(Figure(f"one agent alone: {held.path} p50", held.alone_p50, "ms"))
+        figures.append(
+            Figure(
+                f"{held.path} p50, against one agent",
+                held.p50,
+                "ms",
+                reference=held.alone_p50,
+                reference_name=f"the same, one agent alone at the start of the run (passes at ratio ≤ {WITHIN:g})",
+            )
+        )
+        figures.append(
+            Figure(
+                f"{held.path} p99, against its p50",
+                held.p99,
+                "ms",
+                reference=held.p50,
+                reference_name=f"its p50 under the same load (passes at ratio ≤ {WITHIN:g})",
+            )
+        )
+    return result
 
 
 def report(result: LoadResult) -> None:
@@ -680,12 +828,32 @@ def report(result: LoadResult) -> None:
         + f"; load generator's event loop wakes late by p50 {percentile(stats.loop_lag, 50):.1f} ms, "
         f"p99 {percentile(stats.loop_lag, 99):.1f} ms"
     )
+    print_held(result)
     print("books: " + ", ".join(f"{k} {v}" for k, v in result.books["counts"].items()))
     for kind, items in result.books["problems"].items():
         print(f"DISCREPANCY {kind}: {len(items)} (e.g. {items[:3]})")
-    for error in stats.errors[:10]:
+    for error in [*result.alone.errors, *stats.errors][:10]:
         print(f"ERROR {error}")
     print("BOOKS BALANCE" if result.balanced else "BOOKS DO NOT BALANCE")
+
+
+def print_held(result: LoadResult) -> None:
+    """The one agent against the fleet, per HELD_PATHS; a FAIL is reported, it does not fail the run."""
+    alone = result.alone
+    print(
+        f"\none agent alone first: {alone.runs} runs, {len(alone.samples('POST /runs/{id}/calls'))} batches, "
+        f"{len(alone.decision_to_result_ms())} decisions matched to their result in {result.alone_elapsed:.1f} s"
+    )
+    print(
+        f"{'ms':<42} {'alone p50':>9} {'alone p99':>9} {'p50':>8} {'p99':>8}   "
+        f"{'p50 / alone p50':<17} {'p99 / p50':<17}"
+    )
+    for held in result.held():
+        print(
+            f"{held.path:<42} {held.alone_p50:9.0f} {held.alone_p99:9.0f} {held.p50:8.0f} {held.p99:8.0f}   "
+            f"{held.slowdown:5.2f} {verdict(held.slowdown):<11} {held.spread:5.2f} {verdict(held.spread)}"
+        )
+    print(f"(each ratio ≤ {WITHIN:g}: PASS; a FAIL is reported, only the books fail the run)")
 
 
 def _think_default() -> float:
@@ -699,6 +867,7 @@ def run() -> list[Figure]:
         float(os.environ.get("LOAD_SECONDS", 60)),
         log=lambda line: print(line, file=sys.stderr),
         think_s=_think_default(),
+        baseline_s=baseline_default(),
     )
     report(result)
     if not result.balanced:
@@ -713,8 +882,14 @@ def main() -> int:
     parser.add_argument(
         "--think", type=float, default=_think_default(), help="the agents' model time a turn, seconds (0: closed loop)"
     )
+    parser.add_argument(
+        "--baseline",
+        type=float,
+        default=baseline_default(),
+        help="seconds one agent runs alone first, the figures the fleet's are held to (0: none)",
+    )
     args = parser.parse_args()
-    result = load(args.agents, args.seconds, think_s=args.think)
+    result = load(args.agents, args.seconds, think_s=args.think, baseline_s=args.baseline)
     print_table(
         result.figures, f"Load: {args.agents} agents for {args.seconds:g} s, model time {args.think:g} s a turn"
     )
