@@ -43,11 +43,13 @@ class Deployment:
     stream: subprocess.Popen
 
 
-def _wait_until_up(url: str, processes: list[subprocess.Popen], log) -> None:
+def _wait_until_up(urls: list[str], processes: list[subprocess.Popen], log) -> None:
+    """Until every one of `urls` answers: the front door (and through it the web workers) and the stream
+    process on its own port, which the front door reaches only for what streams."""
     deadline = time.monotonic() + 120
     while True:
         try:
-            if httpx.get(f"{url}/healthz", timeout=5).status_code < 500:
+            if all(httpx.get(f"{url}/healthz", timeout=5).status_code < 500 for url in urls):
                 return
         except httpx.HTTPError:
             pass
@@ -84,7 +86,7 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
             for command in (web_command("127.0.0.1", web), stream_command("127.0.0.1", stream), door)
         ]
         try:
-            _wait_until_up(url, processes, log_path)
+            _wait_until_up([url, f"http://127.0.0.1:{stream}"], processes, log_path)
             yield Deployment(url=url, agent_key=agent_key, stream=processes[1])
         finally:
             for process in processes:
