@@ -66,3 +66,10 @@ def statements(fn, *args, **kwargs) -> tuple[object, list[str]]:
     with CaptureQueriesContext(connection) as captured:
         result = fn(*args, **kwargs)
     return result, [query["sql"] for query in captured.captured_queries]
+
+
+def retention_periods(settings) -> None:
+    """The periods these tests are written against: runs kept 90 days, audit rows 365, 500 rows a batch."""
+    settings.AIRLOCK_RUN_RETENTION_DAYS = 90
+    settings.AIRLOCK_AUDIT_RETENTION_DAYS = 365
+    settings.AIRLOCK_RETENTION_BATCH_SIZE = 500

@@ -21,7 +21,7 @@ from django.utils import timezone
 from approvals.models import ApprovalEvent, ApprovalRequest
 from retention.services import count_expired, purge_expired_records
 from runs.models import Run
-from tests.retention.factories import closed_run
+from tests.retention.factories import closed_run, retention_periods
 
 pytestmark = pytest.mark.django_db
 
@@ -39,9 +39,7 @@ KINDS = (
 
 @pytest.fixture(autouse=True)
 def _periods(settings):
-    settings.AIRLOCK_RUN_RETENTION_DAYS = 90
-    settings.AIRLOCK_AUDIT_RETENTION_DAYS = 365
-    settings.AIRLOCK_RETENTION_BATCH_SIZE = 500
+    retention_periods(settings)
 
 
 @pytest.fixture

@@ -16,16 +16,14 @@ from reliability.models import ReconciliationItem, ReconciliationStatus
 from retention import tasks
 from retention.services import count_expired, expired_runs, purge_expired_records
 from runs.models import CallStatus, IdempotencyRecord, Run, RunEvent, RunStatus, ToolCall
-from tests.retention.factories import SECRET_VALUES, close, closed_run, open_run, statements
+from tests.retention.factories import SECRET_VALUES, close, closed_run, open_run, retention_periods, statements
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
 def _periods(settings):
-    settings.AIRLOCK_RUN_RETENTION_DAYS = 90
-    settings.AIRLOCK_AUDIT_RETENTION_DAYS = 365
-    settings.AIRLOCK_RETENTION_BATCH_SIZE = 500
+    retention_periods(settings)
 
 
 @pytest.fixture
