@@ -26,7 +26,7 @@ from console.env import channel_layer_from_url
 from tests.approvals.factories import open_request
 
 IDLE_S = 60
-ARRIVAL_CEILING_S = 5  # the event takes well under a second here; the ceiling is for a busy machine
+ARRIVAL_CEILING_S = 30  # the event takes well under a second here (printed); the ceiling is for a busy machine
 
 
 def _layer_on(url: str) -> RedisChannelLayer:

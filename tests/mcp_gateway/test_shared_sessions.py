@@ -12,6 +12,7 @@ from mcp_types.version import LATEST_MODERN_VERSION
 
 from mcp_gateway import sessions
 from runs.models import Run, ToolCall
+from tests.mcp_gateway.clients import session_remembering_client
 
 LOOKUP = ("crm.lookup_customer", {"customer_id": "c-1"})
 LEGACY_HEADERS = {"MCP-Protocol-Version": "2025-11-25", "Accept": "application/json, text/event-stream"}
@@ -22,15 +23,7 @@ CALL = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": LO
 
 async def _open_and_call(url: str, key: str) -> tuple[str, object]:
     """The official client in a session: initialize, one call; the session id it was issued."""
-    seen: list[str] = []
-
-    async def remember(response: httpx2.Response) -> None:
-        if response.headers.get("mcp-session-id"):
-            seen.append(response.headers["mcp-session-id"])
-
-    http = httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {key}"}, timeout=30, event_hooks={"response": [remember]}
-    )
+    http, seen = session_remembering_client(key)
     async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
         result = await client.call_tool(*LOOKUP)
     return seen[0], result

@@ -12,6 +12,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import LATEST_MODERN_VERSION
 
 from runs.models import Run, ToolCall
+from tests.mcp_gateway.clients import session_remembering_client
 
 LOOKUP = ("crm.lookup_customer", {"customer_id": "c-1"})
 
@@ -95,15 +96,7 @@ def test_a_sessionless_list_starts_no_run_and_shows_what_a_call_may_use(
 
 async def _hijack(url: str, owner_key: str, intruder_key: str) -> tuple[object, httpx2.Response, object]:
     """The owner opens a session; the intruder, with its own valid key, sends a call under that session's id."""
-    seen: list[str] = []
-
-    async def remember_session(response: httpx2.Response) -> None:
-        if response.headers.get("mcp-session-id"):
-            seen.append(response.headers["mcp-session-id"])
-
-    http = httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {owner_key}"}, timeout=30, event_hooks={"response": [remember_session]}
-    )
+    http, seen = session_remembering_client(owner_key)
     async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as owner:
         before = await owner.call_tool(*LOOKUP)
         async with httpx2.AsyncClient(timeout=30) as intruder:
