@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from console.models import Team
@@ -106,7 +106,11 @@ def request_namespace(*, namespace: str, team: Team, user) -> NamespaceClaim:
     owner = owning_claim(namespace)
     if owner is not None and owner.team_id != team.pk:
         raise ClaimRefused(f"The namespace {namespace} is under {owner.namespace}, which belongs to {owner.team.slug}.")
-    return NamespaceClaim.objects.create(namespace=namespace, team=team, requested_by=user)
+    try:
+        with transaction.atomic():  # a savepoint: another team's request may commit between the check and here
+            return NamespaceClaim.objects.create(namespace=namespace, team=team, requested_by=user)
+    except IntegrityError:
+        raise ClaimRefused(f"The namespace {namespace} was just asked for by another team.") from None
 
 
 def _require_platform_admin(user) -> None:

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from airlock.demo import seed_all
 from console.models import Agent, Team
+from registry import namespaces
 from registry.demo import CATALOG
 from registry.models import ClaimStatus, NamespaceClaim, Skill, SkillVersion, VersionStatus
 from registry.namespaces import owning_claim
@@ -257,3 +260,34 @@ def test_the_console_page_shows_owners_and_functions_and_lets_the_platform_admin
     outsider = Client()
     outsider.force_login(make_user("mallory"))
     assert outsider.post(reverse("registry:namespaces"), {"namespace": "x", "team": "support-tools"}).status_code == 403
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_teams_racing_for_one_namespace_get_one_claim_and_one_clear_refusal():
+    """Two members of two teams ask for the same free namespace at the same moment: one claim is stored, the
+    other is told why, and nobody gets a 500."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL's row locks and unique index under concurrent transactions")
+    teams = [Team.objects.create(slug=f"racer-{n}", name=f"Racer {n}") for n in range(2)]
+    members = [make_user(f"racer{n}") for n in range(2)]
+    for team, member in zip(teams, members, strict=True):
+        team.members.add(member)
+    start, outcomes = threading.Barrier(2), []
+
+    def ask(n: int) -> None:
+        start.wait(timeout=60)
+        try:
+            outcomes.append(namespaces.request_namespace(namespace="ledger", team=teams[n], user=members[n]))
+        except namespaces.ClaimRefused as refused:
+            outcomes.append(refused)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert sorted(type(o).__name__ for o in outcomes) == ["ClaimRefused", "NamespaceClaim"]
+    assert NamespaceClaim.objects.filter(namespace="ledger").count() == 1
