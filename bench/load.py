@@ -655,12 +655,21 @@ def _machine_busy_seconds() -> float:
 
 
 def cpu_use(processes: dict[str, int]) -> dict[str, float]:
-    """CPU seconds so far: this process (agents, approvers, ledger), each named process tree, the machine."""
+    """CPU seconds so far: this process (agents, approvers), each named process tree, the machine."""
     return {
         "load generator": time.process_time(),
         **{name: _tree_cpu_seconds(pid) for name, pid in processes.items()},
         "machine": _machine_busy_seconds(),
     }
+
+
+def wal_flushes() -> int:
+    """How many times PostgreSQL has flushed its WAL to disk (the whole server, since its statistics reset):
+    each commit that wrote waits for one, and a disk does only so many a second (`pg_test_fsync`)."""
+    import psycopg
+
+    with psycopg.connect(_database_url()) as connection:
+        return connection.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()[0]
 
 
 @dataclass
@@ -693,6 +702,7 @@ class LoadResult:
     books: dict
     elapsed: float
     cpu: dict[str, float] = field(default_factory=dict)  # % of one core over the drive, by process
+    wal_flushes_per_s: float = 0.0  # the whole PostgreSQL server's, over the drive
     alone: Stats = field(default_factory=Stats)  # the one agent's phase, before the fleet
     alone_elapsed: float = 0.0
 
@@ -763,6 +773,7 @@ def load(agents: int, seconds: float, log=print, think_s: float = 0.0, baseline_
             )
             processes = {**served.pids, "celery": worker.pid, "ledger": ledger.process.pid}
             cpu_before: dict[str, float] = {}
+            wal_before: list[int] = []
             driven = asyncio.run(
                 drive(
                     base,
@@ -771,11 +782,12 @@ def load(agents: int, seconds: float, log=print, think_s: float = 0.0, baseline_
                     seconds,
                     think_s,
                     baseline_s=baseline_s,
-                    fleet_starts=lambda: cpu_before.update(cpu_use(processes)),
+                    fleet_starts=lambda: (cpu_before.update(cpu_use(processes)), wal_before.append(wal_flushes())),
                 )
             )
             stats, elapsed = driven.stats, driven.elapsed
             cpu = {name: 100 * (used - cpu_before[name]) / elapsed for name, used in cpu_use(processes).items()}
+            flushes_per_s = (wal_flushes() - wal_before[0]) / elapsed
     finally:
         worker.terminate()
         try:
@@ -811,6 +823,7 @@ def load(agents: int, seconds: float, log=print, think_s: float = 0.0, baseline_
         books=books,
         elapsed=elapsed,
         cpu=cpu,
+        wal_flushes_per_s=flushes_per_s,
         alone=driven.alone,
         alone_elapsed=driven.alone_elapsed,
     )
@@ -856,6 +869,7 @@ def report(result: LoadResult) -> None:
         + f"; load generator's event loop wakes late by p50 {percentile(stats.loop_lag, 50):.1f} ms, "
         f"p99 {percentile(stats.loop_lag, 99):.1f} ms"
     )
+    print(f"PostgreSQL WAL flushes to disk (the whole server): {result.wal_flushes_per_s:.0f}/s over the drive")
     print_held(result)
     print("books: " + ", ".join(f"{k} {v}" for k, v in result.books["counts"].items()))
     for kind, items in result.books["problems"].items():
