@@ -266,8 +266,9 @@ def run_wrk(wrk: str, base: str, targets: list[tuple[str, str]], prefix: str, se
     """One wrk run; its summary as the Lua `done` reports it (requests, latencies in µs, errors)."""
     script = workdir / f"{prefix}.lua"
     script.write_text(lua_script(targets, prefix))
+    # wrk takes whole seconds: a round of `--seconds 8` split three ways is 3 s, not "2.67s" (refused)
     done = subprocess.run(
-        [wrk, f"-t{THREADS}", f"-c{CONNECTIONS}", f"-d{seconds:g}s", "--timeout", "10s", "--latency"]
+        [wrk, f"-t{THREADS}", f"-c{CONNECTIONS}", f"-d{max(1, round(seconds))}s", "--timeout", "10s", "--latency"]
         + ["-s", str(script), base],
         capture_output=True,
         text=True,
