@@ -1,11 +1,14 @@
-"""Gate results as MCP tool results: `ok` is the content, an error is a tool error (`isError`) naming its
-typed class, and a call waiting for a person is an 'approval pending' answer naming the approval."""
+"""Gate results as MCP tool results: `ok` is the content (fenced with its provenance when the gate marked
+where it came from, the same text the SDK's integrations give a model: airlock_sdk.fencing), an error is a
+tool error (`isError`) naming its typed class, and a call waiting for a person is an 'approval pending'
+answer naming the approval."""
 
 from __future__ import annotations
 
 import json
 
 import mcp_types as types
+from airlock_sdk import fencing
 
 from mcp_gateway.calls import ApprovalState
 from mcp_gateway.catalog import CHECK_APPROVAL
@@ -25,7 +28,8 @@ def from_gate(result: dict) -> types.CallToolResult:
     """A settled gate result (ok or error) as the MCP client receives it; `structuredContent` is the gate's
     own result object, so nothing the REST API tells an agent is lost."""
     if result.get("status") == "ok":
-        content = [_text(result.get("content"))]
+        origin = result.get("provenance")
+        content = [_text(fencing.for_model(result.get("content"), origin) if origin else result.get("content"))]
         if result.get("warnings"):
             content.append(_text("Airlock warnings: " + " ".join(result["warnings"])))
         return types.CallToolResult(content=content, structured_content=result, is_error=False)

@@ -13,6 +13,7 @@ import hmac
 import logging
 from datetime import timedelta
 
+from airlock_sdk import fencing
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
@@ -26,7 +27,7 @@ from reliability.models import JobStatus, LongJob
 from runs.authorization import live_refusal
 from runs.errors import CallError, NotPermitted
 from runs.models import CallStatus, Run, ToolCall
-from runs.plane import contracts, hygiene
+from runs.plane import contracts
 from runs.plane.asking import ask
 from runs.plane.delivery import deliver_final_result
 from runs.shaping import shape
@@ -219,7 +220,7 @@ def _final_result(call: ToolCall, *, succeeded: bool, content, message: str) -> 
                 "class": "unavailable",
                 "code": "job_failed",
                 "message": "The long-running job failed"
-                + (f": {redact_text(hygiene.clean_text(message[:300])[0])}" if message else "."),
+                + (f": {redact_text(fencing.clean_text(message[:300])[0])}" if message else "."),
             },
         }
     problem = contracts.violation(content, manifest.get("output_schema"))
@@ -236,7 +237,7 @@ def _final_result(call: ToolCall, *, succeeded: bool, content, message: str) -> 
             "is_error": True,
             "error": {"class": "internal", "code": "contract_violation", "message": contracts.UNEXPECTED_SHAPE},
         }
-    cleaned = hygiene.clean(content)
+    cleaned = fencing.clean(content)
     shaped = shape(
         cleaned.content,
         manifest.get("execution", {}).get("result_limit_bytes"),
@@ -250,7 +251,7 @@ def _final_result(call: ToolCall, *, succeeded: bool, content, message: str) -> 
         "skill": skill,
         "truncated": shaped.truncated,
         "warnings": [],
-        "provenance": hygiene.provenance(
+        "provenance": fencing.provenance(
             skill=call.name,
             version=skill["version"],
             adapter=manifest.get("execution", {}).get("adapter", ""),

@@ -4,7 +4,8 @@ When the gate allows such a call it does not execute anything: it answers `execu
 with a short-lived token bound to the run, the call and the hash of the exact arguments. The
 agent's SDK runs its own function and posts the result with the token
 (`POST /api/v1/runs/{run_id}/calls/{call_id}/result`); here the token is checked, the result
-shaped and recorded like any other, and a `call.completed` event appended.
+cleaned, shaped and recorded like any other (with its provenance when it is marked untrusted), and a
+`call.completed` event appended.
 
 Tokens are stateless: `<base64url claims>.<hex HMAC-SHA256(SECRET_KEY, claims)>`.
 """
@@ -20,6 +21,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from airlock_sdk import fencing
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -230,7 +232,8 @@ def _record_reported(call: ToolCall, *, content: Any, error: dict | None, report
         status, fields["error_class"] = CallStatus.FAILED, "unavailable"
     else:
         limit = (manifest.get("execution") or {}).get("result_limit_bytes")
-        shaped = shape(content, limit, output_schema=manifest.get("output_schema"))
+        cleaned = fencing.clean(content)  # the agent's process reports it: the same hygiene as every result
+        shaped = shape(cleaned.content, limit, output_schema=manifest.get("output_schema"))
         result = {
             "call_id": call.call_id,
             "status": "ok",
@@ -240,6 +243,15 @@ def _record_reported(call: ToolCall, *, content: Any, error: dict | None, report
             "truncated": shaped.truncated,
             "warnings": [],
         }
+        origin = fencing.provenance(
+            skill=call.name,
+            version=result["skill"].get("version", ""),
+            adapter=(manifest.get("execution") or {}).get("adapter", ""),
+            untrusted=bool((manifest.get("risk") or {}).get("untrusted_output")),
+            removed=cleaned.removed,
+        )
+        if origin:
+            result["provenance"] = origin
         if shaped.truncated:
             result["truncation"] = shaped.truncation
         status = CallStatus.SUCCEEDED

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from airlock_sdk import fencing
 from django.conf import settings
 from django.utils import timezone
 
 from lib import clock
 from runs import hooks
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown
-from runs.plane import aftermath, breakers, contracts, credentials, hygiene
+from runs.plane import aftermath, breakers, contracts, credentials
 from runs.plane.mcp_servers import connection_for
 
 if TYPE_CHECKING:
@@ -282,14 +283,12 @@ def _check_result(outcome: Outcome, trail: Trail, manifest: dict) -> None:
         trail.contract_violation = problem
         outcome.content, outcome.error = None, Internal(contracts.UNEXPECTED_SHAPE, code="contract_violation")
         return
-    cleaned = hygiene.clean(outcome.content)
+    cleaned = fencing.clean(outcome.content)
     outcome.content = cleaned.content
-    if trail.adapter.startswith("python:") and not (trail.untrusted or cleaned.removed):
-        return  # the deployment's own function, nothing removed: no provenance note needed
-    outcome.provenance = hygiene.provenance(
+    outcome.provenance = fencing.provenance(
         skill=trail.skill,
         version=trail.version,
         adapter=trail.adapter,
-        untrusted=trail.untrusted or cleaned.removed > 0,
+        untrusted=trail.untrusted,
         removed=cleaned.removed,
     )

@@ -8,7 +8,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Ok:
-    """The skill ran; `content` is its shaped result (maybe truncated, with a note saying so)."""
+    """The skill ran; `content` is its shaped result (maybe truncated, with a note saying so).
+    `provenance` (source, adapter, untrusted, active_content_removed) when the gate marked where it
+    came from: content from outside the deployment's own code, or marked untrusted."""
 
     call_id: str
     content: Any
@@ -16,6 +18,7 @@ class Ok:
     truncated: bool = False
     warnings: list[Any] = field(default_factory=list)
     executed_locally: bool = False
+    provenance: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     ok = True
@@ -76,6 +79,7 @@ def result_from_dict(data: dict[str, Any]) -> Result | dict[str, Any]:
             skill=data.get("skill") or {},
             truncated=bool(data.get("truncated")),
             warnings=list(data.get("warnings") or []),
+            provenance=data.get("provenance") if isinstance(data.get("provenance"), dict) else None,
             raw=data,
         )
     if status == "approval_required":

@@ -222,6 +222,7 @@ class Run:
                 truncated=typed.truncated,
                 warnings=typed.warnings,
                 executed_locally=True,
+                provenance=typed.provenance,
                 raw=typed.raw,
             )
         return typed  # type: ignore[return-value]

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airlock_sdk import fencing
 from airlock_sdk.errors import AirlockError
 from airlock_sdk.results import ApprovalRequired, Error, Ok, Result
 from airlock_sdk.run import Run
@@ -66,8 +67,11 @@ def is_refusal(result: Result) -> bool:
 
 
 def render(result: Result) -> str:
-    """What the model reads back: the content, or the error with its class."""
+    """What the model reads back: the content (fenced, with its provenance, when the gate marked where it
+    came from: airlock_sdk.fencing, the same text the MCP gateway gives), or the error with its class."""
     if isinstance(result, Ok):
+        if result.provenance is not None:
+            return fencing.for_model(result.content, result.provenance)
         return result.content if isinstance(result.content, str) else json.dumps(result.content, default=str)
     if isinstance(result, ApprovalRequired):
         return json.dumps(
