@@ -25,6 +25,7 @@ from langgraph.types import Command
 
 from console.services import create_agent
 from tests.sdk.langgraph_resume import build_graph, config_for, tool_outputs
+from tests.sdk.model_view import fenced
 from traces.models import Span
 
 # Several clients write at once (the agent, its span sender, the person, the worker): a real database and broker.
@@ -104,8 +105,8 @@ async def test_openai_agents_one_turn_is_one_batch_and_its_writes_run_in_the_mod
     assert batches_of(airlock) == [["w1", "r1", "w2"]]  # the whole turn, once
     assert_one_after_the_other(downstream.to("/write"), ["first", "second"])
     outputs = outputs_of(model)
-    assert json.loads(outputs["w1"])["received"] == {"entry": "first"}
-    assert json.loads(outputs["r1"])["done"] == "read"
+    assert fenced(outputs["w1"]).json()["received"] == {"entry": "first"}
+    assert fenced(outputs["r1"]).json()["done"] == "read"
     assert_turns_traced(run.run_id, turns=2, first_calls=["w1", "r1", "w2"])
 
 
@@ -165,7 +166,7 @@ async def test_openai_agents_confirm_is_an_interruption_resumed_in_a_fresh_proce
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     outcome = json.loads(resumed.stdout.strip().splitlines()[-1])
     assert outcome["final_output"] == "The notice is sent." and outcome["interruptions"] == 0
-    assert json.loads(outcome["outputs"]["n1"])["received"] == {"to": "ada@example.org", "text": "Refund booked."}
+    assert fenced(outcome["outputs"]["n1"]).json()["received"] == {"to": "ada@example.org", "text": "Refund booked."}
     assert [r["body"]["to"] for r in downstream.to("/send")] == ["ada@example.org"]  # executed once
     assert_executed_by_the_worker(celery_worker)
 
@@ -228,7 +229,7 @@ def test_langgraph_one_turn_is_one_batch_and_its_writes_run_in_the_models_order(
     assert batches_of(airlock) == [["w1", "r1", "w2"]]
     assert_one_after_the_other(downstream.to("/write"), ["first", "second"])
     outputs = tool_outputs(state["messages"])
-    assert json.loads(outputs["w2"]["content"])["received"] == {"entry": "second"}
+    assert fenced(outputs["w2"]["content"]).json()["received"] == {"entry": "second"}
     config["callbacks"][0].flush()
     assert_turns_traced(run.run_id, turns=2, first_calls=["w1", "r1", "w2"], agent="support")
 
@@ -280,8 +281,8 @@ def test_langgraph_confirm_interrupts_and_resumes_from_the_checkpoint_in_another
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     outcome = json.loads(resumed.stdout.strip().splitlines()[-1])
     assert outcome["final"] == "The notice is sent." and outcome["interrupts"] == 0
-    assert json.loads(outcome["tools"]["n1"]["content"])["received"]["to"] == "ada@example.org"
-    assert json.loads(outcome["tools"]["r1"]["content"])["done"] == "read"
+    assert fenced(outcome["tools"]["n1"]["content"]).json()["received"]["to"] == "ada@example.org"
+    assert fenced(outcome["tools"]["r1"]["content"]).json()["done"] == "read"
     assert len(downstream.to("/send")) == 1 and len(downstream.to("/read")) == 1  # the resumed node ran nothing twice
     assert_executed_by_the_worker(celery_worker)
 
