@@ -11,6 +11,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from agents import Agent, set_tracing_disabled
@@ -18,6 +19,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from airlock_sdk import Airlock, ClientSkillRegistry, Ok, fencing
 from airlock_sdk.integrations.openai_agents import AirlockAgents
 from airlock_sdk.integrations.turns import render
+from django.conf import settings as django_settings
 from langchain_core.messages import AIMessage
 
 from console.services import create_agent
@@ -289,3 +291,20 @@ def test_provenance_attributes_cannot_be_used_to_break_the_opening_marker():
         "active_content_removed",
     }
     assert view.json() == {"a": 1}
+
+
+def test_the_worked_example_in_docs_sdk_md_is_what_the_model_reads():
+    """docs/sdk.md shows a hostile result and the text the model receives: the second is made from the first."""
+    doc = (Path(django_settings.BASE_DIR) / "docs" / "sdk.md").read_text()
+    section = doc.split("### What the model reads: fenced tool content", 1)[1]
+    given = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])
+    shown = section.split("```text\n", 1)[1].split("```", 1)[0]
+    cleaned = fencing.clean(given)
+    origin = fencing.provenance(
+        skill="inbox.read_message",
+        version="1.2.0",
+        adapter="https://mail.example/read",
+        untrusted=True,
+        removed=cleaned.removed,
+    )
+    assert shown == fencing.for_model(cleaned.content, origin) + "\n"
