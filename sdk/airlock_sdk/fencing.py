@@ -104,6 +104,10 @@ def _attribute(value: Any) -> str:
     return _ATTRIBUTE_UNSAFE.sub("_", str(value))[:200]
 
 
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def for_model(content: Any, origin: dict) -> str:
     """The text a model reads for a result with provenance (`origin`, as the gate recorded it).
 
@@ -120,8 +124,8 @@ def for_model(content: Any, origin: dict) -> str:
     attributes = {
         "source": _attribute(origin.get("source", "")),
         "adapter": _attribute(origin.get("adapter", "")),
-        "untrusted": "true" if origin.get("untrusted", True) or cleaned.removed else "false",
-        "active_content_removed": str(int(origin.get("active_content_removed") or 0) + cleaned.removed),
+        "untrusted": "false" if origin.get("untrusted") is False and not cleaned.removed else "true",
+        "active_content_removed": str(_count(origin.get("active_content_removed")) + cleaned.removed),
     }
     if defused:
         attributes["fence_markers_defused"] = str(defused)
