@@ -41,6 +41,10 @@ def from_gate(result: dict) -> types.CallToolResult:
         )
     failure = result.get("error") or {}
     text = f"{failure.get('class', 'internal')} ({failure.get('code', 'error')}): {failure.get('message', '')}"
+    if failure.get("downstream_message"):  # the service's own words, redacted and bounded by the gate
+        text += f" The service said: {failure['downstream_message']}"
+    if failure.get("meaning"):
+        text += f" Meaning: {failure['meaning']}"
     return types.CallToolResult(content=[_text(text)], structured_content=result, is_error=True)
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from traces.redaction import redact
+from traces.redaction import redact, redact_text
 
 ERROR_CLASSES = (
     "validation",
     "authorization",
     "approval_required",
     "not_found",
+    "conflict",
     "rate_limited",
     "transient",
     "timeout_unknown",
@@ -21,11 +22,17 @@ ERROR_CLASSES = (
 )
 
 
+EXCEPTION_MESSAGE_CHARS = 500
+
+
 class CallError(Exception):
-    """An error result for one call. `extra` adds contract fields (retry_after, fields, available...)."""
+    """An error result for one call. `extra` adds contract fields (retry_after, fields, available,
+    downstream_message...). `exception` is for the call's span only: the type and redacted message of an
+    unexpected exception behind an internal error, never shown to the agent."""
 
     error_class = "internal"
     code = "internal"
+    exception: dict[str, str] | None = None
 
     def __init__(self, message: str, *, code: str | None = None, **extra: Any) -> None:
         super().__init__(message)
@@ -49,6 +56,12 @@ class NotPermitted(CallError):
 
 class NotFound(CallError):
     error_class, code = "not_found", "unknown_skill"
+
+
+class Conflict(CallError):
+    """The downstream refused because of the state of what the call names (it exists, or changed meanwhile)."""
+
+    error_class, code = "conflict", "conflict"
 
 
 class RateLimited(CallError):
@@ -76,6 +89,30 @@ class Internal(CallError):
 
 
 GENERIC_INTERNAL = "The call failed with an internal error; it has been logged."
+
+
+def internal_from(exc: BaseException) -> Internal:
+    """What the agent gets for an unexpected exception: the generic message, no type and no stack; the span
+    gets the exception's type and its message with secrets masked."""
+    error = Internal(GENERIC_INTERNAL)
+    error.exception = {
+        "type": type(exc).__qualname__,
+        "message": redact_text(str(exc), limit=EXCEPTION_MESSAGE_CHARS),
+    }
+    return error
+
+
+def span_attributes(error: CallError) -> dict[str, str]:
+    """What a call's span records of its error besides its class: the code, the message the agent got, what
+    the downstream said, and the exception behind an internal error (OpenTelemetry's exception.* names)."""
+    shown = error.as_error()
+    attributes = {"airlock.error.code": error.code, "airlock.error.message": shown["message"]}
+    if "downstream_message" in shown:
+        attributes["airlock.error.downstream_message"] = shown["downstream_message"]
+    if error.exception:
+        attributes["exception.type"] = error.exception["type"]
+        attributes["exception.message"] = error.exception["message"]
+    return attributes
 
 
 def egress_refused(refusal: Exception) -> CallError:

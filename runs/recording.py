@@ -12,6 +12,7 @@ from lib.canonical import sha256_of
 from registry.snapshots import ResolvedSkill
 from runs import batch_write, hooks, lifecycle
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, Transient
+from runs.errors import span_attributes as error_span_attributes
 from runs.execution import Outcome
 from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
 from runs.shaping import shape
@@ -286,6 +287,8 @@ def _span_of(run: Run, plan: Planned, now) -> Span:
         attributes.update({"airlock.refused.code": refused["code"], "airlock.refused.reason": refused["reason"]})
     if plan.outcome is not None and plan.outcome.trail is not None:
         attributes.update(plan.outcome.trail.span_attributes())  # attempts, breaker, contract (reliability/)
+    if plan.outcome is not None and plan.outcome.error is not None:
+        attributes.update(error_span_attributes(plan.outcome.error))  # what the agent got, and why
     return unsaved_span(
         run=run,
         kind="tool_call",

@@ -11,7 +11,8 @@ from django.db import transaction
 from lib import clock
 from registry.snapshots import ResolvedSkill, index_for, latest_snapshot
 from runs import authorization, client_exec, execution, lifecycle, recording
-from runs.errors import Internal, NotPermitted
+from runs.errors import CallError, Internal, NotPermitted
+from runs.errors import span_attributes as error_span_attributes
 from runs.events import append_event
 from runs.gate import invocation_context
 from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
@@ -96,7 +97,7 @@ def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:
     except Exception:
         logger.exception("Approved call %s failed around its execution", call.pk)
         return recording.settle_after_failure(call=call, key_record=_key_record(call), executed=outcome is not None)
-    _record_execution_span(call, skill)
+    _record_execution_span(call, skill, error=outcome.error)
     return result
 
 
@@ -160,8 +161,10 @@ def _error(call: ToolCall, error) -> dict:
     return {"call_id": call.call_id, "status": "error", "is_error": True, "error": error.as_error()}
 
 
-def _record_execution_span(call: ToolCall, skill, refused=None) -> None:
+def _record_execution_span(call: ToolCall, skill, refused=None, error: CallError | None = None) -> None:
     attributes = {"airlock.refused.code": refused.code, "airlock.refused.reason": refused.message} if refused else {}
+    if error is not None:
+        attributes.update(error_span_attributes(error))
     record_span_safely(
         what=f"the execution span of call {call.pk}",
         run=call.run,

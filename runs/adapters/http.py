@@ -6,17 +6,9 @@ import httpx
 
 from lib import egress
 from runs.adapters.base import AdapterResult, InvocationContext
-from runs.errors import (
-    CallError,
-    NotFound,
-    NotPermitted,
-    RateLimited,
-    Transient,
-    Unavailable,
-    ValidationFailed,
-    egress_refused,
-)
+from runs.errors import CallError, Transient, Unavailable, egress_refused
 from runs.plane.credentials import attached_headers
+from runs.plane.downstream_errors import HTTP_STATUS_CLASSES, message_of_body, refusal
 
 
 def _retry_after(response: httpx.Response) -> int | None:
@@ -27,19 +19,17 @@ def _retry_after(response: httpx.Response) -> int | None:
 
 
 def error_for_status(response: httpx.Response) -> CallError:
+    """A status the call cannot use; a 4xx carries the service's own words (a 5xx body is not for the model)."""
     status = response.status_code
     message = f"The skill's service answered HTTP {status}."
+    said = message_of_body(response.text, response.headers.get("Content-Type", "")) if 400 <= status < 500 else ""
     if status == 429:
-        return RateLimited(message, code="downstream_rate_limited", retry_after=_retry_after(response) or 1)
-    if status == 404:
-        return NotFound(message, code="downstream_not_found")
-    if status in (401, 403):
-        return NotPermitted(message, code="downstream_forbidden")
-    if status in (400, 409, 422):
-        return ValidationFailed(message, code="downstream_rejected")
+        return refusal("rate_limited", message, said=said, retry_after=_retry_after(response) or 1)
+    if status in HTTP_STATUS_CLASSES:
+        return refusal(HTTP_STATUS_CLASSES[status], message, said=said)
     if status in (502, 503, 504):
         return Transient(message, code="downstream_unavailable", retry_after=_retry_after(response))
-    return Unavailable(message, code="downstream_error")
+    return refusal("unavailable", message, said=said)
 
 
 class HttpAdapter:

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from lib import clock
 from runs import hooks
-from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown
+from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, internal_from
 from runs.plane import aftermath, breakers, contracts, credentials
 from runs.plane.mcp_servers import connection_for
 
@@ -144,9 +144,9 @@ def prepare(*, manifest: dict, context: InvocationContext) -> Trail:
             trail.mcp = connection_for(adapter)
     except CallError as exc:
         trail.error = exc
-    except Exception:
+    except Exception as exc:
         logger.exception("Could not prepare the execution of %s", trail.skill)
-        trail.error = Internal(GENERIC_INTERNAL)
+        trail.error = internal_from(exc)
     return trail
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from lib import egress
 from runs.errors import CallError, NotPermitted, RateLimited, Transient, Unavailable, egress_refused
+from runs.plane.downstream_errors import tool_refusal
 from runs.plane.models import McpServer, McpTransport
 
 IDEMPOTENCY_META = "airlock/idempotency_key"
@@ -71,7 +72,7 @@ def call_tool(
     timeout_s: float,
     idempotency_key: str = "",
 ) -> Any:
-    """Call one tool and return its content; transport failures become typed CallErrors."""
+    """Call one tool and return its content; a tool error or a transport failure becomes a typed CallError."""
     meta = {IDEMPOTENCY_META: idempotency_key} if idempotency_key else {}
     all_headers = {**connection.get("headers", {}), **(headers or {})}
     try:
@@ -79,10 +80,10 @@ def call_tool(
     except TimeoutError as exc:
         raise Transient("The MCP server did not answer in time.", code="downstream_timeout") from exc
     except Exception as exc:  # the SDK wraps transport errors in exception groups
-        raise error_for(exc) from exc
+        raise error_for(exc, tool=tool) from exc
     if result.is_error:
-        text = " ".join(getattr(block, "text", "") for block in result.content)[:300]
-        raise Unavailable(f"The MCP tool {tool} reported an error: {text}", code="tool_error")
+        said = " ".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+        raise tool_refusal(tool, said)  # classed by what it says: validation, not_found, conflict...
     return content_of(result)
 
 
@@ -96,8 +97,9 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def error_for(exc: BaseException) -> CallError:
+def error_for(exc: BaseException, *, tool: str) -> CallError:
     import httpx2
+    from mcp.shared.exceptions import MCPError
 
     refusal = egress.refusal_in(exc)
     if refusal is not None:
@@ -105,6 +107,8 @@ def error_for(exc: BaseException) -> CallError:
     for leaf in _leaves(exc):
         if isinstance(leaf, CallError):
             return leaf
+        if isinstance(leaf, MCPError):  # the server answered the call with a JSON-RPC error
+            return tool_refusal(tool, leaf.message, jsonrpc_code=leaf.code)
         if isinstance(leaf, httpx2.HTTPStatusError):
             status = leaf.response.status_code
             if status == 429:

@@ -9,6 +9,8 @@ import threading
 from collections import Counter
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
 
 server = MCPServer("Flaky Desk")
@@ -83,6 +85,15 @@ def note_status(idempotency_key: str) -> dict:
 def counts() -> dict:
     """Test helper: executions so far, the notes written and the last credential headers seen."""
     return {"executions": dict(executions), "notes": sorted(notes), "headers": dict(seen_headers)}
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def refuse(message: str, jsonrpc_code: int = 0) -> dict:
+    """Fails on purpose, saying `message`: as a tool error (`isError`), or as a JSON-RPC error with `jsonrpc_code`."""
+    executions["refuse"] += 1
+    if jsonrpc_code:
+        raise MCPError(jsonrpc_code, message)
+    raise ToolError(message)
 
 
 @server.tool()

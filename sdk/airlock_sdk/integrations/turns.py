@@ -19,6 +19,7 @@ from airlock_sdk.errors import AirlockError
 from airlock_sdk.results import ApprovalRequired, Error, Ok, Result
 from airlock_sdk.run import Run
 
+MODEL_ACTIONABLE_DETAILS = ("downstream_message", "meaning")
 FINAL_REFUSALS = {"declined", "expired"}  # a person (or the deadline) said no: the call never runs
 
 
@@ -87,6 +88,9 @@ def render(result: Result) -> str:
         error["retry_after"] = result.retry_after
     if result.fields:
         error["fields"] = result.fields
+    for said in MODEL_ACTIONABLE_DETAILS:  # the service's own words (redacted, bounded) and the declared meaning
+        if said in result.details:
+            error[said] = result.details[said]
     return json.dumps({"error": error})
 
 

