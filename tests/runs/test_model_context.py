@@ -1,12 +1,14 @@
 """What the model sees (issue 39), each part tested as the model meets it: through the agent API, against
 real local services."""
 
+import asyncio
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from console.services import create_agent
 from registry.snapshots import publish_snapshot
 from reliability.services import register_mcp_server
 from runs.adapters.python import register
@@ -14,6 +16,7 @@ from runs.models import ToolCall
 from runs.plane import breakers
 from runs.plane.downstream_errors import MESSAGE_CHARS, TRUNCATED
 from runs.plane.mcp_servers import call_tool, connection_for
+from tests.mcp_gateway.conftest import mcp_client, mcp_live_server  # noqa: F401 - Airlock's MCP gateway, live
 from tests.reliability.conftest import mcp_url  # noqa: F401 - the fixture: a real MCP server in a subprocess
 from tests.runs.conftest import call, post_calls, start_run
 from tests.runs.factories import grant, make_skill
@@ -133,6 +136,25 @@ def test_client_errors_carry_the_services_words_in_the_class_they_mean(
     _, result = _one_call(agent_client, "shop.lookup")
     assert result["error"]["class"] == error_class
     assert result["error"]["downstream_message"] == downstream_message
+
+
+async def _call_over_mcp(url: str, key: str, name: str, arguments: dict):
+    async with mcp_client(url, key) as client:
+        return await client.call_tool(name, arguments)
+
+
+def test_through_the_mcp_gateway_the_model_reads_the_services_words(mcp_live_server, acme, service):  # noqa: F811
+    said = {"message": "quantity must be at most 10 per order"}
+    make_skill("shop.order", effect="write", adapter=service.answer("/orders", 422, said))
+    grant(acme, "shop.*")
+    key = create_agent(tenant=acme, name="mcp-bot", role="support")[1]
+    result = asyncio.run(_call_over_mcp(mcp_live_server.url, key, "shop.order", {"quantity": 50}))
+    assert result.is_error
+    assert result.content[0].text == (
+        "validation (downstream_rejected): The skill's service answered HTTP 422. "
+        "The service said: quantity must be at most 10 per order"
+    )
+    assert result.structured_content["error"]["downstream_message"] == "quantity must be at most 10 per order"
 
 
 def test_a_secret_in_a_4xx_body_never_reaches_the_model_the_record_or_the_span(agent_client, acme, service):

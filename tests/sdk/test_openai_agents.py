@@ -171,6 +171,40 @@ async def test_a_denied_call_reaches_the_model_as_a_typed_error(tmp_path):
     assert json.loads(output["output"])["error"]["class"] == "authorization"
 
 
+async def test_a_services_refusal_reaches_the_model_in_its_own_words(tmp_path):
+    """What the gate relays of a 422 (issue 39, part 4): the model reads the service's message, and can fix the call."""
+    refusal = {
+        "class": "validation",
+        "code": "downstream_rejected",
+        "message": "The skill's service answered HTTP 422.",
+        "downstream_message": "customer_id must look like c-<digits>",
+    }
+    fake = FakeAirlock()
+    fake.on("GET", "/api/v1/tools", httpx.Response(200, json={"tools": TOOLS[:1]}))
+    fake.on("GET", "/api/v1/snapshots/latest", httpx.Response(503))
+    fake.on("POST", "/api/v1/runs", httpx.Response(201, json={"run_id": "r-1", "status": "running"}))
+    fake.on("POST", "/api/v1/traces/spans", httpx.Response(202, json={"stored": 1}))
+    fake.on(
+        "POST",
+        "/api/v1/runs/r-1/calls",
+        httpx.Response(
+            200, json={"results": [{"call_id": "call_1", "status": "error", "is_error": True, "error": refusal}]}
+        ),
+    )
+    airlock = fake.client(tmp_path)
+    airlock_agents = AirlockAgents(airlock.start_run(end_user="u", task="t"))
+    model = ScriptedModel(
+        [
+            [function_call("customer__list_orders", {"customer_id": "100"}, call_id="call_1")],
+            [assistant_message("Which customer id?")],
+        ]
+    )
+    agent = Agent(name="a", model=airlock_agents.model(model), tools=airlock_agents.tools())
+    await airlock_agents.invoke(agent, "go")
+    [output] = [i for i in model.calls[-1].input if isinstance(i, dict) and i.get("type") == "function_call_output"]
+    assert json.loads(output["output"]) == {"error": refusal}
+
+
 async def test_tools_without_the_model_wrapper_still_go_through_the_gate(tmp_path):
     """A developer who wires only the tools: each call is a batch of its own, and the gate still decides."""
     fake = FakeAirlock()
