@@ -14,7 +14,15 @@ REPORTED_BY = {
     "gate": "the callable set at the time, not reported by the agent",
 }
 SHOWN_FIELDS = 20
-OWNER_HIDDEN = ("exposed", "taint source", "message to the model", "decided by", "available", "issues")
+OWNER_HIDDEN = (
+    "exposed",
+    "taint source",
+    "message to the model",
+    "the service said",
+    "decided by",
+    "available",
+    "issues",
+)
 # What a skill owner outside the tenant learns of the policy that decided: which kind of policy, never its rule,
 # reason, version, floors or shadows (the tenant's own rules, readable only by its members).
 DECIDED_BY_SCOPE = {
@@ -244,6 +252,8 @@ def _outcome(call: Any) -> Answer:
             ("error", f"{error.get('class')} / {error.get('code')}"),
             ("message to the model", error.get("message")),
         ]
+        if error.get("downstream_message"):  # the skill's service refused the call, in these words
+            details.append(("the service said", error["downstream_message"]))
     if call.status in ("succeeded", "reconciled"):
         return Answer(q, f"{call.status}: the model got the result.", "ok", details)
     if call.status in ("awaiting_approval", "executing", "proposed"):

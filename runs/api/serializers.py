@@ -169,7 +169,7 @@ class RunSummarySerializer(serializers.Serializer):
 
 class CallErrorSerializer(serializers.Serializer):
     error_class = serializers.CharField(
-        help_text="validation, authorization, approval_required, not_found, "
+        help_text="validation, authorization, approval_required, not_found, conflict, "
         "rate_limited, transient, timeout_unknown, unavailable, declined, "
         "expired or internal."
     )
@@ -187,6 +187,12 @@ class CallErrorSerializer(serializers.Serializer):
         required=False,
         help_text="The versions that exist, when the one asked for does not.",
     )
+    downstream_message = serializers.CharField(
+        required=False,
+        help_text="What the skill's service said when it refused the call (an HTTP 4xx body, an MCP tool error): "
+        "active content removed, secrets masked, at most 1,000 characters.",
+    )
+    meaning = serializers.CharField(required=False, help_text="What the skill's manifest declares this error means.")
 
     def get_fields(self) -> dict:
         fields = super().get_fields()

@@ -28,8 +28,9 @@ class Ok:
 @dataclass(frozen=True)
 class Error:
     """The call did not produce a result. `error_class` is one of the contract's classes:
-    validation, authorization, approval_required, not_found, rate_limited, transient,
-    timeout_unknown, unavailable, declined, expired, internal."""
+    validation, authorization, approval_required, not_found, conflict, rate_limited, transient,
+    timeout_unknown, unavailable, declined, expired, internal. `details["downstream_message"]` is
+    what the skill's service said when it refused the call."""
 
     call_id: str
     error_class: str

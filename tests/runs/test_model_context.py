@@ -20,7 +20,9 @@ from tests.mcp_gateway.conftest import mcp_client, mcp_live_server  # noqa: F401
 from tests.reliability.conftest import mcp_url  # noqa: F401 - the fixture: a real MCP server in a subprocess
 from tests.runs.conftest import call, post_calls, start_run
 from tests.runs.factories import grant, make_skill
+from traces.access import owner_view
 from traces.models import Span
+from traces.why import explain_call
 
 pytestmark = pytest.mark.django_db
 
@@ -109,6 +111,21 @@ def test_a_422_reaches_the_model_with_the_tools_own_message(agent_client, acme, 
     assert span.error_class == "validation"
     assert span.attributes["airlock.error.downstream_message"] == "quantity must be at most 10 per order"
     assert span.attributes["airlock.error.code"] == "downstream_rejected"
+
+
+def test_the_operator_reads_the_services_words_and_another_tenants_skill_owner_only_a_hash(agent_client, acme, service):
+    said = {"message": "customer c-77 (ada@example.org) has no open order"}
+    make_skill("shop.lookup", adapter=service.answer("/lookup", 404, said))
+    grant(acme, "shop.*")
+    run_id, _ = _one_call(agent_client, "shop.lookup")
+    tool_call, span = ToolCall.objects.get(run_id=run_id, call_id="c1"), _span(run_id)
+    outcome = {q.question: dict(q.details) for q in explain_call(call=tool_call, spans=[span])}
+    assert outcome["What was the outcome?"]["the service said"] == said["message"]
+    for_owner = {q.question: dict(q.details) for q in explain_call(call=tool_call, spans=[span], full=False)}
+    assert "ada@example.org" not in json.dumps(for_owner, default=str)
+    seen_by_owner = owner_view(span.attributes)
+    assert seen_by_owner["airlock.error.downstream_message"]["redacted"] is True
+    assert "ada@example.org" not in json.dumps(seen_by_owner)
 
 
 @pytest.mark.parametrize(
