@@ -23,7 +23,7 @@ TRUNCATED = " …[truncated]"
 # Masking runs on at most this much of a body: far more than is kept, so that nothing a mask shortens
 # pulls an unmasked fragment into the kept part, and little enough that a huge body costs nothing.
 SCANNED_CHARS = 16 * MESSAGE_CHARS
-MESSAGE_KEYS = ("message", "error", "detail", "error_description", "title", "msg", "errors")
+MESSAGE_KEYS = ("message", "detail", "error_description", "error", "errors", "title", "msg")
 MAX_DEPTH = 4
 
 # Each class of refusal: the same error type and code whichever adapter met it.
@@ -46,12 +46,15 @@ HTTP_STATUS_CLASSES = {
     409: "conflict",
     412: "conflict",
 }
-# JSON-RPC's own codes, and MCP's resource-not-found; -32603 (internal error) says nothing, so its message decides.
+# The server's own fault, as a 5xx is: its message may hold internals and is not passed on.
+JSONRPC_INTERNAL_ERROR = -32603
+# JSON-RPC's own codes, and MCP's resource-not-found.
 JSONRPC_CLASSES = {
     -32700: "validation",
     -32600: "validation",
     -32602: "validation",
     -32601: "unavailable",
+    JSONRPC_INTERNAL_ERROR: "unavailable",
     -32002: "not_found",
 }
 # The tool the manifest names is missing on the server: nothing the model can change, whatever the code says.
@@ -128,15 +131,15 @@ def _message_in(value: Any, depth: int) -> str:
 def refusal(error_class: str, message: str, *, said: str, code: str | None = None, **extra: Any) -> CallError:
     """The typed error for a refusal of `error_class`, carrying what the service said (when it said anything)."""
     error_type, default_code = REFUSALS[error_class]
-    downstream_message = bounded(said) if said.strip() else None
-    return error_type(message, code=code or default_code, downstream_message=downstream_message, **extra)
+    return error_type(message, code=code or default_code, downstream_message=bounded(said) or None, **extra)
 
 
 def tool_refusal(tool: str, said: str, *, jsonrpc_code: int | None = None) -> CallError:
     """An MCP tool's error (an `isError` result, or a JSON-RPC error) classed by what it says."""
     error_class = class_of_message(said, jsonrpc_code=jsonrpc_code)
     code = "tool_error" if error_class == "unavailable" else None
-    return refusal(error_class, f"The MCP tool {tool} reported an error.", said=said, code=code)
+    shown = "" if jsonrpc_code == JSONRPC_INTERNAL_ERROR else said
+    return refusal(error_class, f"The MCP tool {tool} reported an error.", said=shown, code=code)
 
 
 def declare_meaning(error: CallError, manifest: dict) -> CallError:

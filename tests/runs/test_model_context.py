@@ -254,6 +254,15 @@ def test_a_json_rpc_invalid_params_error_is_validation_with_the_servers_message(
     assert result["error"]["downstream_message"] == said
 
 
+def test_a_json_rpc_internal_error_is_unavailable_and_its_internals_stay_out(agent_client, acme, desk):
+    make_skill("desk.refuse", adapter="mcp://desk/refuse", timeout_ms=10000)
+    grant(acme, "desk.*")
+    said = "Ticket lookup not found in /srv/desk/handlers.py line 88 (db=postgres://desk@10.0.0.5/tickets)"
+    _, result = _one_call(agent_client, "desk.refuse", {"message": said, "jsonrpc_code": -32603})
+    assert (result["error"]["class"], result["error"]["code"]) == ("unavailable", "tool_error")
+    assert "downstream_message" not in result["error"] and "/srv/desk" not in json.dumps(result)
+
+
 def test_a_tool_missing_on_the_server_is_unavailable_not_the_models_mistake(agent_client, acme, desk):
     make_skill("desk.vanished", adapter="mcp://desk/vanished", timeout_ms=10000)
     grant(acme, "desk.*")
