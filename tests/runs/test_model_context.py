@@ -8,11 +8,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from approvals.models import ApprovalRequest
+from approvals.services import decide_approval
 from console.services import create_agent
 from registry.snapshots import publish_snapshot
 from reliability.services import register_mcp_server
 from runs.adapters.python import register
-from runs.models import ToolCall
+from runs.models import RunEvent, ToolCall
 from runs.plane import breakers
 from runs.plane.downstream_errors import MESSAGE_CHARS, TRUNCATED
 from runs.plane.mcp_servers import call_tool, connection_for
@@ -153,6 +155,23 @@ def test_client_errors_carry_the_services_words_in_the_class_they_mean(
     _, result = _one_call(agent_client, "shop.lookup")
     assert result["error"]["class"] == error_class
     assert result["error"]["downstream_message"] == downstream_message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approved_call_refused_by_its_service_reaches_the_model_in_its_words(agent_client, acme, approver, service):
+    said = {"message": "refund r-9 already exists for this order"}
+    make_skill("shop.refund", effect="write", approval="required", adapter=service.answer("/refund", 409, said))
+    grant(acme, "shop.*")
+    run_id, pending = _one_call(agent_client, "shop.refund", {"order": "o-1"})
+    approval = ApprovalRequest.objects.get(pk=pending["approval_id"])
+
+    decide_approval(approval=approval, user=approver, decision="approve")  # eager Celery runs the resume task
+
+    completed = RunEvent.objects.get(run_id=run_id, kind="call.completed").payload["result"]
+    assert completed["error"]["class"] == "conflict" and completed["error"]["code"] == "downstream_conflict"
+    assert completed["error"]["downstream_message"] == "refund r-9 already exists for this order"
+    executed = Span.objects.get(trace__run_id=run_id, kind="tool_call", name="shop.refund (approved)")
+    assert executed.attributes["airlock.error.downstream_message"] == "refund r-9 already exists for this order"
 
 
 async def _call_over_mcp(url: str, key: str, name: str, arguments: dict):
