@@ -1,7 +1,7 @@
 from django.http import HttpRequest
 
 from approvals.queries import pending_count
-from console.tenancy import tenants_for
+from console.tenancy import reads_decisions, tenants_for
 
 
 def shell(request: HttpRequest) -> dict:
@@ -13,6 +13,7 @@ def shell(request: HttpRequest) -> dict:
         "switchable_tenants": tenants_for(user),
         "current_tenant": getattr(request, "tenant", None),
         "current_roles": sorted(getattr(request, "tenant_roles", set())),
+        "reads_decisions": reads_decisions(getattr(request, "tenant_roles", set())),
         "nav_admin_active": _url_name(request) in ADMIN_VIEWS,
         "pending_approvals": _pending_approvals(user),
     }

@@ -64,3 +64,38 @@ class NotificationPreferenceForm(forms.Form):
         label="Digest every (minutes)",
         help_text=f"From {DIGEST_MINUTES_MIN} minutes to {DIGEST_MINUTES_MAX // 60} hours.",
     )
+
+
+class DecisionFilterForm(forms.Form):
+    """The decision history's filters (page, export and API alike); dates are whole UTC days, both included."""
+
+    skill = forms.CharField(required=False, max_length=200)
+    approver = forms.CharField(required=False, max_length=200, help_text="The username who decided, or 'system'.")
+    outcome = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "Any outcome"),
+            ("approved", "Approved (edited or not)"),
+            ("edited", "Approved with edits"),
+            ("vote", "First approval of two"),
+            ("declined", "Declined"),
+            ("expired", "Expired"),
+            ("cancelled", "Cancelled"),
+        ],
+    )
+    agent = forms.CharField(required=False, max_length=100)
+    date_from = forms.DateField(required=False, label="From", help_text="YYYY-MM-DD")
+    date_to = forms.DateField(required=False, label="To", help_text="YYYY-MM-DD, included")
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("date_from") and data.get("date_to") and data["date_from"] > data["date_to"]:
+            raise ValidationError("The start date is after the end date.", code="date_order")
+        return data
+
+    def error_summary(self) -> str:
+        """One line naming each refused filter, for a 400."""
+        return "; ".join(
+            f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
+            for name, errors in self.errors.items()
+        )

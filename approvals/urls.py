@@ -1,6 +1,6 @@
 from django.urls import path
 
-from approvals import notification_views, views
+from approvals import decision_views, notification_views, views
 
 app_name = "approvals"
 
@@ -14,6 +14,8 @@ urlpatterns = [
     path("<id:approval_id>/preview-edit/", views.preview_edit, name="preview_edit"),
     path("notifications/", notification_views.notification_preferences, name="notification_preferences"),
     path("notifications/<slug:tenant_slug>/mine/", notification_views.save_preference, name="save_preference"),
+    path("t/<slug:tenant_slug>/decisions/", decision_views.decision_history, name="decision_history"),
+    path("t/<slug:tenant_slug>/decisions/export/", decision_views.decision_export, name="decision_export"),
     path(
         "t/<slug:tenant_slug>/notifications/",
         notification_views.notification_settings,

@@ -25,6 +25,7 @@ PEOPLE = [
     ),
     ("adam", {"acme": [Role.ADMIN, Role.VIEWER]}, [], False),
     ("gina", {"globex": [Role.APPROVER, Role.ADMIN, Role.VIEWER]}, [], False),
+    ("audrey", {"acme": [Role.AUDITOR]}, [], False),
     ("root", {}, [], True),
 ]
 AGENTS = [("acme", "support-bot", "support"), ("acme", "docs-bot", "developer"), ("globex", "billing-bot", "billing")]

@@ -30,6 +30,8 @@ class Role(models.TextChoices):
     VIEWER = "viewer", "Viewer"
     APPROVER = "approver", "Approver"
     ADMIN = "admin", "Admin"
+    # Reads the tenant's decision history and what it links to; changes nothing.
+    AUDITOR = "auditor", "Auditor"
 
 
 class Membership(models.Model):

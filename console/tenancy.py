@@ -91,6 +91,33 @@ def require_role(user: AnyUser, tenant: Tenant, role: str) -> None:
         raise RoleRequired(role=role, tenant=tenant)
 
 
+# Who reads a tenant's decision history (approvals.decisions): its admins, and auditors, who read it and what
+# it links to and change nothing (every write asks for another role).
+DECISION_READER_ROLES = (Role.ADMIN, Role.AUDITOR)
+
+
+def decision_reader_tenant_ids(user: AnyUser) -> set[int]:
+    """The tenants whose decision history the user may read."""
+    return set().union(*(tenant_ids_for(user, role) for role in DECISION_READER_ROLES))
+
+
+def reads_decisions(roles: set[str]) -> bool:
+    """Whether these roles in a tenant open its decision history."""
+    return bool(roles & set(DECISION_READER_ROLES))
+
+
+def may_read_decisions(user: AnyUser, tenant: Tenant) -> bool:
+    return reads_decisions(roles_in(user, tenant))
+
+
+def decision_reader_tenant_or_404(user: AnyUser, slug: str) -> Tenant:
+    """A tenant the user belongs to (else 404) whose decision history they may read (else 403)."""
+    tenant = tenant_for_user_or_404(user, slug)
+    if not may_read_decisions(user, tenant):
+        raise RoleRequired(role="admin or auditor", tenant=tenant)
+    return tenant
+
+
 def tenant_admins(tenant: Tenant) -> list[AbstractBaseUser]:
     """The people who hold the admin role in a tenant: who can give a member a role."""
     return [

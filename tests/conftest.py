@@ -126,6 +126,12 @@ def viewer(acme):
 
 
 @pytest.fixture
+def auditor(acme):
+    """Reads acme's decision history and what it links to; may change nothing."""
+    return make_user("auditor", tenant=acme, roles=[Role.AUDITOR])
+
+
+@pytest.fixture
 def tenant_admin(acme):
     return make_user("admin", tenant=acme, roles=[Role.ADMIN, Role.VIEWER])
 
