@@ -31,6 +31,8 @@ FREE_FORM = {
     "CallResult.arguments": SKILL_ARGUMENTS + " (an approver's edit, to run on the agent's side)",
     "PipelineStepSpecRequest.arguments": SKILL_ARGUMENTS,
     "CompensationRequest.arguments": SKILL_ARGUMENTS + " (of the compensating skill)",
+    "Decision.arguments": SKILL_ARGUMENTS + " (masked, as the inbox shows a closed request)",
+    "Decision.changes": "an edit's changes to " + SKILL_ARGUMENTS + " ({path, op, from, to}, masked)",
     # a tool's result
     "CallResult.content": SKILL_RESULT,
     "ClientResultRequest.content": SKILL_RESULT + " (run by the agent itself)",

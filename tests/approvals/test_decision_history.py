@@ -244,3 +244,38 @@ def test_the_history_page_is_paginated_with_a_fixed_number_of_queries(
     client.force_login(auditor)
     with django_assert_max_num_queries(20):
         assert _page(client).status_code == 200
+
+
+def test_an_auditor_cannot_decide_by_any_door(client, auditor, acme, agent):
+    """Session and a token with the approve scope alike: 403, and the request stays pending."""
+    request = open_request(tenant=acme, agent=agent)
+    client.force_login(auditor)
+    console = client.post(reverse("approvals:decide", args=[request.pk]), {"decision": "approve"})
+    assert console.status_code == 403
+    _, key = create_personal_token(user=auditor, name="sneaky", scopes=[TokenScope.READ, TokenScope.APPROVE])
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    answer = api.post(reverse("approvals_api:approval_decision", args=[request.pk]), {"decision": "approve"})
+    assert answer.status_code == 403
+    request.refresh_from_db()
+    assert request.is_pending and not ApprovalEvent.objects.filter(action__in=["approved", "vote"]).exists()
+
+
+def test_an_admin_invites_an_auditor_who_then_reads_the_history(client, tenant_admin, acme, history):
+    """The invitation form offers the role; the accepted invitation is all it takes, and nothing more."""
+    from console.models import Invitation, Membership
+
+    client.force_login(tenant_admin)
+    members = client.get(reverse("console:member_list", args=["acme"])).content.decode()
+    assert 'value="auditor"' in members
+    client.post(reverse("console:invitation_create", args=["acme"]), {"address": "newauditor", "roles": ["auditor"]})
+    newcomer = make_user("newauditor")
+    client.force_login(newcomer)
+    assert _page(client).status_code == 404  # not a member until they accept
+    client.post(reverse("console:invitation_accept", args=[Invitation.objects.get(username="newauditor").pk]))
+    assert set(Membership.objects.filter(user=newcomer).values_list("role", flat=True)) == {"auditor"}
+    assert _page(client).status_code == 200
+    assert client.get(reverse("approvals:inbox")).status_code == 200  # an empty inbox: not an approver
+    assert history["approved"].pk not in [
+        c["approval"].pk for c in client.get(reverse("approvals:inbox")).context["cards"]
+    ]

@@ -1,7 +1,8 @@
 """Every admin and owner action checks the role, not only the login.
 
 Generated from the URL configuration: every console (HTML) route and every approver-side API route
-is POSTed by a member of acme who holds only the viewer role and belongs to no owning team. The
+is POSTed by a member of acme who holds only the viewer role and belongs to no owning team, and again
+by one who holds only the auditor role (who reads the decision history and may change nothing). The
 answer must be 403 (or 405 where the route does not take POST), never a change. Routes any member
 may legitimately post to are listed in OPEN_TO_MEMBERS with the reason.
 """
@@ -84,11 +85,11 @@ def test_every_route_open_to_members_exists():
     assert set(OPEN_TO_MEMBERS) <= names, sorted(set(OPEN_TO_MEMBERS) - names)
 
 
-@pytest.fixture
-def viewer_only(db):
+@pytest.fixture(params=[Role.VIEWER, Role.AUDITOR])
+def viewer_only(db, request):
     world = build_world()
-    user = get_user_model().objects.create_user("acme-viewer-only", password="pw")
-    Membership.objects.create(tenant=world.acme, user=user, role=Role.VIEWER)
+    user = get_user_model().objects.create_user(f"acme-{request.param}-only", password="pw")
+    Membership.objects.create(tenant=world.acme, user=user, role=request.param)
     client = Client()
     client.force_login(user)
     return world, client
@@ -107,6 +108,6 @@ def test_a_member_without_the_role_gets_403(route, name, params, viewer_only):
     )
     allowed = {403, 405} | ({404} if name in REFUSED_WITH_404 else set())
     assert response.status_code in allowed, (
-        f"POST {url} by a viewer answered {response.status_code}: check the role in the view or service, "
+        f"POST {url} by a read-only member answered {response.status_code}: check the role in the view or service, "
         f"or list the route in OPEN_TO_MEMBERS with the reason ({response.content[:300]!r})"
     )
