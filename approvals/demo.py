@@ -1,10 +1,12 @@
-"""Demo approvals for `seed_demo`: one run of acme's support bot waiting on two confirm calls, and
-bob's choice of a digest (alice keeps the default: an e-mail per request, printed to the log)."""
+"""Demo approvals for `seed_demo`: one run of acme's support bot waiting on two confirm calls, a refund
+bob declined (so that the decision history has a decision in it), and bob's choice of a digest (alice
+keeps the default: an e-mail per request, printed to the log)."""
 
 from __future__ import annotations
 
 from approvals.models import ApprovalRequest, NotificationPreference, NotifyMode
 from approvals.notifications import save_notification_preference
+from approvals.services import decide_approval
 from runs.gate import process_batch
 from runs.services import start_run
 
@@ -52,3 +54,14 @@ def seed(context) -> None:
     waiting = [r for r in results if r.get("status") == "approval_required"]
     if waiting:
         context.lines.append(f"approvals: {len(waiting)} demo requests waiting in acme's inbox")
+    if bob is not None:
+        _declined_refund(agent, bob)
+
+
+def _declined_refund(agent, bob) -> None:
+    run = start_run(agent=agent, end_user="cus_bo200", end_user_roles=["customer"], task="Refund Bo's order again")
+    call = {**CALLS[0], "call_id": "refund-2", "arguments": {**CALLS[0]["arguments"], "order_id": "ord_5002"}}
+    result = process_batch(run=run, calls=[call])[0]
+    if result.get("status") == "approval_required":
+        approval = ApprovalRequest.objects.get(pk=result["approval_id"])
+        decide_approval(approval=approval, user=bob, decision="decline", reason="Already refunded in ticket 8790.")
