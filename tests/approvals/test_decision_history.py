@@ -89,7 +89,9 @@ def test_an_auditor_sees_every_kind_of_decision_linked_to_its_request_and_trace(
     approved = history["approved"]
     assert reverse("approvals:detail", args=[approved.pk]) in page
     assert reverse("traces:for_run", args=[approved.call.run_id]) in page
-    # ...and the links open for the auditor, read-only: no decision form on the request page.
+    # ...and the links open for the auditor, read-only: the run's timeline, the request without a decision form.
+    timeline = client.get(reverse("traces:for_run", args=[approved.call.run_id]), follow=True)
+    assert timeline.status_code == 200 and "approval.approved" in timeline.content.decode()
     voted = history["voted"].pk
     detail = client.get(reverse("approvals:detail", args=[voted]))
     assert detail.status_code == 200 and reverse("approvals:decide", args=[voted]) not in detail.content.decode()
