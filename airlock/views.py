@@ -7,7 +7,7 @@ from django.views.decorators.http import require_safe
 
 from airlock import dashboard
 from console.models import Invitation, Role
-from console.tenancy import tenant_ids_for
+from console.tenancy import teams_for, tenant_ids_for
 
 
 @login_required
@@ -21,5 +21,6 @@ def home(request: HttpRequest) -> HttpResponse:
             "cards": dashboard.cards_for(request.user),
             "is_approver": bool(tenant_ids_for(request.user, Role.APPROVER)),
             "invitations": invitations,
+            "in_a_team": teams_for(request.user).exists(),
         },
     )

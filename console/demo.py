@@ -28,6 +28,7 @@ PEOPLE = [
     ("audrey", {"acme": [Role.AUDITOR]}, [], False),
     ("root", {}, [], True),
 ]
+MAINTAINERS = {"olivia"}  # maintain every team they are in: they add and remove teammates
 AGENTS = [("acme", "support-bot", "support"), ("acme", "docs-bot", "developer"), ("globex", "billing-bot", "billing")]
 
 
@@ -67,6 +68,8 @@ def seed(context: DemoContext) -> None:
                 Membership.objects.get_or_create(tenant=context.tenants[slug], user=user, role=role)
         for team in teams:
             context.teams[team].members.add(user)
+            if username in MAINTAINERS:
+                context.teams[team].maintainers.add(user)
     for slug, name, role in AGENTS:
         agent = Agent.objects.filter(tenant=context.tenants[slug], name=name).first()
         if agent is None:

@@ -2,10 +2,11 @@ from datetime import timedelta
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.validators import MaxValueValidator, validate_email
 
-from console.models import MAX_KEY_GRACE, Role, TokenScope
+from console.models import MAX_KEY_GRACE, Role, Team, Tenant, TokenScope, slug_validator
 
 MAX_GRACE_HOURS = int(MAX_KEY_GRACE.total_seconds() // 3600)
 
@@ -17,6 +18,18 @@ class MemberRolesForm(forms.Form):
         required=False,
         help_text="Untick every role to remove the member from this tenant.",
     )
+
+
+def clean_address(value: str) -> str:
+    """An e-mail address (lowercased) or an exact username, checked for shape only."""
+    address = value.strip()
+    if "@" in address:
+        validate_email(address)
+        return address.lower()
+    UnicodeUsernameValidator()(address)
+    if len(address) > 150:
+        raise forms.ValidationError("A username has at most 150 characters.")
+    return address
 
 
 class InvitationForm(forms.Form):
@@ -31,14 +44,60 @@ class InvitationForm(forms.Form):
     roles = forms.MultipleChoiceField(choices=Role.choices, widget=forms.CheckboxSelectMultiple)
 
     def clean_address(self) -> str:
-        address = self.cleaned_data["address"].strip()
-        if "@" in address:
-            validate_email(address)
-            return address.lower()
-        UnicodeUsernameValidator()(address)
-        if len(address) > 150:
-            raise forms.ValidationError("A username has at most 150 characters.")
-        return address
+        return clean_address(self.cleaned_data["address"])
+
+
+class _SlugFormMixin:
+    """A new tenant's or team's slug: its shape, and whether another already has it."""
+
+    slug_model: type = Tenant
+
+    def clean_slug(self) -> str:
+        slug = self.cleaned_data["slug"].strip()
+        slug_validator(slug)
+        if self.slug_model.objects.filter(slug=slug).exists():
+            raise forms.ValidationError(f"The slug {slug} is taken; choose another.")
+        return slug
+
+
+class TenantForm(_SlugFormMixin, forms.Form):
+    name = forms.CharField(max_length=200, help_text="The organisation, for example Acme Corp.")
+    slug = forms.CharField(max_length=63, help_text="Lowercase letters, digits and hyphens; used in URLs and API.")
+    first_admin = forms.CharField(
+        max_length=254,
+        label="First admin (e-mail address or exact username)",
+        help_text="Invited as admin; they manage the tenant once they accept.",
+    )
+
+    def clean_first_admin(self) -> str:
+        return clean_address(self.cleaned_data["first_admin"])
+
+
+class TeamForm(_SlugFormMixin, forms.Form):
+    slug_model = Team
+
+    name = forms.CharField(max_length=200, help_text="For example Billing skills.")
+    slug = forms.CharField(max_length=63, help_text="Lowercase letters, digits and hyphens; manifests name it.")
+    maintainer = forms.CharField(max_length=150, label="First maintainer (exact username)")
+
+    def clean_maintainer(self):
+        return _existing_user(self.cleaned_data["maintainer"])
+
+
+def _existing_user(username: str):
+    user = get_user_model().objects.filter(username=username.strip()).first()
+    if user is None:
+        raise forms.ValidationError(f"No account has the username {username.strip()!r}.")
+    return user
+
+
+class TeammateForm(forms.Form):
+    """Owning teams are small and their maintainers trusted: a teammate is named by exact username."""
+
+    username = forms.CharField(max_length=150, label="Username")
+
+    def clean_username(self):
+        return _existing_user(self.cleaned_data["username"])
 
 
 class AgentForm(forms.Form):

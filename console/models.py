@@ -57,12 +57,18 @@ class Team(models.Model):
     name = models.CharField(max_length=200)
     email = models.EmailField(blank=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="teams", blank=True)
+    # Members who add and remove teammates (console.services); always members themselves.
+    maintainers = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="maintained_teams", blank=True)
 
     class Meta:
         ordering = ["slug"]
 
     def __str__(self) -> str:
         return self.slug
+
+    def is_maintained_by(self, user) -> bool:
+        """Whether `user` may change who is in this team: a maintainer, or a platform admin."""
+        return user.is_authenticated and (user.is_superuser or self.maintainers.filter(pk=user.pk).exists())
 
 
 KEY_PREFIX = "ak"
@@ -358,6 +364,51 @@ class InvitationEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ValueError("The invitation audit log is append-only.")
+
+
+class MembershipAction(models.TextChoices):
+    CREATED = "created", "created"
+    ROLES_CHANGED = "roles_changed", "roles changed"
+    ADDED = "added", "added"
+    REMOVED = "removed", "removed"
+    MAINTAINER_ADDED = "maintainer_added", "made maintainer"
+    MAINTAINER_REMOVED = "maintainer_removed", "no longer maintainer"
+
+
+class MembershipEvent(models.Model):
+    """The append-only audit log of access: who changed whose roles in a tenant, or whose place in a team.
+
+    Exactly one of `tenant` and `team` is set. Labels keep the names readable after a user is deleted."""
+
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    member = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    member_label = models.CharField(max_length=150)
+    action = models.CharField(max_length=24, choices=MembershipAction.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_label = models.CharField(max_length=150, help_text="Who acted, kept even if the user is deleted.")
+    detail = models.JSONField(default=dict, blank=True, help_text="Roles before and after, for a tenant.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(tenant__isnull=True) ^ models.Q(team__isnull=True),
+                name="membership_event_names_tenant_or_team",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.member_label} {self.action}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("The membership audit log is append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("The membership audit log is append-only.")
 
 
 class GateGeneration(models.Model):

@@ -5,8 +5,9 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -19,10 +20,14 @@ from console.models import (
     Invitation,
     InvitationEvent,
     Membership,
+    MembershipAction,
+    MembershipEvent,
     PersonalAccessToken,
     Role,
+    Team,
     Tenant,
     TokenScope,
+    slug_validator,
 )
 from lib import clock
 from lib.public_url import public_reverse
@@ -112,14 +117,52 @@ def _check_roles(roles: set[str]) -> None:
         raise ValueError(f"Unknown roles: {', '.join(sorted(unknown))}")
 
 
+class MembershipRefused(ValueError):
+    """The change would leave a tenant without an admin, or a team without a maintainer; the message says so."""
+
+
+def _label(user) -> str:
+    return getattr(user, "username", "") or "system"
+
+
+def _record_access(*, member, action: str, by, tenant: Tenant | None = None, team: Team | None = None, **detail):
+    return MembershipEvent.objects.create(
+        tenant=tenant,
+        team=team,
+        member=member,
+        member_label=_label(member),
+        action=action,
+        actor=by,
+        actor_label=_label(by),
+        detail=detail,
+    )
+
+
 @transaction.atomic
-def set_member_roles(*, tenant: Tenant, user, roles: set[str]) -> set[str]:
-    """Make the user's roles in the tenant exactly `roles` (empty removes the member)."""
+def set_member_roles(*, tenant: Tenant, user, roles: set[str], by=None) -> set[str]:
+    """Make the user's roles in the tenant exactly `roles` (empty removes the member), audited.
+
+    Never leaves the tenant without an admin: the tenant row is locked first, so two admins removing
+    each other at once are serialised and the second is refused."""
     _check_roles(roles)
+    Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+    before = set(Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True))
+    if before == roles:
+        return roles
+    other_admins = Membership.objects.filter(tenant=tenant, role=Role.ADMIN).exclude(user=user)
+    if Role.ADMIN in before and Role.ADMIN not in roles and not other_admins.exists():
+        raise MembershipRefused(f"{user.username} is the last admin of {tenant.name}: make another member admin first.")
     Membership.objects.filter(tenant=tenant, user=user).exclude(role__in=roles).delete()
     for role in roles:
         Membership.objects.get_or_create(tenant=tenant, user=user, role=role)
+    action = MembershipAction.ROLES_CHANGED if roles else MembershipAction.REMOVED
+    _record_access(tenant=tenant, member=user, action=action, by=by, before=sorted(before), after=sorted(roles))
     return roles
+
+
+def remove_member(*, tenant: Tenant, user, by) -> None:
+    """Take every role of the user in the tenant away (refused for its last admin)."""
+    set_member_roles(tenant=tenant, user=user, roles=set(), by=by)
 
 
 def create_personal_token(
@@ -257,3 +300,96 @@ def decline_invitation(*, invitation: Invitation, user) -> Invitation:
             raise InvitationClosed(f"This invitation is {invitation.status}.")
         _record(invitation, action="declined", actor=user)
     return invitation
+
+
+# --- tenants and teams -------------------------------------------------------------------------
+class SlugTaken(ValueError):
+    """A new tenant or team names a slug another already has."""
+
+
+def _require_platform_admin(user, what: str) -> None:
+    if not (user.is_authenticated and user.is_superuser):
+        raise PermissionDenied(f"Only a platform admin {what}.")
+
+
+@transaction.atomic
+def create_tenant(*, name: str, slug: str, first_admin: str, by) -> tuple[Tenant, Invitation]:
+    """A platform admin creates a tenant and invites its first admin (an e-mail address or exact username),
+    who becomes a member on accepting, as any invitee does."""
+    _require_platform_admin(by, "creates tenants")
+    slug_validator(slug)
+    try:
+        with transaction.atomic():  # a savepoint: the unique slug may be taken by a concurrent request
+            tenant = Tenant.objects.create(name=name.strip(), slug=slug)
+    except IntegrityError:
+        raise SlugTaken(f"A tenant with the slug {slug} already exists.") from None
+    _record_access(tenant=tenant, member=None, action=MembershipAction.CREATED, by=by, first_admin=first_admin)
+    invitation = invite_member(tenant=tenant, address=first_admin, roles={Role.ADMIN}, invited_by=by)
+    return tenant, invitation
+
+
+@transaction.atomic
+def create_team(*, name: str, slug: str, maintainer, by) -> Team:
+    """A platform admin creates an owning team with its first maintainer."""
+    _require_platform_admin(by, "creates teams")
+    slug_validator(slug)
+    try:
+        with transaction.atomic():
+            team = Team.objects.create(name=name.strip(), slug=slug)
+    except IntegrityError:
+        raise SlugTaken(f"A team with the slug {slug} already exists.") from None
+    _record_access(team=team, member=None, action=MembershipAction.CREATED, by=by)
+    team.members.add(maintainer)
+    team.maintainers.add(maintainer)
+    _record_access(team=team, member=maintainer, action=MembershipAction.MAINTAINER_ADDED, by=by)
+    return team
+
+
+def _locked_team_for_maintainer(team: Team, by) -> Team:
+    if not team.is_maintained_by(by):
+        raise PermissionDenied(f"Only the maintainers of {team.slug} change who is in it.")
+    return Team.objects.select_for_update().get(pk=team.pk)
+
+
+@transaction.atomic
+def add_teammate(*, team: Team, user, by) -> Team:
+    """A maintainer (or a platform admin) adds someone to the team; adding a member again changes nothing."""
+    team = _locked_team_for_maintainer(team, by)
+    if not team.members.filter(pk=user.pk).exists():
+        team.members.add(user)
+        _record_access(team=team, member=user, action=MembershipAction.ADDED, by=by)
+    return team
+
+
+def _refuse_last_maintainer(team: Team, user) -> None:
+    if team.maintainers.filter(pk=user.pk).exists() and not team.maintainers.exclude(pk=user.pk).exists():
+        raise MembershipRefused(f"{user.username} is the last maintainer of {team.slug}: make another one first.")
+
+
+@transaction.atomic
+def remove_teammate(*, team: Team, user, by) -> Team:
+    """A maintainer takes someone out of the team (never its last maintainer)."""
+    team = _locked_team_for_maintainer(team, by)
+    _refuse_last_maintainer(team, user)
+    if team.members.filter(pk=user.pk).exists():
+        team.maintainers.remove(user)
+        team.members.remove(user)
+        _record_access(team=team, member=user, action=MembershipAction.REMOVED, by=by)
+    return team
+
+
+@transaction.atomic
+def set_maintainer(*, team: Team, user, maintainer: bool, by) -> Team:
+    """Make a teammate a maintainer, or not (never the last one); only members can maintain."""
+    team = _locked_team_for_maintainer(team, by)
+    if not team.members.filter(pk=user.pk).exists():
+        raise MembershipRefused(f"{user.username} is not in {team.slug}: add them to the team first.")
+    is_maintainer = team.maintainers.filter(pk=user.pk).exists()
+    if maintainer and not is_maintainer:
+        team.maintainers.add(user)
+        _record_access(team=team, member=user, action=MembershipAction.MAINTAINER_ADDED, by=by)
+    elif not maintainer and is_maintainer:
+        _refuse_last_maintainer(team, user)
+        team.maintainers.remove(user)
+        _record_access(team=team, member=user, action=MembershipAction.MAINTAINER_REMOVED, by=by)
+    return team

@@ -6,6 +6,8 @@ from django.contrib.auth import get_user_model, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -14,9 +16,29 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console import health, services
-from console.forms import AgentForm, InvitationForm, MemberRolesForm, RotateKeyForm, TokenForm
-from console.models import INVITATION_TTL, Agent, Invitation, InvitationEvent, Membership, Role, Tenant, hash_key
-from console.tenancy import SESSION_TENANT_KEY, tenant_for_user_or_404
+from console.forms import (
+    AgentForm,
+    InvitationForm,
+    MemberRolesForm,
+    RotateKeyForm,
+    TeamForm,
+    TeammateForm,
+    TenantForm,
+    TokenForm,
+)
+from console.models import (
+    INVITATION_TTL,
+    Agent,
+    Invitation,
+    InvitationEvent,
+    Membership,
+    MembershipEvent,
+    Role,
+    Team,
+    Tenant,
+    hash_key,
+)
+from console.tenancy import SESSION_TENANT_KEY, is_platform_admin, teams_for, tenant_for_user_or_404
 from lib import clock
 
 
@@ -78,6 +100,7 @@ def _members_page(request: HttpRequest, tenant: Tenant, form: InvitationForm, st
             "form": form,
             "invitations": Invitation.objects.pending().filter(tenant=tenant).select_related("invited_by"),
             "events": InvitationEvent.objects.filter(tenant=tenant).select_related("invitation")[:20],
+            "access_events": MembershipEvent.objects.filter(tenant=tenant)[:20],
             "ttl_days": INVITATION_TTL.days,
         },
         status=status,
@@ -190,10 +213,32 @@ def member_edit(request: HttpRequest, tenant_slug: str, user_id: int) -> HttpRes
         if user == request.user and Role.ADMIN in current and Role.ADMIN not in roles:
             messages.error(request, "You cannot remove your own admin role; ask another admin.")
         else:
-            services.set_member_roles(tenant=tenant, user=user, roles=roles)
-            messages.success(request, f"Roles of {user.username} updated.")
-            return redirect("console:member_list", tenant_slug=tenant.slug)
-    return render(request, "console/member_edit.html", {"tenant": tenant, "member": user, "form": form})
+            try:
+                services.set_member_roles(tenant=tenant, user=user, roles=roles, by=request.user)
+            except services.MembershipRefused as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"Roles of {user.username} updated.")
+                return redirect("console:member_list", tenant_slug=tenant.slug)
+    status = 400 if form.errors else 200
+    return render(request, "console/member_edit.html", {"tenant": tenant, "member": user, "form": form}, status=status)
+
+
+@login_required
+@require_POST
+def member_remove(request: HttpRequest, tenant_slug: str, user_id: int) -> HttpResponse:
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    user = _get_member_or_404(tenant, user_id)
+    if user == request.user:
+        messages.error(request, "You cannot remove yourself; ask another admin.")
+        return redirect("console:member_list", tenant_slug=tenant.slug)
+    try:
+        services.remove_member(tenant=tenant, user=user, by=request.user)
+    except services.MembershipRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{user.username} is no longer a member of {tenant.name}.")
+    return redirect("console:member_list", tenant_slug=tenant.slug)
 
 
 @login_required
@@ -322,3 +367,117 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
 def healthz(request: HttpRequest) -> HttpResponse:
     """Normally answered by console.health.HealthCheckMiddleware; kept so reverse("healthz") works."""
     return health.health_response()
+
+
+# --- tenants (platform admins) and teams -----------------------------------------------------------
+def _require_platform_admin(request: HttpRequest) -> None:
+    if not is_platform_admin(request.user):
+        raise PermissionDenied("Only platform admins create and list every tenant.")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def tenant_list(request: HttpRequest) -> HttpResponse:
+    _require_platform_admin(request)
+    form = TenantForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            tenant, invitation = services.create_tenant(by=request.user, **form.cleaned_data)
+        except services.SlugTaken as exc:
+            form.add_error("slug", str(exc))
+        else:
+            messages.success(request, f"Created {tenant.name}; {invitation.address} is invited as its first admin.")
+            return redirect("console:member_list", tenant_slug=tenant.slug)
+    tenants = Tenant.objects.annotate(member_count=Count("memberships__user", distinct=True))
+    context = {"tenants": tenants, "form": form}
+    return render(request, "console/tenants.html", context, status=400 if form.errors else 200)
+
+
+def _get_team_for_user_or_404(user, team_slug: str) -> Team:
+    """A team the user belongs to (any team for a platform admin); every other team is a 404."""
+    return get_object_or_404(teams_for(user), slug=team_slug)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def team_list(request: HttpRequest) -> HttpResponse:
+    form = TeamForm(request.POST or None)
+    if request.method == "POST":
+        _require_platform_admin(request)
+        if form.is_valid():
+            try:
+                team = services.create_team(by=request.user, **form.cleaned_data)
+            except services.SlugTaken as exc:
+                form.add_error("slug", str(exc))
+            else:
+                messages.success(request, f"Created the team {team.slug}.")
+                return redirect("console:team_detail", team_slug=team.slug)
+    teams = teams_for(request.user).annotate(member_count=Count("members", distinct=True))
+    context = {"teams": teams, "form": form, "can_create": is_platform_admin(request.user)}
+    return render(request, "console/teams.html", context, status=400 if form.errors else 200)
+
+
+def _team_page(request: HttpRequest, team: Team, form: TeammateForm, status: int = 200) -> HttpResponse:
+    maintainers = set(team.maintainers.values_list("pk", flat=True))
+    context = {
+        "team": team,
+        "members": [{"user": user, "maintainer": user.pk in maintainers} for user in team.members.order_by("username")],
+        "can_maintain": team.is_maintained_by(request.user),
+        "form": form,
+        "events": MembershipEvent.objects.filter(team=team)[:20],
+    }
+    return render(request, "console/team.html", context, status=status)
+
+
+@login_required
+@require_GET
+def team_detail(request: HttpRequest, team_slug: str) -> HttpResponse:
+    return _team_page(request, _get_team_for_user_or_404(request.user, team_slug), TeammateForm())
+
+
+@login_required
+@require_POST
+def team_member_add(request: HttpRequest, team_slug: str) -> HttpResponse:
+    team = _get_team_for_user_or_404(request.user, team_slug)
+    if not team.is_maintained_by(request.user):
+        raise PermissionDenied(f"Only the maintainers of {team.slug} add teammates.")
+    form = TeammateForm(request.POST)
+    if not form.is_valid():
+        return _team_page(request, team, form, status=400)
+    services.add_teammate(team=team, user=form.cleaned_data["username"], by=request.user)
+    messages.success(request, f"{form.cleaned_data['username'].username} is now in {team.slug}.")
+    return redirect("console:team_detail", team_slug=team.slug)
+
+
+def _get_teammate_or_404(team: Team, user_id: int):
+    return get_object_or_404(team.members.all(), pk=user_id)
+
+
+@login_required
+@require_POST
+def team_member_remove(request: HttpRequest, team_slug: str, user_id: int) -> HttpResponse:
+    team = _get_team_for_user_or_404(request.user, team_slug)
+    user = _get_teammate_or_404(team, user_id)
+    try:
+        services.remove_teammate(team=team, user=user, by=request.user)
+    except services.MembershipRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{user.username} is no longer in {team.slug}.")
+    return redirect("console:team_detail", team_slug=team.slug)
+
+
+@login_required
+@require_POST
+def team_maintainer(request: HttpRequest, team_slug: str, user_id: int) -> HttpResponse:
+    team = _get_team_for_user_or_404(request.user, team_slug)
+    user = _get_teammate_or_404(team, user_id)
+    make = request.POST.get("maintainer") == "1"
+    try:
+        services.set_maintainer(team=team, user=user, maintainer=make, by=request.user)
+    except services.MembershipRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        verb = "is now a maintainer of" if make else "no longer maintains"
+        messages.success(request, f"{user.username} {verb} {team.slug}.")
+    return redirect("console:team_detail", team_slug=team.slug)

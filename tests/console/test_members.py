@@ -3,7 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from console.models import Membership, Role
+from console import services
+from console.models import Membership, MembershipEvent, Role
 from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
@@ -87,3 +88,80 @@ def test_member_edit_refuses_other_methods(client, tenant_admin, approver):
 def test_platform_admin_manages_any_tenant(client, platform_admin, approver, acme):
     login(client, platform_admin)
     assert client.get(reverse("console:member_list", args=["acme"])).status_code == 200
+
+
+# --- removing members, the last admin, the membership log ------------------------------------------
+
+
+def test_admin_removes_a_member_and_the_log_says_who_did_it(client, tenant_admin, approver, acme):
+    login(client, tenant_admin)
+    response = client.post(reverse("console:member_remove", args=["acme", approver.pk]))
+    assert response.status_code == 302
+    assert roles_of(approver, acme) == set()
+    event = MembershipEvent.objects.get(tenant=acme, member=approver)
+    assert (event.action, event.actor_label) == ("removed", "admin")
+    assert event.detail == {"before": ["approver", "viewer"], "after": []}
+    page = client.get(reverse("console:member_list", args=["acme"])).content.decode()
+    assert 'id="membership-log"' in page and "approver, viewer → none" in page
+
+
+def test_role_changes_are_logged_with_before_and_after(client, tenant_admin, viewer, acme):
+    login(client, tenant_admin)
+    client.post(reverse("console:member_edit", args=["acme", viewer.pk]), {"roles": ["viewer", "approver"]})
+    event = MembershipEvent.objects.get(tenant=acme, member=viewer)
+    assert event.action == "roles_changed" and event.detail == {"before": ["viewer"], "after": ["approver", "viewer"]}
+    client.post(reverse("console:member_edit", args=["acme", viewer.pk]), {"roles": ["viewer", "approver"]})
+    assert MembershipEvent.objects.filter(tenant=acme).count() == 1  # nothing changed, nothing logged
+
+
+def test_the_last_admin_cannot_be_removed_by_a_platform_admin_either(client, platform_admin, tenant_admin, acme):
+    login(client, platform_admin)
+    response = client.post(reverse("console:member_remove", args=["acme", tenant_admin.pk]))
+    assert response.status_code == 302
+    assert Role.ADMIN in roles_of(tenant_admin, acme)
+    follow = client.get(response["Location"]).content.decode()
+    assert "last admin of Acme Corp" in follow
+    response = client.post(reverse("console:member_edit", args=["acme", tenant_admin.pk]), {"roles": ["viewer"]})
+    assert response.status_code == 400 and "last admin of Acme Corp" in response.content.decode()
+    assert Role.ADMIN in roles_of(tenant_admin, acme)
+    assert not MembershipEvent.objects.filter(tenant=acme).exists()
+
+
+def test_with_a_second_admin_an_admin_can_be_demoted(client, tenant_admin, approver, acme):
+    Membership.objects.create(tenant=acme, user=approver, role=Role.ADMIN)
+    login(client, approver)
+    client.post(reverse("console:member_edit", args=["acme", tenant_admin.pk]), {"roles": ["viewer"]})
+    assert roles_of(tenant_admin, acme) == {"viewer"}
+    # now approver is the last admin: tenant_admin, no longer admin, cannot act; the service refuses anyway
+    with pytest.raises(services.MembershipRefused):
+        services.remove_member(tenant=acme, user=approver, by=tenant_admin)
+
+
+def test_an_admin_cannot_remove_themselves(client, tenant_admin, approver, acme):
+    Membership.objects.create(tenant=acme, user=approver, role=Role.ADMIN)
+    login(client, tenant_admin)
+    client.post(reverse("console:member_remove", args=["acme", tenant_admin.pk]))
+    assert Role.ADMIN in roles_of(tenant_admin, acme)
+
+
+def test_member_remove_refuses_viewers_outsiders_and_get(client, approver, viewer, outsider, acme):
+    url = reverse("console:member_remove", args=["acme", viewer.pk])
+    login(client, approver)
+    assert client.post(url).status_code == 403
+    login(client, outsider)  # admin of globex
+    assert client.post(url).status_code == 404
+    login(client, viewer)
+    assert client.get(url).status_code == 405
+    assert roles_of(viewer, acme) == {"viewer"}
+
+
+def test_an_admin_of_another_tenant_cannot_remove_through_their_own_tenant(client, outsider, approver, globex):
+    """The outsider names their own tenant and acme's member: not a member there, so 404."""
+    login(client, outsider)
+    assert client.post(reverse("console:member_remove", args=["globex", approver.pk])).status_code == 404
+    assert Membership.objects.filter(user=approver).count() == 2
+
+
+def test_the_members_page_leaves_a_place_for_approver_groups(client, tenant_admin):
+    login(client, tenant_admin)
+    assert 'id="approver-groups-slot"' in client.get(reverse("console:member_list", args=["acme"])).content.decode()

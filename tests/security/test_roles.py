@@ -51,6 +51,9 @@ def _bodies(world) -> dict[str, dict]:
 REFUSED_WITH_404 = {
     "traces:rule_delete": "alert rules of skills one does not own are not shown at all",
     "traces:rule_create": "alert rules of skills one does not own are not shown at all",
+    "console:team_member_add": "teams one is not in are not shown at all",
+    "console:team_member_remove": "teams one is not in are not shown at all",
+    "console:team_maintainer": "teams one is not in are not shown at all",
 }
 SKIP_PREFIXES = ("django-admin/", "api/schema/", "api/docs/", "healthz", "v1/")
 

@@ -171,6 +171,13 @@ def _namespace_claim(w: World) -> str:
     return NamespaceClaim.objects.get_or_create(namespace="reports", defaults={"team": team})[0].namespace
 
 
+def _teammate(w: World):
+    """A second member of acme's skills team (acme's user is a member, not a maintainer)."""
+    user = get_user_model().objects.create_user(f"acme-teammate-{secrets.token_hex(3)}", password="pw")
+    w.acme_team.members.add(user)
+    return user
+
+
 Filler = Callable[[World], dict]
 
 FILLERS: dict[tuple[str, ...], Filler] = {
@@ -205,6 +212,8 @@ FILLERS: dict[tuple[str, ...], Filler] = {
     ("invitation_id",): lambda w: {"invitation_id": _invitation(w)[0].pk},
     ("token",): lambda w: {"token": _invitation(w)[1]},
     ("namespace",): lambda w: {"namespace": _namespace_claim(w)},
+    ("team_slug",): lambda w: {"team_slug": w.acme_team.slug},
+    ("team_slug", "user_id"): lambda w: {"team_slug": w.acme_team.slug, "user_id": _teammate(w).pk},
 }
 
 # Parameters naming the global skill catalog: skills belong to teams, not tenants, and any
