@@ -42,7 +42,7 @@ def _client_target(target: Any) -> Any:
     return mcp.StdioServerParameters(command=parts[0], args=parts[1:])
 
 
-async def _list(target: Any) -> ListedTools:
+async def _list(target: Any, headers: dict[str, str]) -> ListedTools:
     # The mcp SDK takes about a second to import: loaded on first use, not by every process.
     import mcp
     from mcp.client.streamable_http import streamable_http_client
@@ -50,7 +50,7 @@ async def _list(target: Any) -> ListedTools:
     async with contextlib.AsyncExitStack() as stack:
         target = _client_target(target)
         if isinstance(target, str):  # a URL: through the egress guard, like every server-side request
-            http = await stack.enter_async_context(egress.async_client())
+            http = await stack.enter_async_context(egress.async_client(headers=headers))
             target = streamable_http_client(target, http_client=http)
         client = await stack.enter_async_context(mcp.Client(target))
         result = await client.list_tools()
@@ -59,9 +59,10 @@ async def _list(target: Any) -> ListedTools:
         return ListedTools(server_name=getattr(info, "name", "") or "server", tools=tools)
 
 
-def list_mcp_tools(target: Any, *, timeout: float = 30) -> ListedTools:
-    """The tools of an MCP server: a URL (streamable HTTP), a command line (stdio) or a server object."""
-    return asyncio.run(asyncio.wait_for(_list(target), timeout))
+def list_mcp_tools(target: Any, *, headers: dict[str, str] | None = None, timeout: float = 30) -> ListedTools:
+    """The tools of an MCP server: a URL (streamable HTTP, with `headers`), a command line (stdio) or a server
+    object."""
+    return asyncio.run(asyncio.wait_for(_list(target, headers or {}), timeout))
 
 
 def slug(text: str) -> str:
@@ -144,13 +145,14 @@ def import_mcp_server(
     *,
     target: Any,
     team: Team,
+    headers: dict[str, str] | None = None,
     author=None,
     server_name: str = "",
     roles: list[str] | None = None,
     tenants: list[str] | None = None,
 ) -> ImportResult:
     """Create one unconfirmed draft per tool; tools whose skill already exists are skipped."""
-    listed = list_mcp_tools(target)
+    listed = list_mcp_tools(target, headers=headers)
     server = slug(server_name or listed.server_name)
     result = ImportResult(server=server, created=[], skipped=[], failed={})
     for tool in listed.tools:

@@ -392,9 +392,11 @@ def skill_retire(request: HttpRequest, name: str) -> HttpResponse:
 
 @login_required
 def import_mcp(request: HttpRequest) -> HttpResponse:
+    """A platform admin imports from any URL; a team imports from its approved servers (the MCP servers page),
+    since only a server another person approved is called or imported from."""
+    if not request.user.is_superuser:
+        raise PermissionDenied("Teams import from their approved servers on the MCP servers page.")
     teams = teams_for(request.user)
-    if not teams.exists():
-        raise PermissionDenied("Only members of an owning team may import skills.")
     form = ImportMcpForm(request.POST or None, teams=teams)
     result = None
     if request.method == "POST" and form.is_valid():

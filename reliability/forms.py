@@ -1,5 +1,6 @@
 from django import forms
 
+from console.models import Team
 from lib.egress import EgressRefused, check_url
 from reliability.models import McpTransport, Resolution
 
@@ -36,6 +37,41 @@ class CredentialBindingForm(forms.Form):
     )
 
 
+def parse_header_lines(form: forms.Form, text: str) -> dict[str, str]:
+    """`Header: value` lines as a dict; a malformed line is an error on the form's headers field."""
+    headers = {}
+    for line in (text or "").splitlines():
+        if line.strip():
+            key, sep, value = line.partition(":")
+            if not sep or not key.strip():
+                form.add_error("headers", f"Not a header line: {line[:40]}")
+                break
+            headers[key.strip()] = value.strip()
+    return headers
+
+
+class McpServerProposalForm(forms.Form):
+    """A team member proposes a streamable-HTTP server; another person approves it before anything calls it."""
+
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), to_field_name="slug", empty_label=None)
+    name = forms.SlugField(max_length=63, help_text="Adapters say mcp://<name>/<tool>.")
+    url = forms.URLField(label="URL", max_length=500, assume_scheme="https", help_text="e.g. https://host/mcp")
+    headers = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One 'Header: value' a line; stored sealed, never shown again.",
+    )
+
+    def __init__(self, *args, teams, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["team"].queryset = teams
+
+    def clean(self):
+        data = super().clean()
+        data["headers"] = parse_header_lines(self, data.get("headers") or "")
+        return data
+
+
 class McpServerForm(forms.Form):
     name = forms.SlugField(max_length=63, help_text="Adapters say mcp://<name>/<tool>.")
     transport = forms.ChoiceField(choices=McpTransport.choices)
@@ -58,13 +94,5 @@ class McpServerForm(forms.Form):
                 self.add_error("url", str(exc))
         if data.get("transport") == McpTransport.STDIO and not data.get("command"):
             self.add_error("command", "stdio needs the command that starts the server.")
-        headers = {}
-        for line in (data.get("headers") or "").splitlines():
-            if line.strip():
-                key, sep, value = line.partition(":")
-                if not sep or not key.strip():
-                    self.add_error("headers", f"Not a header line: {line[:40]}")
-                    break
-                headers[key.strip()] = value.strip()
-        data["headers"] = headers
+        data["headers"] = parse_header_lines(self, data.get("headers") or "")
         return data

@@ -24,6 +24,7 @@ from runs.plane.models import (  # noqa: F401 - registered under this app label,
     CredentialBindingQuerySet,
     CredentialQuerySet,
     McpServer,
+    McpServerStatus,
     McpTransport,
 )
 

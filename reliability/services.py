@@ -10,26 +10,35 @@ from __future__ import annotations
 import re
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from console.models import Role
+from console.models import Role, Team
 from console.tenancy import has_role
+from lib.egress import EgressRefused, check_url
 from lib.endpoints import endpoint_of
 from lib.sealing import seal
+from registry.mcp_import import ImportResult, import_mcp_server
 from reliability.models import (
     Credential,
     CredentialAction,
     CredentialAudit,
     CredentialBinding,
     McpServer,
+    McpServerStatus,
+    McpTransport,
     ReconciliationItem,
 )
 from reliability.reconcile import AlreadyResolved, resolve_reconciliation
 
 __all__ = [
     "AlreadyResolved",
+    "McpServerRefused",
+    "approve_mcp_server",
     "bind_credential",
+    "decline_mcp_server",
+    "import_mcp_tools",
+    "propose_mcp_server",
     "delete_credential",
     "register_mcp_server",
     "resolve_item",
@@ -169,11 +178,92 @@ def _unbind(binding: CredentialBinding, *, user, note: str = "") -> None:
 def register_mcp_server(
     *, name: str, transport: str, url: str = "", command: str = "", headers: dict[str, str] | None = None
 ) -> McpServer:
+    """A platform admin (or an operator's command) registers or updates a server: approved at once, as a
+    platform admin's namespace assignment is. Teams propose theirs with `propose_mcp_server`."""
     server, _ = McpServer.objects.get_or_create(name=name, defaults={"transport": transport})
     server.transport, server.url, server.command = transport, url, command
+    server.status = McpServerStatus.APPROVED
     server.set_headers(headers or {})
     server.save()
     return server
+
+
+# --- MCP servers that teams propose and a second person reviews ----------------------------------
+class McpServerRefused(Exception):
+    """The proposal or review cannot happen as asked; the message says why."""
+
+
+def _require_teammate(team: Team, user, what: str) -> None:
+    if not (user.is_superuser or team.members.filter(pk=user.pk).exists()):
+        raise PermissionDenied(f"Only members of {team.slug} (or a platform admin) {what}.")
+
+
+@transaction.atomic
+def propose_mcp_server(*, team: Team, name: str, url: str, headers: dict[str, str] | None = None, by) -> McpServer:
+    """A member of `team` proposes a streamable-HTTP server for the team's skills. Its URL must pass the
+    egress rules now (and is checked again on every connection); nothing calls it until another person
+    approves. stdio servers run a command on Airlock's own machines: only operators register those."""
+    _require_teammate(team, by, "propose MCP servers for it")
+    try:
+        check_url(url)
+    except EgressRefused as exc:
+        raise McpServerRefused(f"The URL is refused: {exc}.") from None
+    if McpServer.objects.filter(name=name).exists():
+        raise McpServerRefused(f"An MCP server named {name} already exists; choose another name.")
+    try:
+        with transaction.atomic():  # a savepoint: a concurrent proposal may take the name first
+            server = McpServer(name=name, team=team, transport=McpTransport.HTTP, url=url, proposed_by=by)
+            server.set_headers(headers or {})
+            server.save()
+    except IntegrityError:
+        raise McpServerRefused(f"An MCP server named {name} was just proposed; choose another name.") from None
+    return server
+
+
+def _review(server: McpServer, *, by, to: str) -> McpServer:
+    """Move a proposed server to `to` (one conditional UPDATE from proposed): a second person only."""
+    if server.team is None:
+        if not by.is_superuser:
+            raise PermissionDenied("Only a platform admin reviews a server that belongs to no team.")
+    else:
+        _require_teammate(server.team, by, "review its MCP servers")
+    if server.proposed_by_id == by.pk:
+        raise McpServerRefused("You proposed this server: another member of the team or a platform admin reviews it.")
+    won = McpServer.objects.filter(pk=server.pk, status=McpServerStatus.PROPOSED).update(
+        status=to, reviewed_by=by, reviewed_at=timezone.now()
+    )
+    server.refresh_from_db()
+    if not won:
+        raise McpServerRefused(f"{server.name} is not waiting for review (it is {server.get_status_display()}).")
+    return server
+
+
+def can_review_mcp_server(server: McpServer, user, *, team_ids: set[int]) -> bool:
+    """Whether the page offers `user` (a member of `team_ids`) Approve and Decline; the services check again."""
+    if server.status != McpServerStatus.PROPOSED or server.proposed_by_id == user.pk:
+        return False
+    return user.is_superuser or server.team_id in team_ids
+
+
+def approve_mcp_server(*, server: McpServer, by) -> McpServer:
+    """From now on `mcp://<name>/...` calls reach it and its tools can be imported."""
+    return _review(server, by=by, to=McpServerStatus.APPROVED)
+
+
+def decline_mcp_server(*, server: McpServer, by) -> McpServer:
+    return _review(server, by=by, to=McpServerStatus.DECLINED)
+
+
+def import_mcp_tools(*, server: McpServer, by) -> ImportResult:
+    """A member of the server's team imports its tools as unconfirmed drafts: from an approved server only."""
+    if server.team is None:
+        raise McpServerRefused(f"{server.name} belongs to no team: an operator imports with manage.py import_mcp.")
+    _require_teammate(server.team, by, "import its tools")
+    if server.status != McpServerStatus.APPROVED:
+        raise McpServerRefused(f"{server.name} is {server.get_status_display()}: only an approved server is imported.")
+    return import_mcp_server(
+        target=server.url, headers=server.headers(), team=server.team, author=by, server_name=server.name
+    )
 
 
 def resolve_item(*, item: ReconciliationItem, resolution: str, note: str, user) -> ReconciliationItem:

@@ -21,4 +21,7 @@ urlpatterns = [
         name="credential_unbind",
     ),
     path("mcp-servers/", views.mcp_server_list, name="mcp_server_list"),
+    path("mcp-servers/propose/", views.mcp_server_propose, name="mcp_server_propose"),
+    path("mcp-servers/<id:server_id>/review/", views.mcp_server_review, name="mcp_server_review"),
+    path("mcp-servers/<id:server_id>/import/", views.mcp_server_import, name="mcp_server_import"),
 ]

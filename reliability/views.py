@@ -5,17 +5,24 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console.models import Role
-from console.tenancy import get_visible_or_404, has_role, is_platform_admin, tenant_for_user_or_404
+from console.tenancy import get_visible_or_404, has_role, is_platform_admin, teams_for, tenant_for_user_or_404
+from lib.egress import describe_failure
 from lib.endpoints import endpoint_of
 from registry.models import Skill, SkillVersion, VersionStatus
 from registry.offering import offers_tenant
 from reliability import services
-from reliability.forms import CredentialBindingForm, CredentialForm, McpServerForm, ResolveForm
+from reliability.forms import (
+    CredentialBindingForm,
+    CredentialForm,
+    McpServerForm,
+    McpServerProposalForm,
+    ResolveForm,
+)
 from reliability.models import (
     Credential,
     CredentialAudit,
@@ -208,19 +215,91 @@ def credential_unbind(request: HttpRequest, tenant_slug: str, binding_id: int) -
     return redirect("reliability:credential_list", tenant_slug=tenant.slug)
 
 
+def _mcp_servers_page(request: HttpRequest, *, form=None, proposal=None, result=None, status: int = 200):
+    teams = teams_for(request.user)
+    if not (is_platform_admin(request.user) or teams.exists()):
+        raise PermissionDenied("Platform admins and members of owning teams manage MCP servers.")
+    servers = McpServer.objects.visible_to(request.user).select_related("team", "proposed_by", "reviewed_by")
+    team_ids = set(teams.values_list("pk", flat=True))
+    rows = [
+        {"server": server, "can_review": services.can_review_mcp_server(server, request.user, team_ids=team_ids)}
+        for server in servers
+    ]
+    context = {
+        "rows": rows,
+        "form": form if form is not None else McpServerForm(),
+        "proposal": proposal if proposal is not None else McpServerProposalForm(teams=teams),
+        "can_register": is_platform_admin(request.user),
+        "result": result,
+    }
+    return render(request, "reliability/mcp_servers.html", context, status=status)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def mcp_server_list(request: HttpRequest) -> HttpResponse:
+    """Servers of one's teams (every server for a platform admin), proposals to review, and the forms."""
+    if request.method == "GET":
+        return _mcp_servers_page(request)
     if not is_platform_admin(request.user):
-        raise PermissionDenied("Platform admins register MCP servers.")
-    form = McpServerForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        services.register_mcp_server(**form.cleaned_data)
-        messages.success(request, f"Registered {form.cleaned_data['name']}.")
+        raise PermissionDenied("Platform admins register MCP servers directly; teams propose theirs.")
+    form = McpServerForm(request.POST)
+    if not form.is_valid():
+        return _mcp_servers_page(request, form=form, status=400)
+    services.register_mcp_server(**form.cleaned_data)
+    messages.success(request, f"Registered {form.cleaned_data['name']}.")
+    return redirect("reliability:mcp_server_list")
+
+
+@login_required
+@require_POST
+def mcp_server_propose(request: HttpRequest) -> HttpResponse:
+    teams = teams_for(request.user)
+    if not teams.exists():
+        raise PermissionDenied("Only members of an owning team propose MCP servers.")
+    proposal = McpServerProposalForm(request.POST, teams=teams)
+    if proposal.is_valid():
+        try:
+            server = services.propose_mcp_server(by=request.user, **proposal.cleaned_data)
+        except services.McpServerRefused as exc:
+            proposal.add_error("url" if "URL" in str(exc) else "name", str(exc))
+        else:
+            messages.success(request, f"Proposed {server.name}; another member of {server.team.slug} reviews it.")
+            return redirect("reliability:mcp_server_list")
+    return _mcp_servers_page(request, proposal=proposal, status=400)
+
+
+def _get_mcp_server_for_user_or_404(user, server_id: int) -> McpServer:
+    return get_object_or_404(McpServer.objects.visible_to(user).select_related("team"), pk=server_id)
+
+
+@login_required
+@require_POST
+def mcp_server_review(request: HttpRequest, server_id: int) -> HttpResponse:
+    server = _get_mcp_server_for_user_or_404(request.user, server_id)
+    decision = request.POST.get("decision")
+    if decision not in ("approve", "decline"):
+        return HttpResponseBadRequest("Say decision=approve or decision=decline.")
+    review = services.approve_mcp_server if decision == "approve" else services.decline_mcp_server
+    try:
+        review(server=server, by=request.user)
+    except services.McpServerRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{server.name} is {server.get_status_display()}.")
+    return redirect("reliability:mcp_server_list")
+
+
+@login_required
+@require_POST
+def mcp_server_import(request: HttpRequest, server_id: int) -> HttpResponse:
+    server = _get_mcp_server_for_user_or_404(request.user, server_id)
+    try:
+        result = services.import_mcp_tools(server=server, by=request.user)
+    except services.McpServerRefused as exc:
+        messages.error(request, str(exc))
         return redirect("reliability:mcp_server_list")
-    return render(
-        request,
-        "reliability/mcp_servers.html",
-        {"servers": McpServer.objects.all(), "form": form},
-        status=400 if form.errors else 200,
-    )
+    except Exception as exc:  # noqa: BLE001 - any connection failure is shown to the owner, never a 500
+        messages.error(request, f"Could not list {server.name}'s tools: {describe_failure(exc, who='the server')}.")
+        return redirect("reliability:mcp_server_list")
+    return _mcp_servers_page(request, result=result)

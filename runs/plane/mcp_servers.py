@@ -10,7 +10,7 @@ from typing import Any
 from lib import egress
 from runs.errors import CallError, NotPermitted, RateLimited, Transient, Unavailable, egress_refused
 from runs.plane.downstream_errors import tool_refusal
-from runs.plane.models import McpServer, McpTransport
+from runs.plane.models import McpServer, McpServerStatus, McpTransport
 
 IDEMPOTENCY_META = "airlock/idempotency_key"
 
@@ -26,6 +26,8 @@ def connection_for(uri: str) -> dict:
     server = McpServer.objects.filter(name=name).first()
     if server is None:
         raise Unavailable(f"No MCP server named {name} is registered in this deployment.", code="unknown_server")
+    if server.status != McpServerStatus.APPROVED:  # a team's proposal nobody else has approved yet, or declined
+        raise Unavailable(f"The MCP server {name} is not approved for use.", code="server_not_approved")
     return {
         "name": server.name,
         "transport": server.transport,

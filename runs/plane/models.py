@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from console.models import Tenant
+from console.models import Team, Tenant
 from console.tenancy import TenantScopedQuerySet
 from lib.sealing import seal, unseal
 from policies.models import pattern_covers
@@ -22,19 +22,55 @@ class McpTransport(models.TextChoices):
     STDIO = "stdio", "stdio (local command)"
 
 
+class McpServerStatus(models.TextChoices):
+    """A team's proposal waits for a second person; only an approved server is called or imported from."""
+
+    PROPOSED = "proposed", "waiting for review"
+    APPROVED = "approved", "approved"
+    DECLINED = "declined", "declined"
+
+
+class McpServerQuerySet(models.QuerySet):
+    def approved(self) -> McpServerQuerySet:
+        return self.filter(status=McpServerStatus.APPROVED)
+
+    def visible_to(self, user) -> McpServerQuerySet:
+        """A platform admin sees every server; anyone else those of their own teams."""
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_superuser:
+            return self.all()
+        return self.filter(team__members=user)
+
+
 class McpServer(models.Model):
     """A registered MCP server reached by `mcp://<name>/<tool>` adapters.
 
     Connection settings (URL or command, headers with credentials) live here, sealed, so that
-    manifests, snapshots and traces only ever name the server.
+    manifests, snapshots and traces only ever name the server. A member of an owning team proposes one
+    for the team's skills; another person (a teammate or a platform admin) approves it
+    (reliability.services); a platform admin's own registration is approved at once.
     """
 
     name = models.SlugField(max_length=63, unique=True)
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="mcp_servers", help_text="Who owns it."
+    )
+    status = models.CharField(max_length=16, choices=McpServerStatus.choices, default=McpServerStatus.PROPOSED)
+    proposed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
     transport = models.CharField(max_length=8, choices=McpTransport.choices, default=McpTransport.HTTP)
     url = models.URLField(max_length=500, blank=True, help_text="Streamable HTTP endpoint, e.g. https://host/mcp.")
     command = models.CharField(max_length=500, blank=True, help_text="For stdio: the command line that starts it.")
     headers_sealed = models.TextField(blank=True, help_text="Extra HTTP headers (credentials), sealed.")
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = McpServerQuerySet.as_manager()
 
     class Meta:
         app_label = "reliability"

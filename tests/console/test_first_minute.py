@@ -77,12 +77,12 @@ def test_non_admins_see_no_grants_tab(client, viewer, approver, outsider):
     assert client.get(grants_url).status_code == 404
 
 
-def test_mcp_servers_are_in_the_platform_admins_navigation_only(client, platform_admin, tenant_admin, owner):
+def test_mcp_servers_are_linked_for_platform_admins_and_team_members_only(client, platform_admin, tenant_admin, owner):
     url = reverse("reliability:mcp_server_list")
-    login(client, platform_admin)
-    assert f'href="{url}"' in client.get(reverse("console:home")).content.decode()
-    assert client.get(url).status_code == 200
-    for user in (tenant_admin, owner):
+    for user in (platform_admin, owner):
         login(client, user)
-        assert url not in client.get(reverse("console:home")).content.decode()
-        assert client.get(url).status_code == 403
+        assert f'href="{url}"' in client.get(reverse("console:home")).content.decode()
+        assert client.get(url).status_code == 200
+    login(client, tenant_admin)  # in no owning team
+    assert url not in client.get(reverse("console:home")).content.decode()
+    assert client.get(url).status_code == 403

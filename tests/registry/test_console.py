@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from airlock.demo import seed_all
@@ -137,9 +138,12 @@ def test_diff_page_flags_breaking_changes(client, olivia):
     assert "new required field" in page and "breaking" in page
 
 
-def test_import_form_refuses_commands_and_non_team_members(client, alice, olivia):
+def test_import_form_refuses_commands_and_everyone_but_platform_admins(client, alice, olivia):
+    """Teams import from the servers a second person approved (reliability's MCP servers page), not from any URL."""
     login(client, alice)
     assert client.get(reverse("registry:import_mcp")).status_code == 403
     login(client, olivia)
+    assert client.post(reverse("registry:import_mcp"), {"target": "http://x.example/mcp"}).status_code == 403
+    login(client, get_user_model().objects.get(username="root"))  # the demo's platform admin
     response = client.post(reverse("registry:import_mcp"), {"target": "rm -rf /", "team": "support-tools"})
     assert response.status_code == 400 and "manage.py import_mcp" in response.content.decode()

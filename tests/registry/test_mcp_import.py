@@ -86,12 +86,13 @@ def http_server_url():
         process.wait(timeout=10)
 
 
-def test_console_form_imports_over_streamable_http(client, owner, owner_team, http_server_url):
+def test_console_form_imports_over_streamable_http(client, platform_admin, owner_team, http_server_url):
+    """A platform admin imports from any URL; teams from their approved servers (test_mcp_server_review.py)."""
     from django.urls import reverse
 
     from tests.conftest import login
 
-    login(client, owner)
+    login(client, platform_admin)
     response = client.post(
         reverse("registry:import_mcp"), {"target": http_server_url, "team": "support-tools", "server_name": "helpdesk"}
     )

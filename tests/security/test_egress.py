@@ -291,7 +291,7 @@ def via_http_skill(base: str, w: World) -> str:
 
 
 def via_mcp_import(base: str, w: World) -> str:
-    response = login(Client(), w.owner).post(
+    response = login(Client(), w.platform_admin).post(
         reverse("registry:import_mcp"), {"target": f"{base}/mcp", "team": "support-tools", "server_name": "probe"}
     )
     assert response.status_code == 400

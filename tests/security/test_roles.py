@@ -29,7 +29,6 @@ OPEN_TO_MEMBERS = {
     "console:invitation_decline": "answers an invitation addressed to oneself (anyone else's is 404)",
     "registry:validate": "live validation of a manifest being typed: checks, stores nothing",
     "registry_api:skill-validate": "validates a manifest, stores nothing",
-    "registry:import_mcp": "imports into a team the person belongs to (403 otherwise)",
     "policies:condition_check": "checks a CEL condition, stores nothing",
     "approvals_api:approval_list": "a read (GET only)",
 }
@@ -54,6 +53,8 @@ REFUSED_WITH_404 = {
     "console:team_member_add": "teams one is not in are not shown at all",
     "console:team_member_remove": "teams one is not in are not shown at all",
     "console:team_maintainer": "teams one is not in are not shown at all",
+    "reliability:mcp_server_review": "MCP servers of teams one is not in are not shown at all",
+    "reliability:mcp_server_import": "MCP servers of teams one is not in are not shown at all",
 }
 SKIP_PREFIXES = ("django-admin/", "api/schema/", "api/docs/", "healthz", "v1/")
 

@@ -178,6 +178,19 @@ def _teammate(w: World):
     return user
 
 
+def _mcp_server(w: World):
+    """A server acme's skills team proposed (by someone other than acme's user, who may review it)."""
+    from reliability.models import McpServer
+
+    proposer = _teammate(w)
+    return McpServer.objects.create(
+        name=f"acme-desk-{secrets.token_hex(3)}",
+        team=w.acme_team,
+        url="https://acme-desk.example/mcp",
+        proposed_by=proposer,
+    )
+
+
 Filler = Callable[[World], dict]
 
 FILLERS: dict[tuple[str, ...], Filler] = {
@@ -214,6 +227,7 @@ FILLERS: dict[tuple[str, ...], Filler] = {
     ("namespace",): lambda w: {"namespace": _namespace_claim(w)},
     ("team_slug",): lambda w: {"team_slug": w.acme_team.slug},
     ("team_slug", "user_id"): lambda w: {"team_slug": w.acme_team.slug, "user_id": _teammate(w).pk},
+    ("server_id",): lambda w: {"server_id": _mcp_server(w).pk},
 }
 
 # Parameters naming the global skill catalog: skills belong to teams, not tenants, and any
