@@ -346,9 +346,12 @@ def create_team(*, name: str, slug: str, maintainer, by) -> Team:
 
 
 def _locked_team_for_maintainer(team: Team, by) -> Team:
+    """The team, locked, if `by` maintains it once the lock is held (a concurrent change may have just
+    taken their place away)."""
+    team = Team.objects.select_for_update().get(pk=team.pk)
     if not team.is_maintained_by(by):
         raise PermissionDenied(f"Only the maintainers of {team.slug} change who is in it.")
-    return Team.objects.select_for_update().get(pk=team.pk)
+    return team
 
 
 @transaction.atomic

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from console import services
 from console.models import Membership, MembershipEvent, Role
-from tests.conftest import login
+from tests.conftest import login, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -165,3 +165,17 @@ def test_an_admin_of_another_tenant_cannot_remove_through_their_own_tenant(clien
 def test_the_members_page_leaves_a_place_for_approver_groups(client, tenant_admin):
     login(client, tenant_admin)
     assert 'id="approver-groups-slot"' in client.get(reverse("console:member_list", args=["acme"])).content.decode()
+
+
+def test_the_members_page_costs_the_same_queries_with_a_longer_log(
+    client, tenant_admin, viewer, acme, django_assert_max_num_queries
+):
+    login(client, tenant_admin)
+    url = reverse("console:member_list", args=["acme"])
+    with django_assert_max_num_queries(25) as few:
+        client.get(url)
+    for n in range(6):
+        user = make_user(f"member{n}", tenant=acme, roles=[Role.VIEWER])
+        services.set_member_roles(tenant=acme, user=user, roles={"viewer", "approver"}, by=tenant_admin)
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        assert client.get(url).status_code == 200

@@ -114,3 +114,16 @@ def test_platform_admin_creates_a_team_with_its_first_maintainer(client, platfor
 def test_services_refuse_a_non_maintainer_whatever_calls_them(owner_team, teammate, viewer):
     with pytest.raises(PermissionDenied):
         services.add_teammate(team=owner_team, user=viewer, by=teammate)
+
+
+def test_the_team_page_costs_the_same_queries_with_more_teammates(
+    client, maintainer, owner_team, django_assert_max_num_queries
+):
+    login(client, maintainer)
+    url = reverse("console:team_detail", args=[owner_team.slug])
+    with django_assert_max_num_queries(20) as few:
+        client.get(url)
+    for n in range(8):
+        services.add_teammate(team=owner_team, user=make_user(f"mate{n}"), by=maintainer)
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        assert client.get(url).status_code == 200

@@ -6,6 +6,8 @@ server, a user outside the team proposing for it or reviewing it, an agent calli
 
 import pytest
 from django.core.exceptions import PermissionDenied
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from console.models import Team
@@ -159,3 +161,19 @@ def test_a_platform_admin_registers_directly_and_reviews_any_proposal(client, pl
         reverse("reliability:mcp_server_list"), {"name": "own", "transport": "http", "url": "https://own.example/mcp"}
     )
     assert response.status_code == 403 and not McpServer.objects.filter(name="own").exists()
+
+
+def test_the_servers_page_costs_the_same_queries_with_more_servers(client, owner, teammate):
+    login(client, owner)
+    url = reverse("reliability:mcp_server_list")
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(url).status_code == 200
+        return len(captured.captured_queries)
+
+    propose(client, name="first")
+    one = queries()
+    for n in range(6):
+        propose(client, name=f"more-{n}", url=f"https://more-{n}.example/mcp")
+    assert 0 < queries() <= one
