@@ -288,9 +288,17 @@ def accept_invitation(*, invitation: Invitation, user) -> Invitation:
     with transaction.atomic():
         if not _close(invitation, end="accepted", accepted_by=user):
             raise InvitationClosed(f"This invitation is {invitation.status}.")
+        tenant = invitation.tenant
+        before = set(Membership.objects.filter(tenant=tenant, user=user).values_list("role", flat=True))
         for role in invitation.roles:
-            Membership.objects.get_or_create(tenant=invitation.tenant, user=user, role=role)
+            Membership.objects.get_or_create(tenant=tenant, user=user, role=role)
         _record(invitation, action="accepted", actor=user, detail={"roles": invitation.roles})
+        after = before | set(invitation.roles)
+        if after != before:
+            action = MembershipAction.ROLES_CHANGED if before else MembershipAction.ADDED
+            _record_access(
+                tenant=tenant, member=user, action=action, by=user, before=sorted(before), after=sorted(after)
+            )
     return invitation
 
 

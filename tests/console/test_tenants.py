@@ -81,3 +81,5 @@ def test_the_invited_first_admin_accepts_and_manages_the_new_tenant(client, plat
     invitation = Invitation.objects.get(tenant__slug="initech")
     client.post(reverse("console:invitation_accept", args=[invitation.pk]))
     assert client.get(reverse("console:member_list", args=["initech"])).status_code == 200
+    joined = MembershipEvent.objects.get(tenant__slug="initech", member=viewer)
+    assert (joined.action, joined.actor_label, joined.detail) == ("added", "viewer", {"before": [], "after": ["admin"]})
