@@ -18,6 +18,10 @@ class DecisionForm(forms.Form):
     )
 
 
+class CancelForm(forms.Form):
+    reason = forms.CharField(max_length=2000, help_text="Shown to the agent and kept in the audit log.")
+
+
 class InboxFilterForm(forms.Form):
     tenant = forms.CharField(required=False)
     agent = forms.CharField(required=False)

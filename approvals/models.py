@@ -16,6 +16,7 @@ from lib.identity import is_same_person
 class ApprovalStatus(models.TextChoices):
     PENDING = "pending"
     APPROVED = "approved"
+    SCHEDULED = "scheduled"
     DECLINED = "declined"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
@@ -24,17 +25,7 @@ class ApprovalStatus(models.TextChoices):
     FAILED = "failed"
 
 
-# The only moves a request can make; every one is recorded as an ApprovalEvent.
-TRANSITIONS: dict[str, set[str]] = {
-    ApprovalStatus.PENDING: {
-        ApprovalStatus.APPROVED,
-        ApprovalStatus.DECLINED,
-        ApprovalStatus.EXPIRED,
-        ApprovalStatus.CANCELLED,
-    },
-    ApprovalStatus.APPROVED: {ApprovalStatus.EXECUTING},
-    ApprovalStatus.EXECUTING: {ApprovalStatus.EXECUTED, ApprovalStatus.FAILED},
-}
+# Its moves are data in approvals.lifecycle, the one writer of `status`; each is recorded as an ApprovalEvent.
 NEGATIVE_STATUSES = {ApprovalStatus.DECLINED, ApprovalStatus.EXPIRED, ApprovalStatus.CANCELLED}
 
 
@@ -72,6 +63,9 @@ class ApprovalRequest(models.Model):
     context = models.JSONField(default=dict, help_text="agent, end user, task, recent steps.")
     approval_mode = models.CharField(max_length=16, choices=ApprovalMode.choices, default=ApprovalMode.REQUIRED)
     required_approvals = models.PositiveSmallIntegerField(default=1)
+    delay_seconds = models.PositiveIntegerField(
+        default=0, help_text="The skill's undo window (risk.delay_seconds) when the request opened: 0 runs at once."
+    )
     edited_arguments = models.JSONField(null=True, blank=True, help_text="The edited arguments, masked for display.")
     sealed_edited_arguments = models.TextField(blank=True, help_text="The edited raw arguments (lib.sealing).")
     edited_arguments_sha256 = models.CharField(max_length=64, blank=True)
@@ -85,6 +79,12 @@ class ApprovalRequest(models.Model):
     decided_via = models.CharField(max_length=16, blank=True, help_text="console, api or system.")
     decline_reason = models.TextField(blank=True)
     escalated_at = models.DateTimeField(null=True, blank=True)
+    scheduled_for = models.DateTimeField(
+        null=True, blank=True, help_text="An approved call in its undo window runs at this moment unless cancelled."
+    )
+    cancelled_by_label = models.CharField(
+        max_length=200, blank=True, help_text="Who took an approved call back during its undo window."
+    )
     outcome = models.JSONField(null=True, blank=True, help_text="The result the agent received.")
     completed_at = models.DateTimeField(null=True, blank=True, help_text="When the outcome was recorded.")
     resume_attempts = models.PositiveSmallIntegerField(default=0)
@@ -105,6 +105,11 @@ class ApprovalRequest(models.Model):
     @property
     def is_pending(self) -> bool:
         return self.status == ApprovalStatus.PENDING
+
+    @property
+    def is_scheduled(self) -> bool:
+        """Approved, waiting out its undo window: an approver may still cancel it."""
+        return self.status == ApprovalStatus.SCHEDULED
 
     @property
     def is_expired_now(self) -> bool:
@@ -129,7 +134,12 @@ class ApprovalRequest(models.Model):
     @property
     def decision_word(self) -> str:
         """What the person decided, even after the request moved on to executing or executed."""
-        if self.status in (ApprovalStatus.EXECUTING, ApprovalStatus.EXECUTED, ApprovalStatus.FAILED):
+        if self.status in (
+            ApprovalStatus.SCHEDULED,
+            ApprovalStatus.EXECUTING,
+            ApprovalStatus.EXECUTED,
+            ApprovalStatus.FAILED,
+        ) or (self.status == ApprovalStatus.CANCELLED and self.cancelled_by_label):
             return ApprovalStatus.APPROVED
         return self.status
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from approvals import broadcast, notifications, tasks
+from approvals import broadcast, lifecycle, notifications, tasks
 from approvals.masking import diff, mask, unmask
 from approvals.models import (
     NEGATIVE_STATUSES,
@@ -28,15 +28,14 @@ from approvals.models import (
 )
 from console.models import Role
 from console.tenancy import require_role
+from lib import clock
 from lib.canonical import sha256_of
 from lib.public_url import public_reverse
 from lib.schema_patterns import SchemaValidator, UnsupportedPattern
 from lib.sealing import seal, unseal
-from runs import lifecycle
+from runs import approval_outcomes
 from runs.authorization import decision_on
 from runs.events import append_event
-from runs.models import CallStatus, RunStatus
-from runs.services import execute_approved_call
 from traces.recording import record_span_safely
 from traces.redaction import redact, redact_text
 
@@ -44,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 RECENT_STEPS = 5
 ORPHAN_AFTER = timedelta(minutes=5)
+# A scheduled call's delayed task should start it on time; past this, the beat sweep enqueues it again.
+SCHEDULE_SLACK = timedelta(seconds=30)
 
 
 @dataclass
@@ -105,6 +106,12 @@ def approval_ttl(*, manifest: dict, tenant) -> timedelta:
     if isinstance(seconds, int) and seconds > 0:
         return timedelta(seconds=seconds)
     return tenant.approval_ttl
+
+
+def undo_delay(manifest: dict) -> int:
+    """The skill's undo window in seconds (`risk.delay_seconds`): an approved call waits this long, cancellable."""
+    seconds = (manifest.get("risk") or {}).get("delay_seconds")
+    return seconds if isinstance(seconds, int) and seconds > 0 else 0
 
 
 def _recent_steps(call) -> list[dict]:
@@ -185,6 +192,7 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
             ),
             approval_mode=mode,
             required_approvals=2 if mode == ApprovalMode.TWO_PERSON else 1,
+            delay_seconds=undo_delay(manifest),
             created_at=now,
             expires_at=now + approval_ttl(manifest=manifest, tenant=run.tenant),
         )
@@ -298,10 +306,24 @@ def _validated_edit(approval: ApprovalRequest, arguments: Any) -> _Edit | None:
     )
 
 
+def require_decider(user, approval: ApprovalRequest) -> None:
+    """Who may decide a request, and take it back during its undo window: the rule written once."""
+    require_role(user, approval.tenant, Role.APPROVER)
+
+
+def may_decide(user, approval: ApprovalRequest) -> bool:
+    """`require_decider` as a yes or no, for pages that offer the buttons."""
+    try:
+        require_decider(user, approval)
+    except PermissionDenied:
+        return False
+    return True
+
+
 def preview_edit(*, approval: ApprovalRequest, user, arguments: Any) -> list[dict]:
     """What approving with these arguments would change, checked as the decision will be (schema and policy);
     raises InvalidDecision with the reason when it would be refused. Records nothing."""
-    require_role(user, approval.tenant, Role.APPROVER)
+    require_decider(user, approval)
     edit = _validated_edit(approval, arguments)
     return [] if edit is None else edit_changes(approval, edit.raw)
 
@@ -329,7 +351,7 @@ def decide_approval(
     *, approval: ApprovalRequest, user, decision: str, reason: str = "", arguments: Any = None, via: str = "console"
 ) -> ApprovalRequest:
     """Approve or decline a pending request; the first decision wins, later ones get AlreadyDecided."""
-    require_role(user, approval.tenant, Role.APPROVER)
+    require_decider(user, approval)
     reason = redact_text((reason or "").strip())  # shown to the agent and kept: a pasted secret is masked
     if decision == "decline":
         if not reason:
@@ -367,7 +389,6 @@ def _finish_decision(
 ) -> ApprovalRequest:
     now = timezone.now()
     updates: dict[str, Any] = {
-        "status": to_status,
         "decided_at": now,
         "decided_by": user,
         "decided_by_label": _label(user),
@@ -380,12 +401,8 @@ def _finish_decision(
             sealed_edited_arguments=seal(edit.raw), edited_arguments=edit.masked, edited_arguments_sha256=edit.sha256
         )
     with transaction.atomic():
-        won = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING, expires_at__gt=now).update(
-            **updates
-        )
+        won = lifecycle.decide(approval, to=to_status, now=now, **updates)
         if won:
-            for name, value in updates.items():  # what the winning UPDATE wrote: the row as it now stands
-                setattr(approval, name, value)
             _record_decision(approval, user=user, to_status=to_status, reason=reason, via=via, edit=edit, extra=extra)
     if not won:
         _refuse_if_not_pending(approval)
@@ -425,19 +442,126 @@ def _record_decision(
 
 
 def _after_decision(approval: ApprovalRequest) -> None:
-    """Inside the deciding transaction: tell the agent, the approvers, and enqueue the resume task."""
+    """Inside the deciding transaction: tell the agent, the approvers, and enqueue the resume task (after the
+    skill's undo window, when it has one)."""
+    decision = approval.status
+    if approval.status == ApprovalStatus.APPROVED and approval.delay_seconds:
+        _schedule(approval)
     append_event(
         run=approval.call.run,
         kind="approval.decided",
         payload={
             "approval_id": approval.pk,
             "call_id": approval.call.call_id,
-            "decision": approval.status,
+            "decision": decision,
             "decided_by": approval.decided_by_label,
+            **({"runs_at": approval.scheduled_for.isoformat()} if approval.is_scheduled else {}),
         },
     )
     broadcast.approval_changed(approval)
-    tasks.resume_call.delay_on_commit(approval.pk)
+    if approval.is_scheduled:
+        delay, approval_id = approval.delay_seconds, approval.pk
+        transaction.on_commit(lambda: tasks.resume_call.apply_async((approval_id,), countdown=delay))
+    else:
+        tasks.resume_call.delay_on_commit(approval.pk)
+
+
+def _schedule(approval: ApprovalRequest) -> None:
+    """Approved → scheduled: the call runs once its undo window is over, unless an approver cancels it first."""
+    runs_at = clock.now() + timedelta(seconds=approval.delay_seconds)
+    if not lifecycle.schedule(approval, runs_at=runs_at):
+        return
+    _record(
+        approval,
+        actor=SYSTEM,
+        action="scheduled",
+        from_status=ApprovalStatus.APPROVED,
+        to_status=ApprovalStatus.SCHEDULED,
+        detail={"runs_at": runs_at.isoformat(), "delay_seconds": approval.delay_seconds},
+    )
+    transaction.on_commit(
+        lambda: _record_span(
+            run=approval.call.run,
+            kind="approval",
+            name="approval.scheduled",
+            started_at=approval.decided_at or runs_at,
+            ended_at=approval.decided_at or runs_at,
+            call=approval.call,
+            skill_name=approval.skill_name,
+            skill_version=approval.skill_version,
+            outcome=ApprovalStatus.SCHEDULED,
+            attributes={"approval_id": approval.pk, "runs_at": runs_at.isoformat()},
+        )
+    )
+
+
+class TooLateToCancel(Exception):
+    """The request is not waiting out an undo window (any more): its call started, or it never had one."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        self.request = request
+        if request.status in (ApprovalStatus.EXECUTING, ApprovalStatus.EXECUTED, ApprovalStatus.FAILED):
+            message = "The call has already started; it can no longer be cancelled."
+        elif request.status == ApprovalStatus.CANCELLED and request.cancelled_by_label:
+            message = f"{request.cancelled_by_label} already cancelled it: {request.decline_reason}"
+        elif request.is_pending:
+            message = "The request is still pending: decline it instead."
+        else:
+            message = f"The request is {request.status}; only a scheduled call can be cancelled."
+        super().__init__(message)
+
+
+def cancel_scheduled_approval(*, approval: ApprovalRequest, user, reason: str, via: str = "console") -> ApprovalRequest:
+    """Take an approved call back during its undo window. Anyone who could decide the request may; racing
+    the worker that starts the call, one conditional UPDATE decides and the loser gets TooLateToCancel."""
+    require_decider(user, approval)
+    reason = redact_text((reason or "").strip())
+    if not reason:
+        raise InvalidDecision("Say why you cancel: the reason is shown to the agent and kept in the audit log.")
+    if not _cancel_scheduled(approval, actor=Actor.of(user), reason=reason, via=via):
+        approval.refresh_from_db()
+        raise TooLateToCancel(approval)
+    return approval
+
+
+def _cancel_scheduled(approval: ApprovalRequest, *, actor: Actor, reason: str, via: str) -> bool:
+    now = timezone.now()
+    with transaction.atomic():
+        if not lifecycle.cancel_scheduled(approval, cancelled_by_label=actor.label, decline_reason=reason):
+            return False
+        _record(
+            approval,
+            actor=actor,
+            action="cancelled",
+            from_status=ApprovalStatus.SCHEDULED,
+            to_status=ApprovalStatus.CANCELLED,
+            detail={"via": via, "reason": reason, "runs_at": approval.scheduled_for.isoformat()},
+        )
+        append_event(
+            run=approval.call.run,
+            kind="approval.decided",
+            payload={
+                "approval_id": approval.pk,
+                "call_id": approval.call.call_id,
+                "decision": ApprovalStatus.CANCELLED,
+                "decided_by": actor.label,
+            },
+        )
+        broadcast.approval_changed(approval)
+        tasks.resume_call.delay_on_commit(approval.pk)  # records the refusal the agent receives
+    _record_span(
+        run=approval.call.run,
+        kind="approval_decision",
+        name="approval.cancelled",
+        started_at=approval.decided_at or now,
+        ended_at=now,
+        call=approval.call,
+        skill_name=approval.skill_name,
+        skill_version=approval.skill_version,
+        outcome=ApprovalStatus.CANCELLED,
+        attributes={"approval_id": approval.pk, "cancelled_by": actor.label, "reason": reason},
+    )
+    return True
 
 
 def _vote(approval: ApprovalRequest, *, user, reason: str, via: str) -> ApprovalRequest:
@@ -489,8 +613,9 @@ def _vote_locked(locked: ApprovalRequest, *, user, reason: str, via: str) -> App
 def _close_by_system(approval: ApprovalRequest, *, to_status: str, label: str, reason: str) -> bool:
     now = timezone.now()
     with transaction.atomic():
-        won = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.PENDING).update(
-            status=to_status,
+        won = lifecycle.close_pending(
+            approval,
+            to=to_status,
             decided_at=now,
             decided_by=None,
             decided_by_label=label,
@@ -499,7 +624,6 @@ def _close_by_system(approval: ApprovalRequest, *, to_status: str, label: str, r
         )
         if not won:
             return False
-        approval.refresh_from_db()
         _record(
             approval,
             actor=SYSTEM,
@@ -529,20 +653,28 @@ def expire_due_approvals(*, now=None) -> int:
 
 
 def cancel_approvals_for_run(*, run, reason: str) -> int:
-    """For the gate: the run was cancelled, so its pending requests are too."""
-    pending = ApprovalRequest.objects.pending().filter(call__run=run).select_related("tenant", "call__run")
-    return sum(
-        1
-        for approval in pending
-        if _close_by_system(approval, to_status=ApprovalStatus.CANCELLED, label="system (cancelled)", reason=reason)
-    )
+    """For the gate: the run was cancelled, so its pending requests are too, and its approved calls still in
+    their undo window."""
+    waiting = ApprovalRequest.objects.filter(
+        call__run=run, status__in=[ApprovalStatus.PENDING, ApprovalStatus.SCHEDULED]
+    ).select_related("tenant", "call__run")
+    cancelled = 0
+    for approval in waiting:
+        if approval.is_scheduled:
+            cancelled += _cancel_scheduled(
+                approval, actor=Actor(label="system (run closed)"), reason=reason, via="system"
+            )
+        else:
+            cancelled += _close_by_system(
+                approval, to_status=ApprovalStatus.CANCELLED, label="system (cancelled)", reason=reason
+            )
+    return cancelled
 
 
 def cancel_when_run_closes(event) -> None:
     """Run event listener: a run the agent closed will never resume, so its pending requests are cancelled."""
-    status = event.payload.get("status")
-    if event.kind == "run.status" and status in lifecycle.RUN_CLOSED:
-        cancel_approvals_for_run(run=event.run, reason=f"The agent closed the run as {status}.")
+    if approval_outcomes.closes_run(event):
+        cancel_approvals_for_run(run=event.run, reason=f"The agent closed the run as {event.payload['status']}.")
 
 
 def escalation_threshold(approval: ApprovalRequest) -> timedelta:
@@ -614,6 +746,13 @@ def negative_result(approval: ApprovalRequest) -> dict:
             "code": "approval_expired",
             "message": f"{approval.decline_reason} The call was not executed. Do not retry it automatically.",
         }
+    elif approval.cancelled_by_label:
+        error = {
+            "class": "declined",
+            "code": "approval_cancelled",
+            "message": f"{approval.cancelled_by_label} cancelled this approved call before it ran: "
+            f"{approval.decline_reason} Do not retry it; ask the user or propose something different.",
+        }
     else:
         error = {
             "class": "declined",
@@ -635,42 +774,18 @@ def _arguments_for_execution(approval: ApprovalRequest) -> Any:
     return arguments
 
 
-def _record_negative_call_outcome(approval: ApprovalRequest, result: dict) -> None:
-    call_status = CallStatus.EXPIRED if approval.status == ApprovalStatus.EXPIRED else CallStatus.DECLINED
-    lifecycle.refuse_waiting(
-        approval.call,
-        status=call_status,
-        error_class=result["error"]["class"],
-        result=result,
-        finished_at=timezone.now(),
-    )
-
-
-def _resume_run_if_unblocked(run) -> None:
-    """The run waits on approvals while any of its calls does; once none does, it runs again."""
-    if lifecycle.resume_if_unblocked(run):
-        append_event(run=run, kind="run.status", payload={"status": RunStatus.RUNNING, "reason": "approvals settled"})
-
-
 def _complete(approval: ApprovalRequest, *, from_status: str, to_status: str, result: dict) -> bool:
     """Record the outcome exactly once; the loser of a race (a re-delivered task) does nothing."""
     result = redact(result)  # already redacted when the call ran; the approval's own copy is checked too
     now = timezone.now()
     with transaction.atomic():
-        completed = {
-            "status": to_status,
-            "outcome": result,
-            "completed_at": now,
-            "last_error": "",
-            "sealed_edited_arguments": "",
-        }
-        won = ApprovalRequest.objects.filter(pk=approval.pk, status=from_status, completed_at__isnull=True).update(
-            **completed
-        )
+        completed = {"outcome": result, "completed_at": now, "last_error": "", "sealed_edited_arguments": ""}
+        if from_status == to_status:
+            won = lifecycle.complete_refused(approval, **completed)
+        else:
+            won = lifecycle.finish(approval, to=to_status, **completed)
         if not won:
             return False
-        for name, value in completed.items():  # what the winning UPDATE wrote: the row as it now stands
-            setattr(approval, name, value)
         if from_status != to_status:
             error = result.get("error") or {}
             detail = {"is_error": bool(result.get("is_error"))}
@@ -690,7 +805,7 @@ def _complete(approval: ApprovalRequest, *, from_status: str, to_status: str, re
             kind="call.completed",
             payload={"call_id": approval.call.call_id, "approval_id": approval.pk, "result": result},
         )
-        _resume_run_if_unblocked(approval.call.run)
+        approval_outcomes.resume_run_if_unblocked(approval.call.run)
         broadcast.approval_changed(approval)
     _record_span(
         run=approval.call.run,
@@ -720,17 +835,18 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
     approval = ApprovalRequest.objects.select_related("call__run", "tenant", "call__skill_version").get(pk=approval_id)
     if approval.completed_at is not None or approval.status == ApprovalStatus.PENDING:
         return approval
+    if approval.is_scheduled and approval.scheduled_for > clock.now():
+        return approval  # delivered before its time: the beat sweep (resume_orphaned_approvals) enqueues it again
     if approval.status in NEGATIVE_STATUSES:
         result = negative_result(approval)
         with transaction.atomic():
-            _record_negative_call_outcome(approval, result)
+            approval_outcomes.settle_refused(call=approval.call, result=result)
             _complete(approval, from_status=approval.status, to_status=approval.status, result=result)
         return approval
-    if approval.status == ApprovalStatus.APPROVED:
+    if approval.status in lifecycle.approval_sources(ApprovalStatus.EXECUTING):
+        from_status = approval.status
         with transaction.atomic():  # the claim and its audit row commit together
-            claimed = ApprovalRequest.objects.filter(pk=approval.pk, status=ApprovalStatus.APPROVED).update(
-                status=ApprovalStatus.EXECUTING, resume_attempts=F("resume_attempts") + 1
-            )
+            claimed = lifecycle.claim_execution(approval)
             # Only the claim's columns: the call, run and tenant read above stay loaded for what follows.
             approval.refresh_from_db(fields=["status", "resume_attempts", "completed_at"])
             if claimed:
@@ -738,7 +854,7 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
                     approval,
                     actor=SYSTEM,
                     action="executing",
-                    from_status=ApprovalStatus.APPROVED,
+                    from_status=from_status,
                     to_status=ApprovalStatus.EXECUTING,
                 )
                 broadcast.approval_changed(approval)
@@ -746,9 +862,9 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
         ApprovalRequest.objects.filter(pk=approval.pk).update(resume_attempts=F("resume_attempts") + 1)
     if approval.status != ApprovalStatus.EXECUTING or approval.completed_at is not None:
         return approval
-    # A call already final (a worker died after recording it) needs no arguments: its raw ones are gone.
-    final = approval.call.status in lifecycle.CALL_FINAL
-    result = execute_approved_call(call=approval.call, arguments=None if final else _arguments_for_execution(approval))
+    result = approval_outcomes.execute_approved(
+        call=approval.call, arguments=lambda: _arguments_for_execution(approval)
+    )
     final = ApprovalStatus.FAILED if result.get("is_error") else ApprovalStatus.EXECUTED
     _complete(
         approval, from_status=ApprovalStatus.EXECUTING, to_status=final, result={**result, "approval_id": approval.pk}
@@ -758,16 +874,21 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
 
 
 def resume_orphaned_approvals() -> int:
-    """Beat: approved requests whose resume task was lost (approved for a while and never claimed), or
-    whose call already has its final outcome (the lease sweep settled it): enqueue the resume again;
-    it executes nothing twice, and records the outcome once."""
+    """Beat: approved requests whose resume task was lost (approved for a while and never claimed), scheduled
+    ones past their time by more than a beat (a worker lost the delayed task, or ran it early), or ones whose
+    call already has its final outcome (the lease sweep settled it): enqueue the resume again; it executes
+    nothing twice, and records the outcome once."""
     waiting = ApprovalRequest.objects.filter(
-        status__in=[ApprovalStatus.APPROVED, ApprovalStatus.EXECUTING], completed_at__isnull=True
+        status__in=[ApprovalStatus.APPROVED, ApprovalStatus.SCHEDULED, ApprovalStatus.EXECUTING],
+        completed_at__isnull=True,
     )
     lost = timezone.now() - ORPHAN_AFTER
+    overdue = clock.now() - SCHEDULE_SLACK
     orphans = list(
         waiting.filter(
-            Q(call__status__in=lifecycle.CALL_FINAL) | Q(status=ApprovalStatus.APPROVED, decided_at__lt=lost)
+            approval_outcomes.with_outcome("call")
+            | Q(status=ApprovalStatus.APPROVED, decided_at__lt=lost)
+            | Q(status=ApprovalStatus.SCHEDULED, scheduled_for__lt=overdue)
         ).values_list("pk", flat=True)[:100]
     )
     for approval_id in orphans:

@@ -10,11 +10,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals import presentation, queries, services
-from approvals.forms import DecisionForm, InboxFilterForm
+from approvals.forms import CancelForm, DecisionForm, InboxFilterForm
 from approvals.models import ApprovalEvent, ApprovalRequest
 from approvals.services import escalation_threshold
-from console.models import Agent, Role
-from console.tenancy import get_visible_or_404, has_role, tenants_for
+from console.models import Agent
+from console.tenancy import get_visible_or_404, tenants_for
+from lib import clock
 
 
 def _get_approval_for_user(user, approval_id: int) -> ApprovalRequest:
@@ -93,13 +94,14 @@ def _detail_context(approval: ApprovalRequest, user, error: str = "") -> dict:
     context.update(
         events=approval.events.select_related("actor"),
         votes=approval.votes.select_related("user"),
-        can_decide=has_role(user, approval.tenant, Role.APPROVER),
+        can_decide=services.may_decide(user, approval),
         error=error,
         outcome_json=json.dumps(approval.outcome, indent=2, sort_keys=True) if approval.outcome else "",
         edited_json=json.dumps(approval.edited_arguments, indent=2, sort_keys=True)
         if approval.edited_arguments is not None
         else "",
         edited_fields=presentation.edited_fields(approval),
+        runs_in=max(0, round((approval.scheduled_for - clock.now()).total_seconds())) if approval.is_scheduled else 0,
     )
     return context
 
@@ -109,8 +111,7 @@ def _detail_context(approval: ApprovalRequest, user, error: str = "") -> dict:
 def preview_edit(request: HttpRequest, approval_id: int) -> HttpResponse:
     """The diff an edit would make, checked as the decision will be; nothing is recorded."""
     approval = _get_approval_for_user(request.user, approval_id)
-    if not has_role(request.user, approval.tenant, Role.APPROVER):
-        raise PermissionDenied("Only approvers of this tenant decide its requests.")
+    services.require_decider(request.user, approval)
     arguments = request.POST.get("arguments", "")
     context = {
         "approval": approval,
@@ -131,8 +132,7 @@ def preview_edit(request: HttpRequest, approval_id: int) -> HttpResponse:
 @require_POST
 def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     approval = _get_approval_for_user(request.user, approval_id)
-    if not has_role(request.user, approval.tenant, Role.APPROVER):  # the role before the form: viewers get 403
-        raise PermissionDenied("Only approvers of this tenant decide its requests.")
+    services.require_decider(request.user, approval)  # the role before the form: viewers get 403
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return _decision_reply(request, approval, error="Choose approve or decline.", status=400)
@@ -153,6 +153,27 @@ def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     except PermissionDenied as exc:
         return _decision_reply(request, approval, error=str(exc), status=403)
     return _decision_reply(request, approval, error="", status=200)
+
+
+@login_required
+@require_POST
+def cancel(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """Take an approved call back during its undo window."""
+    approval = _get_approval_for_user(request.user, approval_id)
+    services.require_decider(request.user, approval)  # the role before the form: viewers get 403
+    form = CancelForm(request.POST)
+    if not form.is_valid():
+        error = "Say why you cancel: the reason is shown to the agent and kept in the audit log."
+        return render(request, "approvals/detail.html", _detail_context(approval, request.user, error), status=400)
+    try:
+        services.cancel_scheduled_approval(approval=approval, user=request.user, reason=form.cleaned_data["reason"])
+    except services.TooLateToCancel as exc:
+        approval.refresh_from_db()
+        return render(request, "approvals/detail.html", _detail_context(approval, request.user, str(exc)), status=409)
+    except services.InvalidDecision as exc:
+        return render(request, "approvals/detail.html", _detail_context(approval, request.user, str(exc)), status=400)
+    messages.success(request, f"Request {approval.pk}: cancelled; the call will not run.")
+    return redirect("approvals:detail", approval.pk)
 
 
 def _decision_reply(request: HttpRequest, approval: ApprovalRequest, *, error: str, status: int) -> HttpResponse:

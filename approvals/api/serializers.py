@@ -40,6 +40,9 @@ def approval_to_dict(approval: ApprovalRequest, user, approver_tenant_ids: set[i
         "decided_via": approval.decided_via or None,
         "decline_reason": approval.decline_reason or None,
         "edited_arguments": approval.edited_arguments,
+        "delay_seconds": approval.delay_seconds,
+        "scheduled_for": approval.scheduled_for.isoformat() if approval.scheduled_for else None,
+        "cancelled_by": approval.cancelled_by_label or None,
         "outcome": approval.outcome,
     }
 
@@ -58,6 +61,12 @@ class ApprovalDecisionSerializer(serializers.Serializer):
         default=None,
         help_text="Approve with these arguments instead (checked against the skill's "
         "input schema and the policy again).",
+    )
+
+
+class ApprovalCancelSerializer(serializers.Serializer):
+    reason = serializers.CharField(
+        max_length=2000, help_text="Why the approved call must not run: shown to the agent and kept in the audit log."
     )
 
 
@@ -116,6 +125,11 @@ class ApprovalSerializer(serializers.Serializer):
     decided_via = serializers.CharField(allow_null=True)
     decline_reason = serializers.CharField(allow_null=True)
     edited_arguments = serializers.JSONField(allow_null=True, help_text="The approver's edit, masked for display.")
+    delay_seconds = serializers.IntegerField(help_text="The skill's undo window: approved calls wait this long.")
+    scheduled_for = serializers.DateTimeField(
+        allow_null=True, help_text="When a `scheduled` call runs unless an approver cancels it first."
+    )
+    cancelled_by = serializers.CharField(allow_null=True, help_text="Who cancelled it during its undo window.")
     outcome = CallResultSerializer(allow_null=True, help_text="The result the agent received.")
 
 

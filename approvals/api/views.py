@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from approvals import queries, services
 from approvals.api.serializers import (
+    ApprovalCancelSerializer,
     ApprovalDecisionSerializer,
     ApprovalListSerializer,
     ApprovalSerializer,
@@ -100,6 +101,33 @@ def approval_decision(request: Request, approval_id: int) -> Response:
     except services.InvalidDecision as exc:
         extra = {"fields": exc.fields} if exc.fields else {}
         return Response(error_body("validation", "invalid_decision", str(exc), **extra), status=400)
+    except PermissionDenied as exc:
+        return Response(error_body("authorization", "not_allowed", str(exc)), status=403)
+    return Response(approval_to_dict(_queryset().get(pk=approval.pk), request.user))
+
+
+@extend_schema(
+    operation_id="approvals_cancel",
+    request=ApprovalCancelSerializer,
+    responses={200: ApprovalSerializer, **error_responses(400, 403, 404, 409)},
+)
+@api_view(["POST"])
+@permission_classes([IsHuman])
+def approval_cancel(request: Request, approval_id: int) -> Response:
+    """Take back an approved call during its undo window (status `scheduled`), with the deciding rules."""
+    approval = get_visible_or_404(_for_deciding(), request.user, pk=approval_id)
+    body = ApprovalCancelSerializer(data=request.data)
+    try:
+        services.require_decider(request.user, approval)  # the role before the body: 403, not 400
+        if not body.is_valid():
+            return invalid_body(body, "invalid_cancel", "Say why you cancel, in `reason`.")
+        approval = services.cancel_scheduled_approval(
+            approval=approval, user=request.user, reason=body.validated_data["reason"], via="api"
+        )
+    except services.TooLateToCancel as exc:
+        return Response(error_body("conflict", "not_cancellable", str(exc)), status=status.HTTP_409_CONFLICT)
+    except services.InvalidDecision as exc:
+        return Response(error_body("validation", "invalid_cancel", str(exc)), status=400)
     except PermissionDenied as exc:
         return Response(error_body("authorization", "not_allowed", str(exc)), status=403)
     return Response(approval_to_dict(_queryset().get(pk=approval.pk), request.user))
