@@ -460,10 +460,19 @@ def _after_decision(approval: ApprovalRequest) -> None:
     )
     broadcast.approval_changed(approval)
     if approval.is_scheduled:
-        delay, approval_id = approval.delay_seconds, approval.pk
-        transaction.on_commit(lambda: tasks.resume_call.apply_async((approval_id,), countdown=delay))
+        countdown, approval_id = resume_countdown(approval), approval.pk
+        transaction.on_commit(lambda: tasks.resume_call.apply_async((approval_id,), countdown=countdown))
     else:
         tasks.resume_call.delay_on_commit(approval.pk)
+
+
+def resume_countdown(approval: ApprovalRequest) -> float:
+    """Seconds until a scheduled call is due, capped below the broker's visibility timeout: a delayed task
+    held longer would be delivered again and again (the task re-enqueues itself for what is left)."""
+    if not approval.is_scheduled:
+        return 0.0
+    remaining = (approval.scheduled_for - clock.now()).total_seconds()
+    return max(0.0, min(remaining, settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] / 2))
 
 
 def _schedule(approval: ApprovalRequest) -> None:

@@ -30,7 +30,7 @@ WEBHOOK_QUEUE = "webhooks"
 def resume_call(self, approval_id: int) -> None:
     """Resume the paused call of a decided request; running it twice acts once."""
     try:
-        services.resume_approval(approval_id=approval_id)
+        approval = services.resume_approval(approval_id=approval_id)
     except CallHeldElsewhere as exc:  # another delivery is executing it; look again once its lease may end
         raise self.retry(countdown=exc.retry_after, max_retries=RESUME_MAX_RETRIES * 10) from exc
     except Exception as exc:
@@ -39,6 +39,9 @@ def resume_call(self, approval_id: int) -> None:
         if final:
             raise
         raise self.retry(exc=exc, countdown=min(300, 2**self.request.retries) + random.random()) from exc
+    countdown = services.resume_countdown(approval)
+    if countdown and not self.request.is_eager:  # a long undo window, waited out in steps
+        resume_call.apply_async((approval_id,), countdown=countdown)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True, queue=WEBHOOK_QUEUE)
