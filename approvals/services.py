@@ -488,19 +488,21 @@ def _schedule(approval: ApprovalRequest) -> None:
         to_status=ApprovalStatus.SCHEDULED,
         detail={"runs_at": runs_at.isoformat(), "delay_seconds": approval.delay_seconds},
     )
-    transaction.on_commit(
-        lambda: _record_span(
-            run=approval.call.run,
-            kind="approval",
-            name="approval.scheduled",
-            started_at=approval.decided_at or runs_at,
-            ended_at=approval.decided_at or runs_at,
-            call=approval.call,
-            skill_name=approval.skill_name,
-            skill_version=approval.skill_version,
-            outcome=ApprovalStatus.SCHEDULED,
-            attributes={"approval_id": approval.pk, "runs_at": runs_at.isoformat()},
-        )
+    _record_span(  # in its own savepoint: kept only if the decision commits
+        run=approval.call.run,
+        kind="approval",
+        name="approval.scheduled",
+        started_at=approval.decided_at or runs_at,
+        ended_at=approval.decided_at or runs_at,
+        call=approval.call,
+        skill_name=approval.skill_name,
+        skill_version=approval.skill_version,
+        outcome=ApprovalStatus.SCHEDULED,
+        attributes={
+            "approval_id": approval.pk,
+            "runs_at": runs_at.isoformat(),
+            "delay_seconds": approval.delay_seconds,
+        },
     )
 
 
