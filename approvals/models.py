@@ -107,6 +107,12 @@ class ApprovalRequest(models.Model):
         return self.status == ApprovalStatus.PENDING
 
     @property
+    def is_open(self) -> bool:
+        """The call has not run and was not refused: its raw arguments are still kept (pending, or approved and
+        not yet started, as in its undo window)."""
+        return self.status in (ApprovalStatus.PENDING, ApprovalStatus.APPROVED, ApprovalStatus.SCHEDULED)
+
+    @property
     def is_scheduled(self) -> bool:
         """Approved, waiting out its undo window: an approver may still cancel it."""
         return self.status == ApprovalStatus.SCHEDULED

@@ -71,7 +71,7 @@ def _manifest(approval: ApprovalRequest) -> dict:
 
 def may_unseal(approval: ApprovalRequest, user, approver_tenant_ids: set[int] | None = None) -> bool:
     """Real values only for an approver of the request's tenant, and only while the request is open."""
-    if not (approval.is_pending and approval.call.sealed_arguments):
+    if not (approval.is_open and approval.call.sealed_arguments):
         return False
     if approver_tenant_ids is not None:
         return approval.tenant_id in approver_tenant_ids

@@ -2,7 +2,7 @@
 
 from django.db.models import Count, Min, QuerySet
 
-from approvals.models import ApprovalRequest
+from approvals.models import ApprovalRequest, ApprovalStatus
 from console.models import Role
 
 
@@ -28,6 +28,11 @@ def pending_for(user, filters: dict | None = None) -> QuerySet[ApprovalRequest]:
     if filters.get("effect"):
         queryset = queryset.filter(effect=filters["effect"])
     return queryset.order_by("-created_at", "-id")
+
+
+def scheduled_for(user) -> QuerySet[ApprovalRequest]:
+    """Approved calls still in their undo window, in the tenants where the user approves: next to run first."""
+    return approvable(user).filter(status=ApprovalStatus.SCHEDULED).select_related("tenant").order_by("scheduled_for")
 
 
 def pending_count(user) -> int:

@@ -59,6 +59,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     approver_tenants = tenants_for(request.user, "approver")
     context.update(
         recent=queries.approvable(request.user).decided().select_related("tenant").order_by("-decided_at")[:15],
+        scheduled=queries.scheduled_for(request.user)[:50],
         approver_tenants=approver_tenants,
         agents=Agent.objects.filter(tenant__in=approver_tenants).values_list("name", flat=True).distinct(),
     )
@@ -186,7 +187,14 @@ def _decision_reply(request: HttpRequest, approval: ApprovalRequest, *, error: s
     if error:
         approval.refresh_from_db()
         return render(request, "approvals/detail.html", _detail_context(approval, request.user, error), status=status)
-    messages.success(request, f"Request {approval.pk}: {approval.status}.")
+    if approval.is_scheduled:
+        messages.success(
+            request,
+            f"Request {approval.pk}: approved. It runs at {approval.scheduled_for:%H:%M:%S} UTC, "
+            "unless an approver cancels it before then.",
+        )
+    else:
+        messages.success(request, f"Request {approval.pk}: {approval.status}.")
     if request.POST.get("return_to") == "detail":
         return redirect("approvals:detail", approval.pk)
     return redirect("approvals:inbox")

@@ -36,6 +36,7 @@ def _skill(
     idempotent: bool = False,
     timeout_ms: int = 5000,
     version: str = "1.0.0",
+    delay_seconds: int = 0,
 ) -> dict:
     tool = name.rsplit(".", 1)[-1]
     discovery = DISCOVERY.get(name, {})
@@ -52,6 +53,7 @@ def _skill(
             "data_classification": data,
             "approval": approval,
             "untrusted_output": untrusted_output,
+            **({"delay_seconds": delay_seconds} if delay_seconds else {}),
         },
         "permissions": {"allowed_agent_roles": roles, "allowed_tenants": ALL_TENANTS, "oauth_scopes": scopes or []},
         "execution": {
@@ -318,6 +320,7 @@ CATALOG = [
         team="support-tools",
         scopes=["email.send"],
         max_attempts=1,
+        delay_seconds=30,  # an e-mail cannot be unsent: approvers get 30 s to take an approval back
         timeout_ms=10000,
     ),
     _skill(

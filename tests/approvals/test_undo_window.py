@@ -221,3 +221,12 @@ def test_a_long_window_is_waited_out_in_steps_below_the_visibility_timeout(acme,
     clock.advance(86400 - 10)
     assert 0 < services.resume_countdown(request) <= 10
     assert request.scheduled_for - request.decided_at >= timedelta(seconds=86400 - 5)
+
+
+def test_the_inbox_lists_calls_in_their_window_to_approvers_only(client, scheduled, second_approver, viewer, outsider):
+    cancel = reverse("approvals:cancel", args=[scheduled.pk])
+    page = login(client, second_approver).get(reverse("approvals:inbox")).content.decode()
+    assert "In their undo window" in page and cancel in page
+    for other in (viewer, outsider):
+        page = login(client, other).get(reverse("approvals:inbox")).content.decode()
+        assert "In their undo window" not in page and cancel not in page
