@@ -31,6 +31,8 @@ APPROVAL_MACHINE: dict[str | None, frozenset[str]] = {
     ApprovalStatus.EXECUTING: frozenset({ApprovalStatus.EXECUTED, ApprovalStatus.FAILED}),
 }
 APPROVAL_FINAL = frozenset(NEGATIVE_STATUSES | {ApprovalStatus.EXECUTED, ApprovalStatus.FAILED})
+# Still moving: retention keeps a run while any of its requests is in one of these.
+APPROVAL_LIVE = frozenset(source for source in APPROVAL_MACHINE if source is not None)
 
 
 class IllegalTransition(ValueError):

@@ -23,8 +23,9 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from approvals import lifecycle as approval_lifecycle
 from approvals import retention as audit
-from approvals.models import ApprovalRequest, ApprovalStatus, WebhookDelivery
+from approvals.models import ApprovalRequest, WebhookDelivery
 from reliability.models import (
     JobStatus,
     LongJob,
@@ -38,7 +39,7 @@ from runs.models import CallStatus, IdempotencyRecord, Run, RunEvent, RunStatus,
 
 CLOSED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 LIVE_CALL_STATUSES = (CallStatus.EXECUTING, CallStatus.AWAITING_APPROVAL)
-LIVE_APPROVAL_STATUSES = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED, ApprovalStatus.EXECUTING)
+LIVE_APPROVAL_STATUSES = tuple(approval_lifecycle.APPROVAL_LIVE)
 LIVE_PIPELINE_STATUSES = (PipelineStatus.PENDING, PipelineStatus.RUNNING, PipelineStatus.WAITING)
 RUNS_PER_GROUP = 100
 DEFAULT_MAX_BATCHES = 200
