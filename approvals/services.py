@@ -847,7 +847,7 @@ def resume_approval(*, approval_id: int) -> ApprovalRequest:
     if approval.completed_at is not None or approval.status == ApprovalStatus.PENDING:
         return approval
     if approval.is_scheduled and approval.scheduled_for > clock.now():
-        return approval  # delivered before its time: the beat sweep (resume_orphaned_approvals) enqueues it again
+        return approval  # before its time: the task enqueues itself for what is left (resume_countdown)
     if approval.status in NEGATIVE_STATUSES:
         result = negative_result(approval)
         with transaction.atomic():
