@@ -205,7 +205,7 @@ def _decision_reply(request: HttpRequest, approval: ApprovalRequest, *, error: s
 def history(request: HttpRequest) -> HttpResponse:
     """The decisions this approver made, newest first."""
     events = (
-        ApprovalEvent.objects.filter(actor=request.user, action__in=["approved", "declined", "vote"])
+        ApprovalEvent.objects.filter(actor=request.user, action__in=["approved", "declined", "vote", "cancelled"])
         .select_related("request", "tenant")
         .order_by("-created_at", "-id")
     )

@@ -193,6 +193,8 @@ def test_the_console_page_shows_the_window_and_cancels(client, scheduled, second
     page = client.get(url).content.decode()
     assert "Taken back by" in page and "the customer called back" in page
     assert client.post(cancel, {"reason": "again"}).status_code == 409
+    history = client.get(reverse("approvals:history")).content.decode()
+    assert "cancelled" in history and "the customer called back" in history  # among approver2's decisions
 
 
 def test_a_closed_run_takes_its_scheduled_calls_with_it(scheduled, executions, clock):
