@@ -27,6 +27,7 @@ class ApprovalChanged:
     approval_id: int
     tenant: str
     status: str
+    routed: bool = False  # routed to a group: each socket forwards it only if `routed_to` its user
     type: str = "approval.changed"
 
 
@@ -44,6 +45,8 @@ def send_now(tenant_id: int, message: ApprovalChanged) -> None:
 
 def approval_changed(request) -> None:
     """Queue a notification about `request` for its tenant's approvers, once the caller commits."""
-    message = ApprovalChanged(approval_id=request.pk, tenant=request.tenant.slug, status=request.status)
+    message = ApprovalChanged(
+        approval_id=request.pk, tenant=request.tenant.slug, status=request.status, routed=request.group_id is not None
+    )
     tenant_id = request.tenant_id
     transaction.on_commit(lambda: send_now(tenant_id, message))

@@ -1,5 +1,8 @@
 """The approver inbox's websocket: small typed hints that a request changed, per tenant group.
 
+A request routed to an approver group is forwarded only to the sockets of users it is routed to (or of the
+tenant's admins), as `ApprovalRequest.objects.routed_to` decides when the hint arrives.
+
 Access is checked again before every message is forwarded, not only at connect: a socket whose
 session ended (logout, expiry, password change) closes with SESSION_ENDED, one whose user lost the
 approver role in a tenant it listens to closes with ROLE_LOST, and the event is not sent.
@@ -19,6 +22,7 @@ from django.db.models.functions import Now
 from django.utils.crypto import constant_time_compare
 
 from approvals.broadcast import tenant_group
+from approvals.models import ApprovalRequest
 from console.models import Role
 from console.tenancy import tenant_ids_for, tenants_covered
 
@@ -130,6 +134,10 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content, **kwargs) -> None:
         """The socket is one-way; the browser decides through ordinary POSTs with CSRF."""
 
+    def _routed_here(self, approval_id: int) -> bool:
+        user = self.scope["user"]
+        return ApprovalRequest.objects.routed_to(user, everything=True).filter(pk=approval_id).exists()
+
     async def _still_allowed(self) -> bool:
         code = await database_sync_to_async(self.access.refusal)()
         if code is None:
@@ -141,6 +149,8 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
     async def approval_changed(self, event: dict) -> None:
         if not await self._still_allowed():
             return
+        if event.get("routed") and not await database_sync_to_async(self._routed_here)(event["approval_id"]):
+            return  # routed to a group this user is not in (and not in a tenant they administer)
         await self.send_json(
             {
                 "type": "approval.changed",

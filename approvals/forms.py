@@ -3,6 +3,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 
 from approvals.models import DIGEST_MINUTES_MAX, DIGEST_MINUTES_MIN, NotifyMode
+from approvals.queries import GROUP_ALL, GROUP_MINE
 from approvals.webhooks import UnsafeCallbackURL, check_notification_url
 from registry.models import Effect
 
@@ -27,6 +28,10 @@ class InboxFilterForm(forms.Form):
     agent = forms.CharField(required=False)
     skill = forms.CharField(required=False)
     effect = forms.ChoiceField(required=False, choices=[("", "Any effect"), *Effect.choices])
+    group = forms.ChoiceField(
+        required=False,
+        choices=[(GROUP_MINE, "Routed to me"), (GROUP_ALL, "All requests (admins)")],
+    )
 
 
 class NotificationChannelsForm(forms.Form):

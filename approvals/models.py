@@ -4,12 +4,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from console.models import Agent, Tenant
-from console.tenancy import TenantScopedQuerySet
+from console.models import Agent, Role, Tenant
+from console.tenancy import TenantScopedQuerySet, tenants_for
 from lib.identity import is_same_person
 
 
@@ -34,7 +35,80 @@ class ApprovalMode(models.TextChoices):
     TWO_PERSON = "two_person"
 
 
+class ApproverGroupQuerySet(TenantScopedQuerySet):
+    pass
+
+
+class ApproverGroup(models.Model):
+    """People who decide one kind of request in a tenant (the billing approvers for refunds).
+
+    Members are approvers of the tenant (approvals.routing_rules checks it as they are added); one who loses
+    the approver role keeps the row but neither sees nor decides the group's requests."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approver_groups")
+    name = models.CharField(max_length=100)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="approver_groups")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ApproverGroupQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="one_approver_group_name_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tenant.slug})"
+
+
+class ApprovalRouteQuerySet(TenantScopedQuerySet):
+    pass
+
+
+class ApprovalRoute(models.Model):
+    """One of a tenant's ordered routes: a request whose call matches `condition` (the policy language, over
+    the policy context of the call) goes to `group`; the first match wins, no match means every approver.
+    An overdue request also goes to `fallback_group`."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approval_routes")
+    position = models.PositiveIntegerField(default=0)
+    name = models.CharField(max_length=100)
+    condition = models.TextField()
+    group = models.ForeignKey(ApproverGroup, on_delete=models.PROTECT, related_name="routes")
+    fallback_group = models.ForeignKey(
+        ApproverGroup, null=True, blank=True, on_delete=models.PROTECT, related_name="fallback_routes"
+    )
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = ApprovalRouteQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["position", "id"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="one_approval_route_name_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.position}. {self.name} -> {self.group.name}"
+
+
 class ApprovalRequestQuerySet(TenantScopedQuerySet):
+    def routed_to(self, user, *, everything: bool = False) -> "ApprovalRequestQuerySet":
+        """The requests `user` decides: in tenants where they are an approver, those routed to nobody in
+        particular, to one of their groups, or (once escalated) to one of their groups as the fallback.
+        With `everything`, also every request of the tenants where they are an admin (oversight; seeing
+        is not deciding). The one rule of who sees a request in a list, the count, the websocket and the
+        e-mails; `ApprovalRequest.deciders()` is the same rule read from the request's side."""
+        if not user.is_authenticated:
+            return self.none()
+        mine = ApproverGroup.objects.filter(members=user).values("pk")
+        routed = (
+            models.Q(group__isnull=True)
+            | models.Q(group__in=mine)
+            | models.Q(escalated_at__isnull=False, fallback_group__in=mine)
+        )
+        visible = models.Q(tenant__in=tenants_for(user, Role.APPROVER).values("pk")) & routed
+        if everything:
+            visible |= models.Q(tenant__in=tenants_for(user, Role.ADMIN).values("pk"))
+        return self.filter(visible)
+
     def pending(self) -> "ApprovalRequestQuerySet":
         return self.filter(status=ApprovalStatus.PENDING)
 
@@ -89,6 +163,23 @@ class ApprovalRequest(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True, help_text="When the outcome was recorded.")
     resume_attempts = models.PositiveSmallIntegerField(default=0)
     last_error = models.TextField(blank=True)
+    group = models.ForeignKey(
+        ApproverGroup,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="requests",
+        help_text="Who decides it, set once as it opens (approvals.routing_rules); empty means every approver.",
+    )
+    fallback_group = models.ForeignKey(
+        ApproverGroup,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="escalated_requests",
+        help_text="Who also decides it once it escalates.",
+    )
+    route_name = models.CharField(max_length=100, blank=True, help_text="The route that chose the group.")
 
     objects = ApprovalRequestQuerySet.as_manager()
 
@@ -132,6 +223,23 @@ class ApprovalRequest(models.Model):
         address and directory spellings, `account:<id>` bindings), so that a respelling of the approver's
         name is still the approver."""
         return is_same_person(str(self.context.get("end_user") or ""), user)
+
+    def deciders(self) -> models.QuerySet:
+        """Active users who may decide this request: approvers of its tenant, and, when it is routed,
+        members of its group (or of its fallback group once escalated). `routed_to` read from this side."""
+        users = get_user_model().objects.filter(
+            is_active=True, memberships__tenant_id=self.tenant_id, memberships__role=Role.APPROVER
+        )
+        if self.group_id is None:
+            return users.distinct()
+        groups = [self.group_id]
+        if self.escalated_at is not None and self.fallback_group_id is not None:
+            groups.append(self.fallback_group_id)
+        return users.filter(approver_groups__in=groups).distinct()
+
+    def routed_to_user(self, user) -> bool:
+        """Whether the routing lets `user` decide this request (the approver role is checked apart)."""
+        return self.group_id is None or self.deciders().filter(pk=user.pk).exists()
 
     def decided_summary(self) -> str:
         when = self.decided_at.strftime("%Y-%m-%d %H:%M:%S UTC") if self.decided_at else "an unknown time"

@@ -14,7 +14,6 @@ import smtplib
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.mail import BadHeaderError, send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -45,14 +44,9 @@ def channels_of(tenant: Tenant) -> TenantNotificationSettings:
 
 
 def approvers_of(approval: ApprovalRequest) -> list:
-    """Active approvers of the request's tenant with an address, except the person the run acts for."""
-    users = (
-        get_user_model()
-        .objects.filter(memberships__tenant_id=approval.tenant_id, memberships__role=Role.APPROVER, is_active=True)
-        .exclude(email="")
-        .distinct()
-        .order_by("pk")
-    )
+    """Who may decide the request (its routed group's members, or every approver of the tenant) with an
+    address, except the person the run acts for."""
+    users = approval.deciders().exclude(email="").order_by("pk")
     return [user for user in users if not approval.acts_for(user)]
 
 
@@ -149,9 +143,11 @@ def send_notice_mail(*, notice_id: int) -> ApprovalNotice | None:
 
 
 def _digest_requests(preference: NotificationPreference, since, until) -> list[ApprovalRequest]:
-    """Still-pending requests of the tenant opened in the digest's window that this approver may decide."""
+    """Still-pending requests of the tenant opened in the digest's window that this approver may decide
+    (routed to them or to nobody in particular)."""
     requests = (
-        ApprovalRequest.objects.pending()
+        ApprovalRequest.objects.routed_to(preference.user)
+        .pending()
         .filter(tenant_id=preference.tenant_id, created_at__gt=since, created_at__lte=until)
         .select_related("tenant")
         .order_by("created_at", "pk")

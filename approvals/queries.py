@@ -3,22 +3,25 @@
 from django.db.models import Count, Min, QuerySet
 
 from approvals.models import ApprovalRequest, ApprovalStatus
-from console.models import Role
+
+GROUP_MINE = "mine"
+GROUP_ALL = "all"
 
 
-def approvable(user) -> QuerySet[ApprovalRequest]:
-    """Requests of every tenant where the user is an approver."""
-    return ApprovalRequest.objects.visible_to(user, role=Role.APPROVER)
+def approvable(user, *, everything: bool = False) -> QuerySet[ApprovalRequest]:
+    """Requests routed to the user in every tenant where they are an approver; with `everything`, also all
+    the requests of the tenants they administer (the inbox's and the API's `group=all`)."""
+    return ApprovalRequest.objects.routed_to(user, everything=everything)
 
 
 def pending_for(user, filters: dict | None = None) -> QuerySet[ApprovalRequest]:
+    filters = filters or {}
     queryset = (
-        approvable(user)
+        approvable(user, everything=filters.get("group") == GROUP_ALL)
         .pending()
-        .select_related("tenant", "agent", "call__skill_version")
+        .select_related("tenant", "agent", "call__skill_version", "group", "fallback_group")
         .prefetch_related("votes__user")
     )
-    filters = filters or {}
     if filters.get("tenant"):
         queryset = queryset.filter(tenant__slug=filters["tenant"])
     if filters.get("agent"):

@@ -16,7 +16,8 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from approvals import broadcast, lifecycle, notifications, tasks
+from approvals import broadcast, lifecycle, notifications, routing_rules, tasks
+from approvals.call_arguments import raw_arguments
 from approvals.masking import diff, mask, unmask
 from approvals.models import (
     NEGATIVE_STATUSES,
@@ -136,10 +137,6 @@ def _taint_source(decision: dict, run) -> str:
     return run.taint_source if run.tainted else ""
 
 
-def raw_arguments(call) -> Any:
-    return unseal(call.sealed_arguments) if call.sealed_arguments else call.arguments
-
-
 def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
     """Create the approval request for a `confirm` verdict on `call` (idempotent per call).
 
@@ -195,6 +192,7 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
             delay_seconds=undo_delay(manifest),
             created_at=now,
             expires_at=now + approval_ttl(manifest=manifest, tenant=run.tenant),
+            **routing_rules.routing_of(call),
         )
         _record(
             request,
@@ -205,6 +203,7 @@ def open_approval_request(*, call, decision: dict) -> ApprovalRequest:
                 "rule_id": request.rule_id,
                 "policy_version": request.policy_version,
                 "arguments_sha256": request.arguments_sha256,
+                **({"group": request.group.name, "route": request.route_name} if request.group_id else {}),
             },
         )
         append_event(run=run, kind="approval.requested", payload={"approval_id": request.pk, "call_id": call.call_id})
@@ -238,6 +237,18 @@ class AlreadyDecided(Exception):
 
 class DecisionRefused(PermissionDenied):
     """This person may not make this decision (their own run, or a second vote of theirs)."""
+
+
+class NotInRoutedGroup(DecisionRefused):
+    """The request is routed to a group this approver is not in (tenant admins included: seeing all is
+    oversight, deciding stays with the group; an admin who must decide adds themselves, on the record)."""
+
+
+def require_routed_to(approval: ApprovalRequest, user) -> None:
+    if not approval.routed_to_user(user):
+        raise NotInRoutedGroup(
+            f"This request is routed to the approver group {approval.group.name}; only its members decide it."
+        )
 
 
 class InvalidDecision(ValueError):
@@ -307,8 +318,10 @@ def _validated_edit(approval: ApprovalRequest, arguments: Any) -> _Edit | None:
 
 
 def require_decider(user, approval: ApprovalRequest) -> None:
-    """Who may decide a request, and take it back during its undo window: the rule written once."""
+    """Who may decide a request, and take it back during its undo window: the rule written once (an approver
+    of its tenant, in its routed group once it has one)."""
     require_role(user, approval.tenant, Role.APPROVER)
+    require_routed_to(approval, user)
 
 
 def may_decide(user, approval: ApprovalRequest) -> bool:
@@ -593,8 +606,9 @@ def _vote_locked(locked: ApprovalRequest, *, user, reason: str, via: str) -> App
             "a second, different approver must approve it too."
         )
     ApprovalVote.objects.create(request=locked, user=user)
-    votes = locked.votes.count()
-    voters = list(locked.votes.values_list("user__username", flat=True))
+    counted = locked.votes.filter(user__in=locked.deciders().values("pk"))  # the routed group's members only
+    votes = counted.count()
+    voters = list(counted.values_list("user__username", flat=True))
     if votes < locked.required_approvals:
         _record(
             locked,
@@ -694,11 +708,21 @@ def escalation_threshold(approval: ApprovalRequest) -> timedelta:
     return min(configured, (approval.expires_at - approval.created_at) / 2)
 
 
+def _fallback_recipients(approval: ApprovalRequest) -> list[str]:
+    """The fallback group's members who may now decide the escalated request, by e-mail address."""
+    if approval.fallback_group_id is None:
+        return []
+    members = approval.deciders().filter(approver_groups=approval.fallback_group_id).exclude(email="")
+    return sorted({user.email for user in members if not approval.acts_for(user)})
+
+
 def escalate_overdue_approvals(*, now=None) -> int:
-    """Email the tenant's admins once about each request pending past the threshold."""
+    """Email the tenant's admins once about each request pending past the threshold; a routed request
+    with a fallback group also goes to that group, who see and decide it from then on."""
     now = now or timezone.now()
     escalated = 0
-    for approval in ApprovalRequest.objects.pending().filter(escalated_at__isnull=True).select_related("tenant"):
+    overdue = ApprovalRequest.objects.pending().filter(escalated_at__isnull=True)
+    for approval in overdue.select_related("tenant", "fallback_group"):
         if now - approval.created_at < escalation_threshold(approval):
             continue
         with transaction.atomic():
@@ -706,6 +730,7 @@ def escalate_overdue_approvals(*, now=None) -> int:
                 pk=approval.pk, escalated_at__isnull=True, status=ApprovalStatus.PENDING
             ).update(escalated_at=now):
                 continue
+            approval.escalated_at = now
             admins = list(
                 get_user_model()
                 .objects.filter(memberships__tenant=approval.tenant, memberships__role=Role.ADMIN, is_active=True)
@@ -713,7 +738,12 @@ def escalate_overdue_approvals(*, now=None) -> int:
                 .values_list("email", flat=True)
                 .distinct()
             )
-            _record(approval, actor=SYSTEM, action="escalated", detail={"notified": admins})
+            fallback = _fallback_recipients(approval)
+            admins += [email for email in fallback if email not in admins]
+            detail = {"notified": admins}
+            if approval.fallback_group_id is not None:
+                detail["fallback_group"] = approval.fallback_group.name
+            _record(approval, actor=SYSTEM, action="escalated", detail=detail)
             broadcast.approval_changed(approval)
             url = public_reverse("approvals:detail", args=[approval.pk])
             transaction.on_commit(

@@ -13,7 +13,7 @@ from approvals import presentation, queries, services
 from approvals.forms import CancelForm, DecisionForm, InboxFilterForm
 from approvals.models import ApprovalEvent, ApprovalRequest
 from approvals.services import escalation_threshold
-from console.models import Agent
+from console.models import Agent, Role
 from console.tenancy import get_visible_or_404, tenants_for
 from lib import clock
 
@@ -58,7 +58,11 @@ def inbox(request: HttpRequest) -> HttpResponse:
         return render(request, "approvals/inbox.html#pending-list", context)
     approver_tenants = tenants_for(request.user, "approver")
     context.update(
-        recent=queries.approvable(request.user).decided().select_related("tenant").order_by("-decided_at")[:15],
+        admin_tenants=tenants_for(request.user, Role.ADMIN).order_by("slug"),
+        recent=queries.approvable(request.user, everything=filters.get("group") == queries.GROUP_ALL)
+        .decided()
+        .select_related("tenant")
+        .order_by("-decided_at")[:15],
         scheduled=queries.scheduled_for(request.user)[:50],
         approver_tenants=approver_tenants,
         agents=Agent.objects.filter(tenant__in=approver_tenants).values_list("name", flat=True).distinct(),

@@ -114,6 +114,15 @@ def compile_condition(condition: str) -> Any:
         raise ConditionError(str(exc).split("\n")[0]) from None
 
 
+def condition_holds(program: Any, context: dict) -> bool:
+    """Whether a compiled condition is true of a whole context (routes and previews, not the gate's hot
+    path). A condition that cannot be evaluated on this context (a missing argument) raises ConditionError."""
+    try:
+        return program.execute(cel.Context(context)) is True
+    except Exception as exc:  # noqa: BLE001 - CEL raises several types; the caller decides what a failure means
+        raise ConditionError(f"{type(exc).__name__}: {str(exc).split(chr(10))[0]}") from None
+
+
 def compile_rules(rules: list[dict], *, version_id: int | None = None) -> tuple[CompiledRule, ...]:
     """Compile a version's rules; cached by version id when one is given (published versions never change)."""
     if version_id is not None:

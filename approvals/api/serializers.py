@@ -44,6 +44,9 @@ def approval_to_dict(approval: ApprovalRequest, user, approver_tenant_ids: set[i
         "scheduled_for": approval.scheduled_for.isoformat() if approval.scheduled_for else None,
         "cancelled_by": approval.cancelled_by_label or None,
         "outcome": approval.outcome,
+        "group": approval.group.name if approval.group_id else None,
+        "fallback_group": approval.fallback_group.name if approval.fallback_group_id else None,
+        "escalated_at": approval.escalated_at.isoformat() if approval.escalated_at else None,
     }
 
 
@@ -131,6 +134,13 @@ class ApprovalSerializer(serializers.Serializer):
     )
     cancelled_by = serializers.CharField(allow_null=True, help_text="Who cancelled it during its undo window.")
     outcome = CallResultSerializer(allow_null=True, help_text="The result the agent received.")
+    group = serializers.CharField(
+        allow_null=True, help_text="The approver group the request is routed to; null: every approver of the tenant."
+    )
+    fallback_group = serializers.CharField(
+        allow_null=True, help_text="The group that also decides it once it is escalated (overdue)."
+    )
+    escalated_at = serializers.DateTimeField(allow_null=True)
 
 
 class ApprovalListSerializer(serializers.Serializer):

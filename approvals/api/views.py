@@ -6,7 +6,7 @@ either way.
 """
 
 from django.core.exceptions import PermissionDenied
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.request import Request
@@ -30,7 +30,9 @@ LIST_LIMIT = 200
 
 
 def _queryset():
-    return ApprovalRequest.objects.select_related("tenant", "call__skill_version").prefetch_related("votes__user")
+    return ApprovalRequest.objects.select_related(
+        "tenant", "call__skill_version", "group", "fallback_group"
+    ).prefetch_related("votes__user")
 
 
 def _for_deciding():
@@ -45,20 +47,36 @@ def _listed(approvals):
     page, not once per request, and the calls' results and decision trails, which the list does not show,
     are not read at all."""
     return (
-        approvals.select_related("tenant", "call")
+        approvals.select_related("tenant", "call", "group", "fallback_group")
         .defer("call__result", "call__decision", "call__warnings")
         .prefetch_related("call__skill_version", "votes__user")
     )
 
 
-@extend_schema(operation_id="approvals_list", responses={200: ApprovalListSerializer, **error_responses(400)})
+@extend_schema(
+    operation_id="approvals_list",
+    parameters=[
+        OpenApiParameter("status", str, description="pending (default), a status, or all."),
+        OpenApiParameter(
+            "group",
+            str,
+            description="mine (default: routed to you) or all (every request of the tenants you administer).",
+        ),
+        OpenApiParameter("tenant", str, description="A tenant's slug."),
+    ],
+    responses={200: ApprovalListSerializer, **error_responses(400)},
+)
 @api_view(["GET"])
 @permission_classes([IsHuman])
 def approval_list(request: Request) -> Response:
     wanted = request.query_params.get("status", ApprovalStatus.PENDING)
     if wanted not in ApprovalStatus.values and wanted != "all":
         return Response(error_body("validation", "invalid_status", f"Unknown status {wanted!r}."), status=400)
-    approvals = _listed(queries.approvable(request.user))
+    group = request.query_params.get("group", queries.GROUP_MINE)
+    if group not in (queries.GROUP_MINE, queries.GROUP_ALL):
+        message = f"Unknown group filter {group!r}: 'mine' (routed to you) or 'all' (tenants you administer)."
+        return Response(error_body("validation", "invalid_group", message), status=400)
+    approvals = _listed(queries.approvable(request.user, everything=group == queries.GROUP_ALL))
     approver_tenants = {tenant.pk for tenant in tenants_for(request.user, Role.APPROVER)}
     if wanted != "all":
         approvals = approvals.filter(status=wanted)
@@ -101,6 +119,8 @@ def approval_decision(request: Request, approval_id: int) -> Response:
     except services.InvalidDecision as exc:
         extra = {"fields": exc.fields} if exc.fields else {}
         return Response(error_body("validation", "invalid_decision", str(exc), **extra), status=400)
+    except services.NotInRoutedGroup as exc:
+        return Response(error_body("authorization", "not_in_routed_group", str(exc)), status=403)
     except PermissionDenied as exc:
         return Response(error_body("authorization", "not_allowed", str(exc)), status=403)
     return Response(approval_to_dict(_queryset().get(pk=approval.pk), request.user))
