@@ -108,3 +108,34 @@ class DecisionFilterForm(forms.Form):
             f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
             for name, errors in self.errors.items()
         )
+class ApproverGroupForm(forms.Form):
+    name = forms.CharField(max_length=100, label="Group name")
+
+
+class GroupMemberForm(forms.Form):
+    user = forms.IntegerField(min_value=1, label="Approver")
+    action = forms.ChoiceField(choices=[("add", "Add"), ("remove", "Remove")])
+
+
+class ApprovalRouteForm(forms.Form):
+    """A route as the console edits it; the groups are limited to the tenant's."""
+
+    name = forms.CharField(max_length=100)
+    condition = forms.CharField(
+        max_length=4000,
+        widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}),
+        help_text="The policy language over the call: skill.name, skill.namespace, skill.effect, args, end_user. "
+        'For example skill.namespace == "billing" or args.amount_cents > 50000.',
+    )
+    group = forms.ModelChoiceField(queryset=None, label="Send to")
+    fallback_group = forms.ModelChoiceField(queryset=None, required=False, label="Escalate overdue requests to")
+
+    def __init__(self, *args, tenant, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        groups = tenant.approver_groups.order_by("name")
+        self.fields["group"].queryset = groups
+        self.fields["fallback_group"].queryset = groups
+
+
+class RouteMoveForm(forms.Form):
+    position = forms.IntegerField(min_value=0)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from approvals import decision_views, notification_views, views
+from approvals import decision_views, notification_views, routing_views, views
 
 app_name = "approvals"
 
@@ -22,4 +22,12 @@ urlpatterns = [
         notification_views.notification_settings,
         name="notification_settings",
     ),
+    path("t/<slug:tenant_slug>/routing/", routing_views.routing, name="routing"),
+    path("t/<slug:tenant_slug>/routing/groups/", routing_views.group_create, name="group_create"),
+    path("t/<slug:tenant_slug>/routing/routes/", routing_views.route_create, name="route_create"),
+    path("routing/groups/<id:group_id>/members/", routing_views.group_members, name="group_members"),
+    path("routing/groups/<id:group_id>/delete/", routing_views.group_delete, name="group_delete"),
+    path("routing/routes/<id:route_id>/", routing_views.route_update, name="route_update"),
+    path("routing/routes/<id:route_id>/delete/", routing_views.route_delete, name="route_delete"),
+    path("routing/routes/<id:route_id>/move/", routing_views.route_move, name="route_move"),
 ]

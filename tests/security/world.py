@@ -191,6 +191,23 @@ def _mcp_server(w: World):
     )
 
 
+def _approver_group(w: World):
+    from approvals.models import ApproverGroup
+
+    group = ApproverGroup.objects.create(tenant=w.acme, name=f"acme-billing-{secrets.token_hex(3)}")
+    group.members.add(w.acme_user)
+    return group
+
+
+def _approval_route(w: World):
+    from approvals.models import ApprovalRoute
+
+    group = _approver_group(w)
+    return ApprovalRoute.objects.create(
+        tenant=w.acme, name=group.name, condition='skill.namespace == "acme"', group=group
+    )
+
+
 Filler = Callable[[World], dict]
 
 FILLERS: dict[tuple[str, ...], Filler] = {
@@ -228,6 +245,8 @@ FILLERS: dict[tuple[str, ...], Filler] = {
     ("team_slug",): lambda w: {"team_slug": w.acme_team.slug},
     ("team_slug", "user_id"): lambda w: {"team_slug": w.acme_team.slug, "user_id": _teammate(w).pk},
     ("server_id",): lambda w: {"server_id": _mcp_server(w).pk},
+    ("group_id",): lambda w: {"group_id": _approver_group(w).pk},
+    ("route_id",): lambda w: {"route_id": _approval_route(w).pk},
 }
 
 # Parameters naming the global skill catalog: skills belong to teams, not tenants, and any
