@@ -1,4 +1,5 @@
 import pytest
+from django.contrib.auth import get_user_model
 from django.core import mail
 
 from airlock.demo import seed_all
@@ -21,6 +22,16 @@ def test_demo_approvers_are_told_as_they_chose(django_capture_on_commit_callback
     with django_capture_on_commit_callbacks(execute=True):
         seed_all()
     alice_mails = [m for m in mail.outbox if m.to == ["alice@example.com"]]
-    assert len(alice_mails) == 2  # one per request, immediately (the default)
+    assert len(alice_mails) == ApprovalRequest.objects.count() == 3  # one per request, at once (the default)
     assert NotificationPreference.objects.get(user__username="bob").mode == "digest"
     assert not [m for m in mail.outbox if "bob" in m.to[0]]
+
+
+def test_demo_routes_the_refund_to_billing_and_the_email_to_everyone():
+    seed_all()
+    refund = ApprovalRequest.objects.get(skill_name="billing.create_refund_request", status="pending")
+    email = ApprovalRequest.objects.get(skill_name="support.send_email")
+    assert refund.group.name == "billing" and list(refund.group.members.values_list("username", flat=True)) == ["alice"]
+    assert email.group is None
+    bob = get_user_model().objects.get(username="bob")
+    assert list(ApprovalRequest.objects.routed_to(bob).pending()) == [email]
