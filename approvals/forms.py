@@ -133,8 +133,9 @@ class ApprovalRouteForm(forms.Form):
     def __init__(self, *args, tenant, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         groups = tenant.approver_groups.order_by("name")
-        self.fields["group"].queryset = groups
-        self.fields["fallback_group"].queryset = groups
+        for name in ("group", "fallback_group"):
+            self.fields[name].queryset = groups
+            self.fields[name].label_from_instance = lambda group: group.name
 
 
 class RouteMoveForm(forms.Form):
