@@ -19,7 +19,6 @@ from django.db.models import Max
 from approvals.call_arguments import raw_arguments
 from approvals.models import ApprovalRequest, ApprovalRoute, ApprovalStatus, ApproverGroup
 from console.models import Role, Tenant
-from console.tenancy import has_role
 from policies.engine import ConditionError, check_condition, compile_condition, condition_holds
 
 logger = logging.getLogger(__name__)
@@ -243,7 +242,3 @@ def move_route(*, route: ApprovalRoute, to_position: int, actor) -> list[Approva
                 each.position = position
     logger.info("approval route %s moved to %d by %s", route.name, to_position, actor)
     return ordered
-
-
-def can_manage_routing(user, tenant: Tenant) -> bool:
-    return has_role(user, tenant, Role.ADMIN)

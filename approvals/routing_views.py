@@ -25,12 +25,15 @@ def _get_admin_object(queryset, user, pk: int):
 
 def _page(request: HttpRequest, tenant, *, route_form=None, editing=None, error: str = "", status: int = 200):
     groups = list(ApproverGroup.objects.filter(tenant=tenant).prefetch_related("members"))
-    approvers = (
+    approvers = list(
         get_user_model()
         .objects.filter(memberships__tenant=tenant, memberships__role=Role.APPROVER, is_active=True)
         .distinct()
         .order_by("username")
     )
+    for group in groups:  # who can still be added: the tenant's approvers not in the group yet
+        members = {member.pk for member in group.members.all()}
+        group.candidates = [user for user in approvers if user.pk not in members]
     condition = request.GET.get("preview", "").strip()
     preview, preview_error = [], ""
     if condition:
@@ -41,7 +44,6 @@ def _page(request: HttpRequest, tenant, *, route_form=None, editing=None, error:
     context = {
         "tenant": tenant,
         "groups": groups,
-        "approvers": list(approvers),
         "routes": ApprovalRoute.objects.filter(tenant=tenant).select_related("group", "fallback_group"),
         "group_form": ApproverGroupForm(),
         "route_form": route_form or ApprovalRouteForm(tenant=tenant),
