@@ -37,6 +37,7 @@ class Notice:
     arguments: str
     expires: str
     link: str
+    decided_by: str = "every approver"  # or the routed group: "the billing group"
 
 
 def notice_of(approval: ApprovalRequest) -> Notice:
@@ -57,6 +58,7 @@ def notice_of(approval: ApprovalRequest) -> Notice:
         arguments=arguments,
         expires=f"{approval.expires_at:%Y-%m-%d %H:%M} UTC",
         link=public_reverse("approvals:detail", args=[approval.pk]),
+        decided_by=f"the {approval.group.name} group" if approval.group_id else "every approver",
     )
 
 
@@ -71,7 +73,7 @@ def slack_body(notice: Notice) -> str:
     headline = f"{e(notice.tenant)}: {e(notice.skill)} ({e(notice.effect)}) needs approval"
     details = (
         f"*Why:* {e(notice.why)}\n*Agent:* {e(notice.agent)}\n*Arguments:* {e(notice.arguments)}\n"
-        f"*Expires:* {notice.expires}"
+        f"*Expires:* {notice.expires}\n*Decided by:* {e(notice.decided_by)}"
     )
     body = {
         "text": f"{headline}: {notice.link}",
@@ -95,6 +97,7 @@ def _mail_lines(notice: Notice) -> str:
         f"Why: {notice.why}\n"
         f"Arguments: {notice.arguments}\n"
         f"Expires: {notice.expires}\n"
+        f"Decided by: {notice.decided_by}\n"
         f"Open it: {notice.link}\n"
     )
 

@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 PREVIEW_REQUESTS = 50
 NAME_MAX = 100
+CONDITION_MAX = 4000
 
 
 class RoutingError(ValueError):
@@ -173,6 +174,9 @@ def delete_group(*, group: ApproverGroup, actor) -> None:
 
 def _check_condition(condition: str) -> str:
     condition = (condition or "").strip()
+    if len(condition) > CONDITION_MAX:
+        message = f"A condition has at most {CONDITION_MAX} characters."
+        raise RoutingError(message, code="invalid_condition", field="condition")
     problems = check_condition(condition)
     if problems:
         raise RoutingError(problems[0], code="invalid_condition", field="condition")

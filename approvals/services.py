@@ -606,7 +606,9 @@ def _vote_locked(locked: ApprovalRequest, *, user, reason: str, via: str) -> App
             "a second, different approver must approve it too."
         )
     ApprovalVote.objects.create(request=locked, user=user)
-    counted = locked.votes.filter(user__in=locked.deciders().values("pk"))  # the routed group's members only
+    counted = locked.votes.all()
+    if locked.group_id is not None:  # routed: only the votes of those who may decide it now (its group's members)
+        counted = counted.filter(user__in=locked.deciders().values("pk"))
     votes = counted.count()
     voters = list(counted.values_list("user__username", flat=True))
     if votes < locked.required_approvals:

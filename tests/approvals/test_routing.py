@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from approvals import routing_rules
+from approvals import notices, routing_rules
 from approvals.models import (
     ApprovalEvent,
     ApprovalNotice,
@@ -135,7 +135,9 @@ def test_an_admin_lists_every_request_only_when_asking_for_all(acme, agent, bill
     assert refund.pk not in _listed(overseer)
     assert refund.pk in _listed(overseer, group="all")
     assert f'id="approval-{refund.pk}"' not in _inbox_ids(overseer)
-    assert f'id="approval-{refund.pk}"' in _inbox_ids(overseer, group="all")
+    everything = _inbox_ids(overseer, group="all")
+    assert f'id="approval-{refund.pk}"' in everything
+    assert "data-not-routed" in everything and "only its members decide it" in everything  # no buttons to fail
 
 
 def test_all_lists_nothing_more_for_an_approver_who_is_not_admin(acme, agent, billing, support_approver):
@@ -231,6 +233,8 @@ def test_only_the_groups_members_are_mailed(acme, agent, billing, approver, supp
     assert set(ApprovalNotice.objects.filter(approval=refund).values_list("user__username", flat=True)) == {
         approver.username
     }
+    assert "Decided by: the billing group" in notices.mail_of(notices.notice_of(refund))[1]
+    assert "*Decided by:* the billing group" in notices.slack_body(notices.notice_of(refund))
     other = _other_call(acme, agent)
     notify_new_request(approval_id=other.pk)
     told = set(ApprovalNotice.objects.filter(approval=other).values_list("user__username", flat=True))
@@ -442,3 +446,10 @@ def test_the_console_page_edits_and_previews(acme, agent, billing, tenant_admin,
     assert _other_call(acme, agent).group == iam
     assert console.get(reverse("approvals:routing", args=["acme"])).status_code == 200
     assert console.post(reverse("approvals:routing", args=["acme"])).status_code == 405
+
+
+def test_a_huge_or_broken_preview_condition_is_explained_not_run(acme, billing, tenant_admin):
+    console = login(Client(), tenant_admin)
+    for condition, says in [("true || " * 700 + "true", "at most 4000 characters"), ("args.", "Syntax error")]:
+        page = console.get(reverse("approvals:routing", args=["acme"]), {"preview": condition})
+        assert page.status_code == 200 and says in page.content.decode()
