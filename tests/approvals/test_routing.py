@@ -453,3 +453,31 @@ def test_a_huge_or_broken_preview_condition_is_explained_not_run(acme, billing, 
     for condition, says in [("true || " * 700 + "true", "at most 4000 characters"), ("args.", "Syntax error")]:
         page = console.get(reverse("approvals:routing", args=["acme"]), {"preview": condition})
         assert page.status_code == 200 and says in page.content.decode()
+
+
+def _queries_to_list(user, path: str, **query) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = login(Client(), user)
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(path, query).status_code == 200
+    return len(queries.captured_queries)
+
+
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [
+        (reverse("approvals:inbox"), {}),
+        (reverse("approvals:inbox"), {"group": "all"}),
+        (reverse("approvals_api:approval_list"), {"group": "all"}),
+    ],
+)
+def test_listing_routed_requests_costs_the_same_for_two_or_six(path, query, acme, agent, billing, overseer):
+    routing_rules.add_group_member(group=billing, user=overseer, actor="test")
+    for _ in range(2):
+        _refund(acme, agent)
+    two = _queries_to_list(overseer, path, **query)
+    for _ in range(4):
+        _refund(acme, agent)
+    assert _queries_to_list(overseer, path, **query) == two
