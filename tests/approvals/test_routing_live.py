@@ -122,3 +122,40 @@ async def test_a_routed_refund_reaches_only_billing_approvers(redis_layer, acme,
     assert await support_socket.receive_nothing(timeout=QUIET_S)
     for socket in (billing_socket, support_socket, overseer_socket):
         await socket.disconnect()
+
+
+def _escalation_world(acme, approver):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.models import ApprovalRoute
+    from approvals.services import escalate_overdue_approvals
+
+    support, _ = _routed_world(acme, approver)
+    leads = routing_rules.create_group(tenant=acme, name="billing leads", actor="test")
+    routing_rules.add_group_member(group=leads, user=support, actor="test")
+    route = ApprovalRoute.objects.get(name="refunds")
+    routing_rules.save_route(
+        tenant=acme,
+        route=route,
+        name="refunds",
+        condition=route.condition,
+        group=route.group,
+        fallback_group=leads,
+        actor="test",
+    )
+    return support, lambda: escalate_overdue_approvals(now=timezone.now() + timedelta(hours=2))
+
+
+async def test_escalation_reaches_the_fallback_groups_socket(redis_layer, acme, approver, agent_and_key):
+    lead, escalate = await database_sync_to_async(_escalation_world)(acme, approver)
+    lead_socket = await _socket(lead)
+    ids = await database_sync_to_async(_calls)(agent_and_key[1])
+    assert [m["approval_id"] for m in await _heard(lead_socket, 1)] == [ids["revoke"]]  # not the refund, yet
+
+    assert await database_sync_to_async(escalate)() == 2
+    heard = await _heard(lead_socket, 2)  # both requests escalated; the refund is now routed to leads too
+    assert {m["approval_id"] for m in heard} == {ids["refund"], ids["revoke"]}
+    assert f'id="approval-{ids["refund"]}"' in await database_sync_to_async(_inbox)(lead)
+    await lead_socket.disconnect()
