@@ -29,6 +29,7 @@ urlpatterns = [
     path("policies/", include("policies.urls")),
     path("runs/", include("runs.urls")),
     path("approvals/", include("approvals.urls")),
+    path("integrations/slack/", include("approvals.slack_urls")),
     path("traces/", include("traces.urls")),
     path("reliability/", include("reliability.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -44,6 +44,21 @@ class NotificationChannelsForm(forms.Form):
         help_text="A Slack incoming webhook, or any https endpoint that accepts the same JSON. Leave empty for none.",
     )
     email_enabled = forms.BooleanField(required=False, label="E-mail approvers (as each of them chooses)")
+    slack_signing_secret = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Slack signing secret",
+        widget=forms.PasswordInput(render_value=False),
+        help_text="From your Slack app's Basic Information page: adds Approve and Decline buttons to the "
+        "messages. Leave empty to keep the one saved.",
+    )
+    forget_slack_secret = forms.BooleanField(required=False, label="Forget the Slack signing secret (no buttons)")
+
+    def clean_slack_signing_secret(self) -> str:
+        secret = self.cleaned_data["slack_signing_secret"].strip()
+        if secret and not (16 <= len(secret) <= 200 and secret.isalnum()):
+            raise ValidationError("A Slack signing secret is a string of letters and digits (32 of them).")
+        return secret
 
     def clean_webhook_url(self) -> str:
         url = self.cleaned_data["webhook_url"].strip()
@@ -108,6 +123,8 @@ class DecisionFilterForm(forms.Form):
             f"{name}: {' '.join(errors)}" if name != "__all__" else " ".join(errors)
             for name, errors in self.errors.items()
         )
+
+
 class ApproverGroupForm(forms.Form):
     name = forms.CharField(max_length=100, label="Group name")
 
@@ -140,3 +157,10 @@ class ApprovalRouteForm(forms.Form):
 
 class RouteMoveForm(forms.Form):
     position = forms.IntegerField(min_value=0)
+
+
+class EmailDecisionForm(forms.Form):
+    """The confirmation page of an e-mailed link: approve as proposed, or decline with a reason."""
+
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("decline", "Decline")])
+    reason = forms.CharField(required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))

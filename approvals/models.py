@@ -423,6 +423,9 @@ class TenantNotificationSettings(models.Model):
     webhook_url = models.URLField(max_length=500, blank=True)
     webhook_secret = models.CharField(max_length=64, default=new_webhook_secret)
     email_enabled = models.BooleanField(default=True)
+    sealed_slack_signing_secret = models.TextField(
+        blank=True, help_text="The tenant's Slack app signing secret, sealed (lib.sealing); empty: no buttons."
+    )
     updated_at = models.DateTimeField(default=timezone.now)
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -430,6 +433,11 @@ class TenantNotificationSettings(models.Model):
 
     def __str__(self) -> str:
         return f"notifications of {self.tenant.slug}"
+
+    @property
+    def slack_interactive(self) -> bool:
+        """Slack messages carry Approve and Decline buttons: the tenant's Slack app can sign its clicks."""
+        return bool(self.sealed_slack_signing_secret)
 
 
 class NotifyMode(models.TextChoices):
@@ -497,6 +505,9 @@ class ApprovalNotice(models.Model):
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     sent_at = models.DateTimeField(null=True, blank=True)
+    link_used_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the e-mail's decision link decided; a used link is refused."
+    )
 
     objects = ApprovalNoticeQuerySet.as_manager()
 
@@ -506,3 +517,34 @@ class ApprovalNotice(models.Model):
 
     def __str__(self) -> str:
         return f"notice of approval {self.approval_id} to {self.user_id} ({self.status})"
+
+
+class SlackLinkQuerySet(TenantScopedQuerySet):
+    pass
+
+
+class SlackLink(models.Model):
+    """A Slack user of a tenant's Slack app, linked to the Airlock user who confirmed it in the console.
+
+    Only a linked Slack user's button clicks decide, and they decide as this Airlock user, under every
+    rule of the inbox. One Airlock user per Slack user and one Slack user per Airlock user in a tenant."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    slack_team_id = models.CharField(max_length=32)
+    slack_user_id = models.CharField(max_length=32)
+    slack_username = models.CharField(max_length=200, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slack_links")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = SlackLinkQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "slack_team_id", "slack_user_id"], name="one_link_per_slack_user"
+            ),
+            models.UniqueConstraint(fields=["tenant", "user"], name="one_slack_user_per_person"),
+        ]
+
+    def __str__(self) -> str:
+        return f"slack {self.slack_team_id}/{self.slack_user_id} is {self.user} in {self.tenant.slug}"

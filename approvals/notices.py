@@ -15,6 +15,11 @@ from lib.public_url import public_reverse
 from traces.redaction import WHOLE_PAYLOAD_CLASSIFICATIONS
 
 ARGUMENTS_CHARS = 300
+# The ids of the interactive parts of a Slack message (approvals.slack reads them back).
+SLACK_APPROVE = "airlock_approve"
+SLACK_DECLINE = "airlock_decline"
+SLACK_REASON_BLOCK = "airlock_reason"
+SLACK_REASON_INPUT = "reason"
 WITHHELD = "withheld: a confidential skill's arguments are shown only on the request page"
 
 
@@ -62,14 +67,48 @@ def notice_of(approval: ApprovalRequest) -> Notice:
     )
 
 
-def _slack_escape(text: str) -> str:
+def slack_escape(text: str) -> str:
     """Slack reads &, < and > as markup (links, mentions); an agent's text must stay text."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def slack_body(notice: Notice) -> str:
-    """A Slack incoming-webhook message (`text` for notifications, `blocks` for the layout)."""
-    e = _slack_escape
+def _decision_blocks(notice: Notice) -> list[dict]:
+    """A reason box and Approve / Decline buttons; a button's value is the request's id, nothing else."""
+    return [
+        {
+            "type": "input",
+            "block_id": SLACK_REASON_BLOCK,
+            "optional": True,
+            "label": {"type": "plain_text", "text": "Reason (required to decline)"},
+            "element": {"type": "plain_text_input", "action_id": SLACK_REASON_INPUT, "multiline": True},
+        },
+        {
+            "type": "actions",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": SLACK_APPROVE,
+                    "style": "primary",
+                    "text": {"type": "plain_text", "text": "Approve"},
+                    "value": str(notice.approval_id),
+                },
+                {
+                    "type": "button",
+                    "action_id": SLACK_DECLINE,
+                    "style": "danger",
+                    "text": {"type": "plain_text", "text": "Decline"},
+                    "value": str(notice.approval_id),
+                },
+                {"type": "button", "text": {"type": "plain_text", "text": "Open the request"}, "url": notice.link},
+            ],
+        },
+    ]
+
+
+def slack_body(notice: Notice, *, interactive: bool = False) -> str:
+    """A Slack incoming-webhook message (`text` for notifications, `blocks` for the layout); with
+    `interactive`, the tenant's Slack app signs clicks on its Approve and Decline buttons."""
+    e = slack_escape
     headline = f"{e(notice.tenant)}: {e(notice.skill)} ({e(notice.effect)}) needs approval"
     details = (
         f"*Why:* {e(notice.why)}\n*Agent:* {e(notice.agent)}\n*Arguments:* {e(notice.arguments)}\n"
@@ -80,18 +119,18 @@ def slack_body(notice: Notice) -> str:
         "blocks": [
             {"type": "section", "text": {"type": "mrkdwn", "text": f"*{headline}*"}},
             {"type": "section", "text": {"type": "mrkdwn", "text": details}},
-            {
-                "type": "actions",
-                "elements": [
-                    {"type": "button", "text": {"type": "plain_text", "text": "Open the request"}, "url": notice.link}
-                ],
-            },
         ],
     }
+    if interactive:
+        body["blocks"] += _decision_blocks(notice)
+    else:
+        link = {"type": "button", "text": {"type": "plain_text", "text": "Open the request"}, "url": notice.link}
+        body["blocks"].append({"type": "actions", "elements": [link]})
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def _mail_lines(notice: Notice) -> str:
+def _mail_lines(notice: Notice, decide_link: str) -> str:
+    decide = f"Approve or decline (you confirm in the console): {decide_link}\n" if decide_link else ""
     return (
         f"{notice.skill} {notice.version} ({notice.effect}), asked by {notice.agent}\n"
         f"Why: {notice.why}\n"
@@ -99,18 +138,19 @@ def _mail_lines(notice: Notice) -> str:
         f"Expires: {notice.expires}\n"
         f"Decided by: {notice.decided_by}\n"
         f"Open it: {notice.link}\n"
+        f"{decide}"
     )
 
 
-def mail_of(notice: Notice) -> tuple[str, str]:
-    """Subject and body of the e-mail about one request."""
+def mail_of(notice: Notice, decide_link: str = "") -> tuple[str, str]:
+    """Subject and body of the e-mail about one request; `decide_link` is the recipient's own."""
     subject = f"[Airlock] {notice.tenant}: {notice.skill} ({notice.effect}) needs approval"
-    return subject, f"A request in {notice.tenant} waits for an approver.\n\n{_mail_lines(notice)}"
+    return subject, f"A request in {notice.tenant} waits for an approver.\n\n{_mail_lines(notice, decide_link)}"
 
 
-def digest_of(tenant: str, notices: list[Notice]) -> tuple[str, str]:
-    """Subject and body of one digest e-mail grouping several requests."""
+def digest_of(tenant: str, notices: list[tuple[Notice, str]]) -> tuple[str, str]:
+    """Subject and body of one digest e-mail grouping several requests, each with its decision link."""
     subject = f"[Airlock] {tenant}: {len(notices)} request{'s' if len(notices) != 1 else ''} waiting for approval"
     parts = [f"Still pending in {tenant} since your last digest:\n"]
-    parts += [f"{i}. {_mail_lines(n)}" for i, n in enumerate(notices, start=1)]
+    parts += [f"{i}. {_mail_lines(n, link)}" for i, (n, link) in enumerate(notices, start=1)]
     return subject, "\n".join(parts)

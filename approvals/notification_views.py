@@ -14,11 +14,13 @@ from approvals.models import (
     DeliveryStatus,
     NoticeStatus,
     NotificationPreference,
+    SlackLink,
     WebhookDelivery,
 )
 from approvals.webhooks import UnsafeCallbackURL
 from console.models import Role
 from console.tenancy import tenant_for_user_or_404, tenants_for
+from lib.public_url import public_reverse
 
 RECENT_ROWS = 30
 
@@ -31,10 +33,12 @@ def _preference_form(tenant, preference: NotificationPreference | None, data=Non
 def _preferences_page(request: HttpRequest, *, failed_form=None, failed_slug: str = "", status: int = 200):
     tenants = list(tenants_for(request.user, Role.APPROVER).order_by("slug"))
     saved = {p.tenant_id: p for p in NotificationPreference.objects.filter(user=request.user, tenant__in=tenants)}
+    slack_links = {link.tenant_id: link for link in SlackLink.objects.filter(user=request.user, tenant__in=tenants)}
     rows = [
         {
             "tenant": tenant,
             "preference": saved.get(tenant.pk),
+            "slack_link": slack_links.get(tenant.pk),
             "email_enabled": notifications.channels_of(tenant).email_enabled,
             "form": failed_form if tenant.slug == failed_slug else _preference_form(tenant, saved.get(tenant.pk)),
         }
@@ -88,6 +92,7 @@ def _channels_page(request: HttpRequest, tenant, form: NotificationChannelsForm,
         "webhook_rows": webhook_rows,
         "mail_rows": mail_rows,
         "failed": failed_webhooks + failed_mails,
+        "slack_request_url": public_reverse("slack:actions", args=[tenant.slug]),
         "retrying": retrying,
     }
     return render(request, "approvals/notification_settings.html", context, status=status)

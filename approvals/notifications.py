@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from approvals import delivery, notices, tasks, webhooks
+from approvals import decision_links, delivery, notices, tasks, webhooks
 from approvals.models import (
     ApprovalNotice,
     ApprovalRequest,
@@ -31,6 +31,7 @@ from approvals.models import (
     WebhookDelivery,
 )
 from console.models import Role, Tenant
+from lib.sealing import seal
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ def notify_new_request(*, approval_id: int) -> ApprovalRequest | None:
             run=approval.call.run,
             approval=approval,
             url=channels.webhook_url,
-            body=notices.slack_body(notice),
+            body=notices.slack_body(notice, interactive=channels.slack_interactive),
             status=DeliveryStatus.PENDING,
         )
         if posted is not None:
@@ -116,7 +117,7 @@ def send_notice_mail(*, notice_id: int) -> ApprovalNotice | None:
     if not claimed.update(attempts=F("attempts") + 1):
         return notice  # another copy of the task is on this attempt
     attempt = notice.attempts + 1
-    subject, body = notices.mail_of(notices.notice_of(notice.approval))
+    subject, body = notices.mail_of(notices.notice_of(notice.approval), decision_links.link_of(notice))
     try:
         send_mail(subject=subject, message=body, from_email=None, recipient_list=[notice.user.email])
     except MAIL_ERRORS as exc:
@@ -180,7 +181,8 @@ def send_digest(*, preference: NotificationPreference, now=None) -> int:
     if not claimed:
         return 0
     ids = [notice.pk for notice, _ in claimed]
-    subject, body = notices.digest_of(preference.tenant.slug, [notices.notice_of(a) for _, a in claimed])
+    parts = [(notices.notice_of(a), decision_links.link_of(notice)) for notice, a in claimed]
+    subject, body = notices.digest_of(preference.tenant.slug, parts)
     try:
         send_mail(subject=subject, message=body, from_email=None, recipient_list=[user.email])
     except MAIL_ERRORS as exc:
@@ -206,19 +208,32 @@ def send_due_digests(*, now=None) -> int:
 # --- settings ---------------------------------------------------------------------------------------
 
 
-def save_notification_channels(*, tenant: Tenant, user, webhook_url: str, email_enabled: bool):
-    """A tenant admin sets the webhook (checked by the egress guard, https) and turns e-mail on or off."""
+def save_notification_channels(
+    *,
+    tenant: Tenant,
+    user,
+    webhook_url: str,
+    email_enabled: bool,
+    slack_signing_secret: str = "",
+    forget_slack_secret: bool = False,
+):
+    """A tenant admin sets the webhook (checked by the egress guard, https) and turns e-mail on or off.
+
+    A Slack signing secret, when given, replaces the stored one (sealed at rest, never shown again);
+    left empty it keeps the stored one, unless the admin asks to forget it (no more buttons)."""
     if webhook_url:
         webhooks.check_notification_url(webhook_url)
-    channels, _ = TenantNotificationSettings.objects.update_or_create(
-        tenant=tenant,
-        defaults={
-            "webhook_url": webhook_url,
-            "email_enabled": email_enabled,
-            "updated_by": user,
-            "updated_at": timezone.now(),
-        },
-    )
+    defaults = {
+        "webhook_url": webhook_url,
+        "email_enabled": email_enabled,
+        "updated_by": user,
+        "updated_at": timezone.now(),
+    }
+    if slack_signing_secret:
+        defaults["sealed_slack_signing_secret"] = seal(slack_signing_secret)
+    elif forget_slack_secret:
+        defaults["sealed_slack_signing_secret"] = ""
+    channels, _ = TenantNotificationSettings.objects.update_or_create(tenant=tenant, defaults=defaults)
     return channels
 
 

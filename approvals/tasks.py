@@ -9,7 +9,7 @@ import random
 
 from celery import shared_task
 
-from approvals import delivery, notifications, services
+from approvals import delivery, notifications, services, slack
 from runs.services import CallHeldElsewhere
 
 RESUME_MAX_RETRIES = 5
@@ -52,6 +52,12 @@ def deliver_webhook(delivery_id: str) -> None:
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def notify_new_request(approval_id: int) -> None:
     notifications.notify_new_request(approval_id=approval_id)
+
+
+@shared_task(ignore_result=True, queue=WEBHOOK_QUEUE)
+def answer_slack(response_url: str, body: dict) -> None:
+    """Update a Slack message (or tell its clicker something) after a button press."""
+    slack.send_answer(response_url=response_url, body=body)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from approvals import decision_views, notification_views, routing_views, views
+from approvals import decision_views, link_views, notification_views, routing_views, views
 
 app_name = "approvals"
 
@@ -17,6 +17,9 @@ urlpatterns = [
     path("notifications/<slug:tenant_slug>/mine/", notification_views.save_preference, name="save_preference"),
     path("t/<slug:tenant_slug>/decisions/", decision_views.decision_history, name="decision_history"),
     path("t/<slug:tenant_slug>/decisions/export/", decision_views.decision_export, name="decision_export"),
+    path("notifications/<slug:tenant_slug>/slack/unlink/", link_views.slack_unlink, name="slack_unlink"),
+    path("email/<str:link>/", link_views.email_decision, name="email_decision"),
+    path("slack/link/<str:slack_token>/", link_views.slack_link, name="slack_link"),
     path(
         "t/<slug:tenant_slug>/notifications/",
         notification_views.notification_settings,

@@ -355,6 +355,10 @@ AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = env_float("AIRLOCK_WEBHOOK_TIMEOUT_SECONDS", 5
 AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS", 2.0)
 AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS", 600.0)
 AIRLOCK_WEBHOOK_MAX_ATTEMPTS = env_int("AIRLOCK_WEBHOOK_MAX_ATTEMPTS", 8, minimum=1)
+# Deciding outside the console (approvals/slack.py, approvals/decision_links.py): how long an e-mail's
+# decision link stays valid, and the only hosts a Slack interaction's response_url may name.
+AIRLOCK_EMAIL_LINK_MAX_AGE_HOURS = env_int("AIRLOCK_EMAIL_LINK_MAX_AGE_HOURS", 24, minimum=1)
+AIRLOCK_SLACK_RESPONSE_HOSTS = env_list("AIRLOCK_SLACK_RESPONSE_HOSTS", ["hooks.slack.com"])
 # A retry scheduled with a countdown longer than the broker's visibility timeout is delivered again early.
 for _name in ("AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS", "AIRLOCK_JOB_CHECK_CAP_SECONDS"):
     if globals()[_name] >= CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]:

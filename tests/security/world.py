@@ -208,6 +208,25 @@ def _approval_route(w: World):
     )
 
 
+def _email_link(w: World) -> str:
+    """The token of an e-mailed decision link, sent to acme's user about a request of acme."""
+    from approvals.decision_links import token_of
+    from approvals.models import ApprovalNotice, NotifyMode
+
+    approval = _approval(w)
+    notice = ApprovalNotice.objects.create(
+        tenant=w.acme, approval=approval, user=w.acme_user, mode=NotifyMode.IMMEDIATELY
+    )
+    return token_of(notice)
+
+
+def _slack_token(w: World) -> str:
+    """A link token for a Slack user who pressed a button of acme's Slack app."""
+    from approvals.slack import link_token
+
+    return link_token(tenant=w.acme, team_id="T0ACME", user_id=f"U{secrets.token_hex(4)}", username="acme-slack")
+
+
 Filler = Callable[[World], dict]
 
 FILLERS: dict[tuple[str, ...], Filler] = {
@@ -247,6 +266,8 @@ FILLERS: dict[tuple[str, ...], Filler] = {
     ("server_id",): lambda w: {"server_id": _mcp_server(w).pk},
     ("group_id",): lambda w: {"group_id": _approver_group(w).pk},
     ("route_id",): lambda w: {"route_id": _approval_route(w).pk},
+    ("link",): lambda w: {"link": _email_link(w)},
+    ("slack_token",): lambda w: {"slack_token": _slack_token(w)},
 }
 
 # Parameters naming the global skill catalog: skills belong to teams, not tenants, and any
@@ -257,4 +278,6 @@ GLOBAL_READS = {"name", "version", "skill_name", "namespace"}
 EXEMPT: dict[str, str] = {
     "reliability_api:job_complete": "capability URL: the unguessable token is the credential "
     "(tests/reliability cover wrong and used tokens)",
+    "slack:actions": "Slack's signature with the tenant's signing secret is the credential, not a session "
+    "(tests/approvals/test_slack_actions.py covers forged, stale, replayed and unlinked requests)",
 }

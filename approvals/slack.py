@@ -1,0 +1,266 @@
+"""Deciding from Slack: verify a button click as Slack signs it, find the Airlock user the Slack user
+is linked to, decide through `services.decide_approval` (every rule of the inbox), and answer on the
+interaction's response_url.
+
+A click changes something only when it is signed with the tenant's Slack signing secret
+(`v0=` + HMAC-SHA256 of `v0:{timestamp}:{raw body}`), its timestamp is within five minutes of ours,
+the same signed request was not seen before, and its Slack user is linked (`SlackLink`, confirmed by
+that person in the console). The button carries the request's id only; what the message says comes
+from `approvals.notices`, which withholds a confidential skill's arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+from django.conf import settings
+from django.core import signing
+from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+
+from approvals import notices, services, tasks
+from approvals.models import ApprovalRequest, SlackLink, TenantNotificationSettings
+from console.models import Role, Tenant
+from console.tenancy import require_role
+from lib import egress
+from lib.public_url import public_reverse
+from lib.sealing import unseal
+
+logger = logging.getLogger(__name__)
+
+REPLAY_WINDOW_SECONDS = 5 * 60
+LINK_SALT = "airlock.approvals.slack-link"
+LINK_MAX_AGE_SECONDS = 10 * 60
+REASON_HINT = " Type the reason in the box above the buttons, then press Decline."
+DECISIONS = {notices.SLACK_APPROVE: "approve", notices.SLACK_DECLINE: "decline"}
+
+
+class SlackRefused(Exception):
+    """The request is not a click Airlock acts on; nothing changed. `code` and `status` go in the answer."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+def signature_of(*, secret: str, timestamp: str, body: bytes) -> str:
+    base = b"v0:" + timestamp.encode() + b":" + body
+    return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+def signing_secret_of(tenant: Tenant) -> str:
+    row = TenantNotificationSettings.objects.filter(tenant=tenant).first()
+    return unseal(row.sealed_slack_signing_secret) if row and row.sealed_slack_signing_secret else ""
+
+
+def verify_request(*, tenant: Tenant, secret: str, timestamp: str, signature: str, body: bytes) -> None:
+    """Signed by the tenant's Slack app, fresh, and not seen before; otherwise SlackRefused."""
+    expected = signature_of(secret=secret, timestamp=timestamp, body=body)
+    if not secret or not hmac.compare_digest(expected.encode(), signature.encode()):
+        raise SlackRefused("bad_signature", "The X-Slack-Signature does not match this tenant's signing secret.", 401)
+    if not timestamp.isdigit() or abs(time.time() - int(timestamp)) > REPLAY_WINDOW_SECONDS:
+        raise SlackRefused("stale_request", "The X-Slack-Request-Timestamp is more than five minutes away.", 401)
+    # Shared by every process (the cache is Redis when REDIS_URL is set); kept past the window, after
+    # which the timestamp check refuses the request anyway.
+    if not cache.add(f"slack-seen:{tenant.pk}:{signature}", 1, timeout=2 * REPLAY_WINDOW_SECONDS):
+        raise SlackRefused("replayed", "This signed request was already received; it is not acted on twice.", 409)
+
+
+@dataclass(frozen=True)
+class Click:
+    """One button press, as much of Slack's block_actions payload as Airlock reads."""
+
+    team_id: str
+    user_id: str
+    username: str
+    decision: str
+    approval_ref: str
+    reason: str
+    response_url: str
+
+
+def _reason(payload: dict) -> str:
+    values = (payload.get("state") or {}).get("values") or {}
+    typed = ((values.get(notices.SLACK_REASON_BLOCK) or {}).get(notices.SLACK_REASON_INPUT) or {}).get("value")
+    return str(typed or "").strip()
+
+
+def _check_response_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or parts.hostname not in settings.AIRLOCK_SLACK_RESPONSE_HOSTS:
+        raise SlackRefused("bad_payload", "The response_url is not on a Slack host Airlock answers to.")
+    return url
+
+
+def parse_click(body: bytes) -> Click:
+    """The form-encoded `payload=` JSON Slack posts for a button; SlackRefused when it is not one of ours."""
+    try:
+        payload = json.loads(parse_qs(body.decode())["payload"][0])
+        action = payload["actions"][0]
+        user, team = payload["user"], payload.get("team") or {}
+    except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):
+        raise SlackRefused("bad_payload", "Expected a form field `payload` holding a block_actions JSON.") from None
+    if payload.get("type") != "block_actions" or action.get("action_id") not in DECISIONS:
+        raise SlackRefused("bad_payload", "Only Airlock's Approve and Decline buttons are handled here.")
+    return Click(
+        team_id=str(team.get("id") or user.get("team_id") or ""),
+        user_id=str(user.get("id") or ""),
+        username=str(user.get("username") or user.get("name") or ""),
+        decision=DECISIONS[action["action_id"]],
+        approval_ref=str(action.get("value") or ""),
+        reason=_reason(payload),
+        response_url=_check_response_url(str(payload.get("response_url") or "")),
+    )
+
+
+# --- answers ----------------------------------------------------------------------------------------
+
+
+def _ephemeral(text: str) -> dict:
+    """A note only the clicking user sees; the message itself stays as it was."""
+    return {"response_type": "ephemeral", "replace_original": False, "text": text}
+
+
+def outcome_message(approval: ApprovalRequest) -> dict:
+    """The message as it reads once decided: no buttons left, who decided and how."""
+    notice = notices.notice_of(approval)
+    e = notices.slack_escape
+    headline = f"{e(notice.tenant)}: {e(notice.skill)} ({e(notice.effect)})"
+    if approval.is_pending:
+        outcome = "expired" if approval.is_expired_now else "still pending"
+    else:
+        via = f" via {approval.decided_via}" if approval.decided_via else ""
+        outcome = f"{approval.decision_word} by {e(approval.decided_by_label or 'someone')}{via}"
+    text = f"{headline}: {outcome}"
+    return {
+        "replace_original": True,
+        "text": text,
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{headline}*: {outcome}"}},
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": f"<{notice.link}|Open the request>"}]},
+        ],
+    }
+
+
+def link_token(*, tenant: Tenant, team_id: str, user_id: str, username: str) -> str:
+    """A signed, ten-minute claim "this Slack user pressed a button of this tenant", for the console."""
+    return signing.dumps({"t": tenant.pk, "team": team_id, "user": user_id, "name": username}, salt=LINK_SALT)
+
+
+def read_link_token(token: str) -> dict:
+    """The Slack identity a link token names; SlackRefused when forged or older than ten minutes."""
+    try:
+        return signing.loads(token, salt=LINK_SALT, max_age=LINK_MAX_AGE_SECONDS)
+    except signing.SignatureExpired:
+        raise SlackRefused(
+            "link_expired", "This link is older than ten minutes: press the button in Slack again."
+        ) from None
+    except signing.BadSignature:
+        raise SlackRefused("bad_link", "This link is not one Airlock made.") from None
+
+
+def _link_instructions(tenant: Tenant, click: Click) -> dict:
+    token = link_token(tenant=tenant, team_id=click.team_id, user_id=click.user_id, username=click.username)
+    url = public_reverse("approvals:slack_link", args=[token])
+    return _ephemeral(
+        f"Your Slack account is not linked to an Airlock approver in {tenant.slug}, so nothing was decided. "
+        f"Open <{url}|this link> signed in to the Airlock console and confirm (within ten minutes), "
+        "then press the button again."
+    )
+
+
+def _approval_id(ref: str) -> int | None:
+    return int(ref) if ref.isdigit() and len(ref) <= 18 else None
+
+
+def answer_click(*, tenant: Tenant, click: Click) -> dict:
+    """Decide as the linked user, under every rule of the inbox; the answer for the response_url."""
+    link = (
+        SlackLink.objects.select_related("user")
+        .filter(tenant=tenant, slack_team_id=click.team_id, slack_user_id=click.user_id, user__is_active=True)
+        .first()
+    )
+    if link is None:
+        return _link_instructions(tenant, click)
+    user = link.user
+    approval = (
+        ApprovalRequest.objects.visible_to(user)
+        .select_related("tenant", "call__run", "call__skill_version")
+        .filter(tenant=tenant, pk=_approval_id(click.approval_ref))
+        .first()
+    )
+    if approval is None:
+        return _ephemeral("Airlock has no such request in this tenant; nothing was decided.")
+    if not approval.is_pending:  # decided elsewhere since the message was posted: show how
+        return outcome_message(approval)
+    try:
+        approval = services.decide_approval(
+            approval=approval, user=user, decision=click.decision, reason=click.reason, via="slack"
+        )
+    except services.AlreadyDecided as exc:
+        return outcome_message(exc.request)
+    except services.InvalidDecision as exc:
+        hint = REASON_HINT if click.decision == "decline" else ""
+        return _ephemeral(f"Nothing was decided: {exc}{hint}")
+    except PermissionDenied as exc:
+        return _ephemeral(f"Nothing was decided: {exc}")
+    if approval.is_pending:  # a two-person request: this was one vote
+        return _ephemeral(f"Your approval is recorded ({approval.votes.count()} of {approval.required_approvals}).")
+    return outcome_message(approval)
+
+
+def send_answer(*, response_url: str, body: dict[str, Any]) -> None:
+    """Post the answer to Slack's response_url, behind the egress guard; a failure is logged, not retried
+    (the decision stands and the console shows it)."""
+    try:
+        with egress.client(timeout=settings.AIRLOCK_WEBHOOK_TIMEOUT_SECONDS) as client:
+            client.post(_check_response_url(response_url), json=body).raise_for_status()
+    except (httpx.HTTPError, egress.EgressRefused, SlackRefused) as exc:
+        logger.warning("slack answer not delivered: %s", type(exc).__name__)
+
+
+def answer_later(*, response_url: str, body: dict) -> None:
+    """Slack wants its 200 within three seconds: the answer goes out from a worker after commit."""
+    transaction.on_commit(lambda: tasks.answer_slack.delay(response_url, body), robust=True)
+
+
+# --- linking ----------------------------------------------------------------------------------------
+
+
+class LinkRefused(ValueError):
+    """The link cannot be made as asked; the message says why."""
+
+
+def link_slack_user(*, tenant: Tenant, user, identity: dict) -> SlackLink:
+    """The signed-in approver confirms that the Slack user of the token is them."""
+    require_role(user, tenant, Role.APPROVER)
+    existing = SlackLink.objects.filter(tenant=tenant, user=user).first()
+    if existing is not None:
+        if (existing.slack_team_id, existing.slack_user_id) == (identity["team"], identity["user"]):
+            return existing
+        raise LinkRefused(f"You are already linked to Slack user {existing.slack_user_id}; unlink it first.")
+    try:
+        with transaction.atomic():
+            return SlackLink.objects.create(
+                tenant=tenant,
+                user=user,
+                slack_team_id=identity["team"],
+                slack_user_id=identity["user"],
+                slack_username=identity.get("name", "")[:200],
+            )
+    except IntegrityError:
+        raise LinkRefused("That Slack user is linked to another Airlock account; its owner must unlink it.") from None
+
+
+def unlink_slack_user(*, tenant: Tenant, user) -> int:
+    return SlackLink.objects.filter(tenant=tenant, user=user).delete()[0]
