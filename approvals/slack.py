@@ -59,8 +59,16 @@ def signature_of(*, secret: str, timestamp: str, body: bytes) -> str:
 
 
 def signing_secret_of(tenant: Tenant) -> str:
+    """The tenant's Slack signing secret; empty (every click refused) when none is saved, or when it was
+    sealed under another AIRLOCK_SEALING_KEY (logged: the admin saves it again)."""
     row = TenantNotificationSettings.objects.filter(tenant=tenant).first()
-    return unseal(row.sealed_slack_signing_secret) if row and row.sealed_slack_signing_secret else ""
+    if row is None or not row.sealed_slack_signing_secret:
+        return ""
+    try:
+        return unseal(row.sealed_slack_signing_secret)
+    except ValueError:
+        logger.error("the Slack signing secret of %s cannot be unsealed with this deployment's key", tenant.slug)
+        return ""
 
 
 def verify_request(*, tenant: Tenant, secret: str, timestamp: str, signature: str, body: bytes) -> None:
