@@ -147,7 +147,7 @@ def outcome_message(approval: ApprovalRequest) -> dict:
     if approval.is_pending:
         outcome = "expired" if approval.is_expired_now else "still pending"
     else:
-        via = f" via {approval.decided_via}" if approval.decided_via else ""
+        via = f" via {approval.decided_via}" if approval.decided_via not in ("", "system") else ""
         outcome = f"{approval.decision_word} by {e(approval.decided_by_label or 'someone')}{via}"
     text = f"{headline}: {outcome}"
     return {

@@ -309,3 +309,23 @@ def test_the_message_carries_buttons_but_never_a_confidential_skills_arguments(a
 def test_the_signing_secret_is_sealed_at_rest(acme, slack_on):
     slack_on.refresh_from_db()
     assert SECRET not in slack_on.sealed_slack_signing_secret and slack.signing_secret_of(acme) == SECRET
+
+
+def test_a_click_on_an_expired_request_decides_nothing_and_shows_it_expired(
+    client, acme, agent, approver, slack_on, receiver, executions, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.models import ApprovalRequest
+
+    approval = open_request(tenant=acme, agent=agent)
+    ApprovalRequest.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    _link(acme, approver, "U111")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _post(client, _body(approval.pk, slack_user="U111", response_url=receiver.url)).status_code == 200
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.EXPIRED and approval.decided_by is None and executions == []
+    [answer] = _answers(receiver)
+    assert answer["replace_original"] is True and "expired" in answer["text"]
