@@ -15,6 +15,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ from lib.sealing import unseal
 logger = logging.getLogger(__name__)
 
 REPLAY_WINDOW_SECONDS = 5 * 60
+SLACK_ID = re.compile(r"[A-Z0-9]{1,32}")
 LINK_SALT = "airlock.approvals.slack-link"
 LINK_MAX_AGE_SECONDS = 10 * 60
 REASON_HINT = " Type the reason in the box above the buttons, then press Decline."
@@ -120,9 +122,12 @@ def parse_click(body: bytes) -> Click:
         raise SlackRefused("bad_payload", "Expected a form field `payload` holding a block_actions JSON.") from None
     if payload.get("type") != "block_actions" or action.get("action_id") not in DECISIONS:
         raise SlackRefused("bad_payload", "Only Airlock's Approve and Decline buttons are handled here.")
+    team_id, user_id = str(team.get("id") or user.get("team_id") or ""), str(user.get("id") or "")
+    if not all(SLACK_ID.fullmatch(value) for value in (team_id, user_id)):
+        raise SlackRefused("bad_payload", "The payload's user and team must be Slack ids (letters and digits).")
     return Click(
-        team_id=str(team.get("id") or user.get("team_id") or ""),
-        user_id=str(user.get("id") or ""),
+        team_id=team_id,
+        user_id=user_id,
         username=str(user.get("username") or user.get("name") or ""),
         decision=DECISIONS[action["action_id"]],
         approval_ref=str(action.get("value") or ""),

@@ -282,6 +282,8 @@ def test_a_two_person_request_needs_two_linked_approvers(
         b"payload=not-json",
         b"payload=%7B%7D",
         urlencode({"payload": json.dumps({"type": "view_submission"})}).encode(),
+        _body(1, slack_user="U" * 40, response_url="https://hooks.slack.com/x"),
+        _body(1, slack_user="u1'; drop", response_url="https://hooks.slack.com/x"),
     ],
 )
 def test_malformed_payloads_are_a_clear_400(payload, client, acme, slack_on):
