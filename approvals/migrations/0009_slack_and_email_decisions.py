@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0006_audit_age_counts_from_detachment'),
+        ('approvals', '0008_approver_groups_and_routes'),
         ('console', '0005_agent_key_rotation'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
