@@ -70,12 +70,14 @@ def _manifest(approval: ApprovalRequest) -> dict:
 
 
 def may_unseal(approval: ApprovalRequest, user, approver_tenant_ids: set[int] | None = None) -> bool:
-    """Real values only for an approver of the request's tenant, and only while the request is open."""
+    """Real values only for an approver of the request's tenant whom its routing lets decide it, and only while
+    the request is open. Lists pass `approver_tenant_ids`: they hold only requests routed to the user (an
+    admin's "all requests" oversight view aside), so the routing is not asked again per card."""
     if not (approval.is_open and approval.call.sealed_arguments):
         return False
     if approver_tenant_ids is not None:
         return approval.tenant_id in approver_tenant_ids
-    return has_role(user, approval.tenant, Role.APPROVER)
+    return has_role(user, approval.tenant, Role.APPROVER) and approval.routed_to_user(user)
 
 
 def shown_arguments(approval: ApprovalRequest, user, approver_tenant_ids: set[int] | None = None) -> Any:

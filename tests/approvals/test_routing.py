@@ -481,3 +481,18 @@ def test_listing_routed_requests_costs_the_same_for_two_or_six(path, query, acme
     for _ in range(4):
         _refund(acme, agent)
     assert _queries_to_list(overseer, path, **query) == two
+
+
+def test_an_approver_outside_the_group_never_unseals_the_real_arguments(
+    acme, agent, billing, approver, support_approver
+):
+    """The request page is readable by the tenant's members, but only those the routing lets decide see the
+    real values: bob opening billing's refund by its URL sees the redacted form kept at rest."""
+    from approvals.presentation import shown_arguments
+
+    refund = _refund(acme, agent)
+    assert refund.group == billing
+    assert shown_arguments(refund, approver) != refund.action["arguments"]  # billing sees the real call
+    assert shown_arguments(refund, support_approver) == refund.action["arguments"]
+    page = login(Client(), support_approver).get(reverse("approvals:detail", args=[refund.pk]))
+    assert page.status_code == 200 and page.context["can_decide"] is False
