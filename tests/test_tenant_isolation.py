@@ -30,7 +30,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from console.models import Agent, Membership, Role, Tenant
+from console.models import Agent, Membership, Role, Team, Tenant
 from console.services import create_agent, create_personal_token
 
 pytestmark = pytest.mark.django_db
@@ -82,6 +82,19 @@ def _acme_invitation(world: World):
     return invitation_with_token(tenant=world.acme, address=world.acme_user.username, invited_by=world.acme_user)
 
 
+def _acme_team(world: World) -> Team:
+    team = Team.objects.get_or_create(slug="acme-skills", defaults={"name": "Acme skills"})[0]
+    team.members.add(world.acme_user)
+    team.maintainers.add(world.acme_user)
+    return team
+
+
+def _acme_teammate_kwargs(world: World) -> dict:
+    team = _acme_team(world)
+    team.members.add(mate := _acme_member(world))
+    return {"team_slug": team.slug, "user_id": mate.pk}
+
+
 def _acme_agent(world: World) -> Agent:
     return create_agent(tenant=world.acme, name="extra-bot", role="support")[0]
 
@@ -110,6 +123,12 @@ ROUTES: list[Route] = [
     Route(
         "console:token_revoke", lambda w: {"token_id": create_personal_token(user=w.acme_user, name="t")[0].pk}, "post"
     ),
+    Route("console:member_remove", lambda w: {"tenant_slug": w.acme.slug, "user_id": _acme_member(w).pk}, "post"),
+    # teams belong to no tenant: a team acme_user maintains is as hidden from the globex user as acme's rows
+    Route("console:team_detail", lambda w: {"team_slug": _acme_team(w).slug}),
+    Route("console:team_member_add", lambda w: {"team_slug": _acme_team(w).slug}, "post"),
+    Route("console:team_member_remove", lambda w: _acme_teammate_kwargs(w), "post"),
+    Route("console:team_maintainer", lambda w: _acme_teammate_kwargs(w), "post"),
     # runs and policies (the gate)
     Route("runs:run_detail", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}),
     Route("runs_api:run_detail", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}, client="agent"),
