@@ -6,6 +6,7 @@ from console.models import (
     Invitation,
     InvitationEvent,
     Membership,
+    MembershipEvent,
     PersonalAccessToken,
     Team,
     Tenant,
@@ -26,7 +27,7 @@ class MembershipAdmin(admin.ModelAdmin):
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "email"]
-    filter_horizontal = ["members"]
+    filter_horizontal = ["members", "maintainers"]
 
 
 @admin.register(Agent)
@@ -86,6 +87,20 @@ class InvitationAdmin(admin.ModelAdmin):
 class InvitationEventAdmin(admin.ModelAdmin):
     list_display = ["tenant", "invitation", "action", "actor_label", "created_at"]
     list_filter = ["tenant", "action"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(MembershipEvent)
+class MembershipEventAdmin(admin.ModelAdmin):
+    """Read-only: the console's membership and team logs. Changes made here in the Django admin bypass it."""
+
+    list_display = ["tenant", "team", "member_label", "action", "actor_label", "created_at"]
+    list_filter = ["action"]
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
