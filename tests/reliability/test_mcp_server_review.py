@@ -15,9 +15,10 @@ from registry.models import SkillVersion
 from reliability import services
 from reliability.models import McpServer, McpServerStatus
 from runs.errors import Unavailable
-from runs.plane.mcp_servers import connection_for
+from runs.plane.mcp_servers import call_tool, connection_for
 from tests.conftest import login, make_user
 from tests.registry.test_mcp_import import http_server_url  # noqa: F401 - a fixture: a real MCP server
+from tests.reliability.conftest import gate, publish, skill
 
 pytestmark = pytest.mark.django_db
 
@@ -177,3 +178,20 @@ def test_the_servers_page_costs_the_same_queries_with_more_servers(client, owner
     for n in range(6):
         propose(client, name=f"more-{n}", url=f"https://more-{n}.example/mcp")
     assert 0 < queries() <= one
+
+
+def test_an_agents_call_reaches_a_proposed_server_only_once_another_person_approves_it(world, mcp_url, owner, teammate):
+    """The real gate, a real MCP server counting its executions: nothing arrives while the server waits."""
+    server = services.propose_mcp_server(team=owner.teams.get(), name="desk", url=mcp_url, by=owner)
+    skill("desk.lookup", "mcp://desk/lookup")
+    publish()
+    run, results = gate(world["agent"], [{"call_id": "c1", "name": "desk.lookup", "arguments": {"item_id": "i-1"}}])
+    assert results[0]["status"] == "error" and results[0]["error"]["code"] == "server_not_approved"
+    services.approve_mcp_server(server=server, by=teammate)
+    counted = call_tool(connection_for("mcp://desk/counts"), "counts", {}, timeout_s=10)
+    assert "lookup" not in counted["executions"]  # the refused call never reached the server
+    _, results = gate(
+        world["agent"], [{"call_id": "c2", "name": "desk.lookup", "arguments": {"item_id": "i-1"}}], run=run
+    )
+    assert results[0]["status"] == "ok" and results[0]["content"]["name"] == "Item i-1"
+    assert call_tool(connection_for("mcp://desk/counts"), "counts", {}, timeout_s=10)["executions"]["lookup"] == 1
