@@ -162,9 +162,10 @@ def test_an_admin_of_another_tenant_cannot_remove_through_their_own_tenant(clien
     assert Membership.objects.filter(user=approver).count() == 2
 
 
-def test_the_members_page_leaves_a_place_for_approver_groups(client, tenant_admin):
+def test_the_members_page_links_to_approver_groups(client, tenant_admin):
     login(client, tenant_admin)
-    assert 'id="approver-groups-slot"' in client.get(reverse("console:member_list", args=["acme"])).content.decode()
+    page = client.get(reverse("console:member_list", args=["acme"])).content.decode()
+    assert f'href="{reverse("approvals:routing", args=["acme"])}"' in page
 
 
 def test_the_members_page_costs_the_same_queries_with_a_longer_log(
