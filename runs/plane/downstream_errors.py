@@ -14,8 +14,9 @@ import json
 import re
 from typing import Any
 
-from runs.errors import CallError, Conflict, NotFound, NotPermitted, RateLimited, Unavailable, ValidationFailed
 from airlock_sdk.fencing import clean_text
+
+from runs.errors import CallError, Conflict, NotFound, NotPermitted, RateLimited, Unavailable, ValidationFailed
 from traces.redaction import redact_text
 
 MESSAGE_CHARS = 1_000
