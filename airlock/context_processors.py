@@ -27,6 +27,11 @@ ADMIN_VIEWS = {
     "agent_list",
     "agent_create",
     "agent_revoke",
+    "agent_suspend",
+    "agent_resume",
+    "tenant_controls",
+    "tenant_freeze",
+    "tenant_unfreeze",
 }
 
 

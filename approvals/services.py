@@ -701,7 +701,13 @@ def cancel_approvals_for_run(*, run, reason: str) -> int:
 def cancel_when_run_closes(event) -> None:
     """Run event listener: a run the agent closed will never resume, so its pending requests are cancelled."""
     if approval_outcomes.closes_run(event):
-        cancel_approvals_for_run(run=event.run, reason=f"The agent closed the run as {event.payload['status']}.")
+        stopped_by = event.payload.get("stopped_by")
+        reason = (
+            f"{stopped_by} stopped the run: {event.payload.get('reason') or 'no reason given'}"
+            if stopped_by
+            else f"The agent closed the run as {event.payload['status']}."
+        )
+        cancel_approvals_for_run(run=event.run, reason=reason)
 
 
 def escalation_threshold(approval: ApprovalRequest) -> timedelta:

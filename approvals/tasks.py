@@ -10,9 +10,10 @@ import random
 from celery import shared_task
 
 from approvals import delivery, notifications, services, slack
-from runs.services import CallHeldElsewhere
+from runs.services import AgentSuspended, CallHeldElsewhere
 
 RESUME_MAX_RETRIES = 5
+SUSPENDED_MAX_RETRIES = 10**6  # a suspension is looked at again every 30 s at most, for as long as it lasts
 # Queues of their own (CELERY_TASK_QUEUES) for what an agent is waiting for, so that neither waits behind a
 # burst of notifications, nor a resume behind a slow webhook receiver.
 RESUME_QUEUE = "resume"
@@ -33,6 +34,8 @@ def resume_call(self, approval_id: int) -> None:
         approval = services.resume_approval(approval_id=approval_id)
     except CallHeldElsewhere as exc:  # another delivery is executing it; look again once its lease may end
         raise self.retry(countdown=exc.retry_after, max_retries=RESUME_MAX_RETRIES * 10) from exc
+    except AgentSuspended as exc:  # held, not refused: it runs once the suspension ends
+        raise self.retry(countdown=exc.retry_after, max_retries=SUSPENDED_MAX_RETRIES) from exc
     except Exception as exc:
         final = self.request.retries >= RESUME_MAX_RETRIES
         services.record_resume_failure(approval_id=approval_id, error=f"{type(exc).__name__}: {exc}", final=final)

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.validators import MaxValueValidator, validate_email
 
-from console.models import MAX_KEY_GRACE, Role, Team, Tenant, TokenScope, slug_validator
+from console.models import MAX_KEY_GRACE, MAX_SUSPENSION, Role, Team, Tenant, TokenScope, slug_validator
 
 MAX_GRACE_HOURS = int(MAX_KEY_GRACE.total_seconds() // 3600)
 
@@ -158,3 +158,23 @@ class TokenForm(forms.Form):
         days.validators.append(MaxValueValidator(settings.AIRLOCK_TOKEN_MAX_DAYS))
         days.widget.attrs.update(max=settings.AIRLOCK_TOKEN_MAX_DAYS, min=1)
         days.help_text = f"The token stops working after this many days (at most {settings.AIRLOCK_TOKEN_MAX_DAYS})."
+
+
+class SuspendAgentForm(forms.Form):
+    reason = forms.CharField(max_length=300, help_text="The agent is told, and the audit log keeps it.")
+    minutes = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=int(MAX_SUSPENSION.total_seconds() // 60),
+        label="For (minutes)",
+        help_text="Leave empty to suspend until you resume it.",
+    )
+
+    @property
+    def duration(self) -> timedelta | None:
+        minutes = self.cleaned_data.get("minutes")
+        return timedelta(minutes=minutes) if minutes else None
+
+
+class FreezeTenantForm(forms.Form):
+    reason = forms.CharField(max_length=300, help_text="Shown in the banner on every page and in refused calls.")

@@ -18,12 +18,20 @@ class Tenant(models.Model):
     approval_ttl = models.DurationField(default=timedelta(hours=1))
     trace_retention = models.DurationField(default=timedelta(days=30))
     created_at = models.DateTimeField(default=timezone.now)
+    # An incident freeze: while set, every call whose effect is not a read is denied (`tenant_frozen`).
+    frozen_at = models.DateTimeField(null=True, blank=True)
+    frozen_by_label = models.CharField(max_length=150, blank=True)
+    freeze_reason = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["slug"]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_frozen(self) -> bool:
+        return self.frozen_at is not None
 
 
 class Role(models.TextChoices):
@@ -82,6 +90,7 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 # How long an agent's replaced key keeps working after a rotation: the admin's choice, within these.
 DEFAULT_KEY_GRACE = timedelta(hours=24)
 MAX_KEY_GRACE = timedelta(days=30)
+MAX_SUSPENSION = timedelta(days=30)  # a longer hold is a revocation
 
 
 class BearerKeyMixin:
@@ -139,6 +148,12 @@ class Agent(BearerKeyMixin, models.Model):
     previous_key_created_at = models.DateTimeField(null=True, blank=True)
     previous_key_expires_at = models.DateTimeField(null=True, blank=True)
     previous_key_last_used_at = models.DateTimeField(null=True, blank=True)
+    # A suspension: the keys keep authenticating, but no run starts and no call executes for the agent
+    # until `suspended_until` (None: until an admin resumes it). Revocation, by contrast, is for ever.
+    suspended_at = models.DateTimeField(null=True, blank=True)
+    suspended_until = models.DateTimeField(null=True, blank=True)
+    suspended_by_label = models.CharField(max_length=150, blank=True)
+    suspend_reason = models.CharField(max_length=300, blank=True)
 
     key_prefix = KEY_PREFIX
     objects = AgentQuerySet.as_manager()
@@ -156,6 +171,24 @@ class Agent(BearerKeyMixin, models.Model):
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+    def is_suspended(self, at: datetime) -> bool:
+        """Whether a suspension holds at `at` (a timed one lapses by itself)."""
+        return self.suspended_at is not None and (self.suspended_until is None or at < self.suspended_until)
+
+    @property
+    def suspended_now(self) -> bool:
+        return self.is_suspended(timezone.now())
+
+    def suspension_notice(self) -> str:
+        """What a refused agent is told: who suspended it, why, and until when."""
+        until = (
+            f"until {self.suspended_until:%Y-%m-%d %H:%M:%S} UTC"
+            if self.suspended_until
+            else "until an admin resumes it"
+        )
+        reason = f": {self.suspend_reason}" if self.suspend_reason else ""
+        return f"{self.suspended_by_label or 'An admin'} suspended agent {self.name} {until}{reason}."
 
     @property
     def key_in_use(self) -> str:
@@ -212,6 +245,41 @@ class AgentKeyEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ValueError("The agent key audit log is append-only.")
+
+
+class OperatorAction(models.Model):
+    """The append-only audit log of incident controls: who stopped a run, suspended or resumed an agent,
+    froze or unfroze a tenant, when and why (runs.services, console.services write it)."""
+
+    class Action(models.TextChoices):
+        RUN_STOPPED = "run_stopped"
+        AGENT_SUSPENDED = "agent_suspended"
+        AGENT_RESUMED = "agent_resumed"
+        TENANT_FROZEN = "tenant_frozen"
+        TENANT_UNFROZEN = "tenant_unfrozen"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="operator_actions")
+    action = models.CharField(max_length=20, choices=Action.choices)
+    target = models.CharField(max_length=200, help_text="The run id, the agent's name or the tenant's slug.")
+    reason = models.CharField(max_length=300, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_label = models.CharField(max_length=150, help_text="Who acted, kept even if the user is deleted.")
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.actor_label} {self.action} {self.target}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("The operator action log is append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("The operator action log is append-only.")
 
 
 class TokenScope(models.TextChoices):

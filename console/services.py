@@ -15,6 +15,7 @@ from console.models import (
     DEFAULT_KEY_GRACE,
     INVITATION_TTL,
     MAX_KEY_GRACE,
+    MAX_SUSPENSION,
     Agent,
     AgentKeyEvent,
     Invitation,
@@ -22,6 +23,7 @@ from console.models import (
     Membership,
     MembershipAction,
     MembershipEvent,
+    OperatorAction,
     PersonalAccessToken,
     Role,
     Team,
@@ -404,3 +406,84 @@ def set_maintainer(*, team: Team, user, maintainer: bool, by) -> Team:
         team.maintainers.remove(user)
         _record_access(team=team, member=user, action=MembershipAction.MAINTAINER_REMOVED, by=by)
     return team
+
+
+# --- incident controls: suspend an agent, freeze a tenant ----------------------------------------
+def _record_operator_action(*, tenant: Tenant, action: str, target: str, by, reason: str = "", **detail):
+    return OperatorAction.objects.create(
+        tenant=tenant,
+        action=action,
+        target=target,
+        reason=reason,
+        actor=by,
+        actor_label=by.get_username(),
+        detail=detail,
+    )
+
+
+def suspend_agent(*, agent: Agent, by, reason: str, duration: timedelta | None = None) -> Agent:
+    """Hold an agent for `duration` (None: until resumed). Its keys keep authenticating, so nothing needs
+    re-issuing afterwards; the gate, the run start and every live check refuse it with `agent_suspended`,
+    and its approved calls wait (runs.services.AgentSuspended). Suspending again replaces the window."""
+    if duration is not None and not timedelta(0) < duration <= MAX_SUSPENSION:
+        raise ValueError(f"A suspension lasts between a minute and {MAX_SUSPENSION.days} days.")
+    now = timezone.now()
+    fields = {
+        "suspended_at": now,
+        "suspended_until": now + duration if duration is not None else None,
+        "suspended_by_label": by.get_username(),
+        "suspend_reason": reason[:300],
+    }
+    with transaction.atomic():
+        Agent.objects.filter(pk=agent.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(agent, name, value)
+        _record_operator_action(
+            tenant=agent.tenant,
+            action=OperatorAction.Action.AGENT_SUSPENDED,
+            target=agent.name,
+            by=by,
+            reason=reason[:300],
+            until=agent.suspended_until.isoformat() if agent.suspended_until else None,
+        )
+    return agent
+
+
+def resume_agent(*, agent: Agent, by) -> Agent:
+    """Lift a suspension; the agent's held approved calls run at their next look (within 30 s)."""
+    fields = {"suspended_at": None, "suspended_until": None, "suspended_by_label": "", "suspend_reason": ""}
+    with transaction.atomic():
+        if not Agent.objects.filter(pk=agent.pk, suspended_at__isnull=False).update(**fields):
+            return agent
+        for name, value in fields.items():
+            setattr(agent, name, value)
+        _record_operator_action(
+            tenant=agent.tenant, action=OperatorAction.Action.AGENT_RESUMED, target=agent.name, by=by
+        )
+    return agent
+
+
+def freeze_tenant(*, tenant: Tenant, by, reason: str) -> Tenant:
+    """Deny every call of the tenant whose effect is not a read (`tenant_frozen`) until it is unfrozen."""
+    fields = {"frozen_at": timezone.now(), "frozen_by_label": by.get_username(), "freeze_reason": reason[:300]}
+    with transaction.atomic():
+        if not Tenant.objects.filter(pk=tenant.pk, frozen_at__isnull=True).update(**fields):
+            tenant.refresh_from_db()
+            return tenant  # frozen already: the first freeze and its reason stand
+        for name, value in fields.items():
+            setattr(tenant, name, value)
+        _record_operator_action(
+            tenant=tenant, action=OperatorAction.Action.TENANT_FROZEN, target=tenant.slug, by=by, reason=reason[:300]
+        )
+    return tenant
+
+
+def unfreeze_tenant(*, tenant: Tenant, by) -> Tenant:
+    fields = {"frozen_at": None, "frozen_by_label": "", "freeze_reason": ""}
+    with transaction.atomic():
+        if not Tenant.objects.filter(pk=tenant.pk, frozen_at__isnull=False).update(**fields):
+            return tenant
+        for name, value in fields.items():
+            setattr(tenant, name, value)
+        _record_operator_action(tenant=tenant, action=OperatorAction.Action.TENANT_UNFROZEN, target=tenant.slug, by=by)
+    return tenant

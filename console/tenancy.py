@@ -118,6 +118,12 @@ def decision_reader_tenant_or_404(user: AnyUser, slug: str) -> Tenant:
     return tenant
 
 
+def require_any_role(user: AnyUser, tenant: Tenant, roles: tuple[str, ...]) -> None:
+    """403 for a member holding none of `roles` (named after the first); callers have already 404ed non-members."""
+    if not roles_in(user, tenant) & set(roles):
+        raise RoleRequired(role=roles[0], tenant=tenant)
+
+
 def tenant_admins(tenant: Tenant) -> list[AbstractBaseUser]:
     """The people who hold the admin role in a tenant: who can give a member a role."""
     return [

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from console import views
+from console import incident_views, views
 
 app_name = "console"
 
@@ -34,6 +34,11 @@ urlpatterns = [
     path("teams/<slug:team_slug>/members/", views.team_member_add, name="team_member_add"),
     path("teams/<slug:team_slug>/members/<id:user_id>/remove/", views.team_member_remove, name="team_member_remove"),
     path("teams/<slug:team_slug>/members/<id:user_id>/maintainer/", views.team_maintainer, name="team_maintainer"),
+    path("t/<slug:tenant_slug>/agents/<id:agent_id>/suspend/", incident_views.agent_suspend, name="agent_suspend"),
+    path("t/<slug:tenant_slug>/agents/<id:agent_id>/resume/", incident_views.agent_resume, name="agent_resume"),
+    path("t/<slug:tenant_slug>/incident/", incident_views.tenant_controls, name="tenant_controls"),
+    path("t/<slug:tenant_slug>/incident/freeze/", incident_views.tenant_freeze, name="tenant_freeze"),
+    path("t/<slug:tenant_slug>/incident/unfreeze/", incident_views.tenant_unfreeze, name="tenant_unfreeze"),
     path("tokens/", views.token_list, name="token_list"),
     path("tokens/<id:token_id>/revoke/", views.token_revoke, name="token_revoke"),
 ]

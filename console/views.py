@@ -21,6 +21,7 @@ from console.forms import (
     InvitationForm,
     MemberRolesForm,
     RotateKeyForm,
+    SuspendAgentForm,
     TeamForm,
     TeammateForm,
     TenantForm,
@@ -286,6 +287,8 @@ def _agent_keys_page(request: HttpRequest, tenant: Tenant, agent: Agent, form: R
         "form": form,
         "previous_live": agent.previous_key_live(clock.now()),
         "events": agent.key_events.all()[:20],
+        "suspend_form": SuspendAgentForm(),
+        "suspended": agent.is_suspended(clock.now()),
     }
     return render(request, "console/agent_keys.html", context, status=status)
 

@@ -9,6 +9,7 @@ from rest_framework import exceptions
 from console.api_auth import AgentKeyAuthentication, TooManyBadKeys
 from console.api_errors import error_body
 from console.models import Agent
+from lib import clock
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class _KeyCarrier:
 
 def agent_for(*, authorization: str, remote_addr: str) -> Agent | KeyRefusal:
     """The agent whose key this is, or the refusal: 401 for a missing, wrong or revoked key, 403 for a
-    person's access token, 429 once this address or key lookup has sent too many wrong keys."""
+    person's access token or a suspended agent, 429 once this address or key lookup has sent too many wrong keys."""
     try:
         found = AgentKeyAuthentication().authenticate(_KeyCarrier(authorization, remote_addr))
     except TooManyBadKeys as exc:
@@ -49,4 +50,7 @@ def agent_for(*, authorization: str, remote_addr: str) -> Agent | KeyRefusal:
         )
     if not isinstance(found[1], Agent):
         return KeyRefusal(403, error_body("authorization", "agents_only", "Only an agent key may use the MCP server."))
-    return found[1]
+    agent = found[1]
+    if agent.is_suspended(clock.now()):  # the key is valid: 403, not 401
+        return KeyRefusal(403, {"error": authorization.agent_suspended(agent).as_error()})
+    return agent

@@ -37,7 +37,7 @@ from reliability.models import (
 )
 from runs.models import CallStatus, IdempotencyRecord, Run, RunEvent, RunStatus, ToolCall
 
-CLOSED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+CLOSED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STOPPED)
 LIVE_CALL_STATUSES = (CallStatus.EXECUTING, CallStatus.AWAITING_APPROVAL)
 LIVE_APPROVAL_STATUSES = tuple(approval_lifecycle.APPROVAL_LIVE)
 LIVE_PIPELINE_STATUSES = (PipelineStatus.PENDING, PipelineStatus.RUNNING, PipelineStatus.WAITING)

@@ -13,21 +13,22 @@ them, so they are as current as the rows themselves.
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import dataclass
 
 from django.db.models import Subquery
 from django.utils import timezone
 
-from console.models import GateGeneration
+from console.models import Agent, GateGeneration, Tenant
 from policies import grants as grant_lookup
 from policies.engine import VERDICT_RANK, Decision
 from policies.services import ActivePolicies, evaluate_with_shadow, load_active_policies
-from registry.models import SkillVersion, VersionStatus
+from registry.models import Effect, SkillVersion, VersionStatus
 from registry.offering import offers_role, offers_tenant
 from registry.snapshots import ResolvedSkill, index_for
 from runs import gate_cache, lifecycle
 from runs.errors import CallError, Declined, NotPermitted
-from runs.models import Run
+from runs.models import Run, RunStatus
 
 CALLABLE_STATUSES = frozenset({VersionStatus.ACTIVE, VersionStatus.DEPRECATED})
 
@@ -155,16 +156,34 @@ def live_refusal(
     row = (
         Run.objects.filter(pk=run.pk)
         .annotate(gate_epoch=Subquery(generation.values("epoch")), gate_number=Subquery(generation.values("number")))
-        .values_list("status", "tainted", "taint_source", "agent__revoked_at", "gate_epoch", "gate_number")
+        .values_list(
+            "status",
+            "status_reason",
+            "stopped_by_label",
+            "tainted",
+            "taint_source",
+            "agent__revoked_at",
+            "agent__suspended_at",
+            "agent__suspended_until",
+            "agent__suspended_by_label",
+            "agent__suspend_reason",
+            "tenant__frozen_at",
+            "tenant__frozen_by_label",
+            "tenant__freeze_reason",
+            "gate_epoch",
+            "gate_number",
+        )
         .first()
     )
     if row is None:
         return NotPermitted("The run no longer exists.", code="run_closed")
-    status, tainted, taint_source, agent_revoked_at, epoch, number = row
-    if agent_revoked_at is not None:
-        return NotPermitted("The agent's key was revoked; nothing runs for it any more.", code="agent_revoked")
-    if not lifecycle.is_open(status):
-        return NotPermitted(f"The run is {status}; nothing more runs in it.", code="run_closed")
+    (status, status_reason, stopped_by, tainted, taint_source, agent_revoked_at, *held, epoch, number) = row
+    agent, tenant = _live_agent(run, agent_revoked_at, *held[:4]), _live_tenant(run, *held[4:])
+    closed = run_refusal(
+        Run(status=status, status_reason=status_reason, stopped_by_label=stopped_by, agent=agent, tenant=tenant)
+    ) or frozen_refusal(tenant, skill.effect)
+    if closed is not None:
+        return closed
     live = (epoch, number) if epoch is not None else None  # no generation row: every lookup reads live
     facts = RunFacts.of(run, tainted=tainted, taint_source=taint_source)
     try:
@@ -181,6 +200,65 @@ def live_refusal(
         return refusal
     decision = decide(skill, facts, arguments, policies=policies or gate_cache.active_policies(generation=live))
     return policy_refusal(decision, approved_verdict=approved_verdict)
+
+
+def _live_agent(run: Run, revoked_at, suspended_at, suspended_until, by_label, reason) -> Agent:
+    """The run's agent with its standing as just read (its other fields as loaded with the run)."""
+    agent = copy(run.agent)
+    agent.revoked_at, agent.suspended_at, agent.suspended_until = revoked_at, suspended_at, suspended_until
+    agent.suspended_by_label, agent.suspend_reason = by_label, reason
+    return agent
+
+
+def _live_tenant(run: Run, frozen_at, by_label, reason) -> Tenant:
+    tenant = copy(run.tenant)
+    tenant.frozen_at, tenant.frozen_by_label, tenant.freeze_reason = frozen_at, by_label, reason
+    return tenant
+
+
+def run_refusal(run: Run) -> NotPermitted | None:
+    """Why nothing may run in this run now, from its agent's and its own state as loaded: a revoked or
+    suspended agent, or a closed run (a stopped one names who stopped it and why)."""
+    agent = run.agent
+    if agent.revoked_at is not None:
+        return NotPermitted("The agent's key was revoked; nothing runs for it any more.", code="agent_revoked")
+    if agent.is_suspended(timezone.now()):
+        return agent_suspended(agent)
+    if run.status == RunStatus.STOPPED:
+        return stopped_refusal(run)
+    if not lifecycle.is_open(run.status):
+        return NotPermitted(f"The run is {run.status}; nothing more runs in it.", code="run_closed")
+    return None
+
+
+def stopped_refusal(run: Run) -> NotPermitted | None:
+    """`run_stopped`, naming who stopped the run and why; None for a run no person stopped."""
+    if run.status != RunStatus.STOPPED:
+        return None
+    return NotPermitted(
+        f"{run.stopped_by_label or 'An operator'} stopped this run: {run.status_reason or 'no reason given'}. "
+        "Nothing more runs in it; do not retry.",
+        code="run_stopped",
+        stopped_by=run.stopped_by_label,
+        reason=run.status_reason,
+    )
+
+
+def agent_suspended(agent: Agent) -> NotPermitted:
+    until = agent.suspended_until.isoformat() if agent.suspended_until else None
+    return NotPermitted(agent.suspension_notice(), code="agent_suspended", suspended_until=until)
+
+
+def frozen_refusal(tenant: Tenant, effect: str) -> NotPermitted | None:
+    """A frozen tenant runs reads only: `tenant_frozen` for any other effect."""
+    if not tenant.is_frozen or effect == Effect.READ:
+        return None
+    reason = f": {tenant.freeze_reason}" if tenant.freeze_reason else ""
+    return NotPermitted(
+        f"{tenant.frozen_by_label or 'An admin'} froze tenant {tenant.slug}{reason}. Only reads run until it is "
+        "unfrozen.",
+        code="tenant_frozen",
+    )
 
 
 def skill_refusal(skill: ResolvedSkill, *, generation: gate_cache.Generation = None) -> NotPermitted | None:
@@ -209,15 +287,19 @@ def replacement_of(skill: ResolvedSkill) -> str | None:
 __all__ = [
     "CALLABLE_STATUSES",
     "RunFacts",
+    "agent_suspended",
     "approval_required",
     "decide",
     "decision_on",
+    "frozen_refusal",
     "live_refusal",
     "permitted",
     "policy_context",
     "policy_refusal",
     "replacement_of",
+    "run_refusal",
     "skill_refusal",
+    "stopped_refusal",
 ]
 
 

@@ -245,6 +245,9 @@ def _facts(state: BatchState) -> RunFacts:
 
 
 def _authorize(plan: Planned, state: BatchState) -> None:
+    frozen = authorization.frozen_refusal(state.run.tenant, plan.effect)
+    if frozen is not None:
+        raise frozen
     try:
         authorization.permitted(plan.skill, _facts(state), state.grants)
     except NotPermitted as exc:
@@ -612,12 +615,8 @@ def process_batch(
 
 
 def _run_refusal(run: Run) -> CallError | None:
-    """The run and agent as loaded for this request (the view and the pipeline task load them fresh)."""
-    if run.agent.revoked_at is not None:
-        return NotPermitted("The agent's key was revoked; nothing runs for it any more.", code="agent_revoked")
-    if not lifecycle.is_open(run.status):
-        return NotPermitted(f"The run is {run.status}; nothing more runs in it.", code="run_closed")
-    return None
+    """The run, agent and tenant as loaded for this request (the view and the pipeline task load them fresh)."""
+    return authorization.run_refusal(run)
 
 
 def _mark_failed(plan: Planned, state: BatchState, error: CallError) -> None:

@@ -68,10 +68,14 @@ CALL_FINAL = frozenset(
 
 RUN_MACHINE: dict[str | None, frozenset[str]] = {
     None: frozenset({RunStatus.RUNNING}),
-    RunStatus.RUNNING: frozenset({RunStatus.PAUSED, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}),
-    RunStatus.PAUSED: frozenset({RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}),
+    RunStatus.RUNNING: frozenset(
+        {RunStatus.PAUSED, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STOPPED}
+    ),
+    RunStatus.PAUSED: frozenset(
+        {RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STOPPED}
+    ),
 }
-RUN_CLOSED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+RUN_CLOSED = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STOPPED})
 
 LEASE_MARGIN = timedelta(seconds=30)
 
@@ -265,6 +269,17 @@ def close_run(run: Run, *, status: str, reason: str = "") -> bool:
     return move_run(run, to=status, status_reason=reason[:300], finished_at=timezone.now())
 
 
+def stop_run(run: Run, *, by_label: str, reason: str) -> bool:
+    """A person ends an open run from outside (runs.services.stop_run); False if it was closed already."""
+    return move_run(
+        run,
+        to=RunStatus.STOPPED,
+        status_reason=reason[:300],
+        stopped_by_label=by_label[:150],
+        finished_at=timezone.now(),
+    )
+
+
 def is_open(run_status: str) -> bool:
     return run_status not in RUN_CLOSED
 
@@ -294,6 +309,7 @@ __all__ = [
     "replace_outcome",
     "resume_if_unblocked",
     "start_executing",
+    "stop_run",
 ]
 
 

@@ -17,6 +17,7 @@ class RunStatus(models.TextChoices):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    STOPPED = "stopped"  # a person stopped it (runs.services.stop_run); the agent cannot reopen it
 
 
 class RunQuerySet(TenantScopedQuerySet):
@@ -49,6 +50,7 @@ class Run(models.Model):
     snapshot = models.ForeignKey("registry.Snapshot", on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
     status_reason = models.CharField(max_length=300, blank=True)
+    stopped_by_label = models.CharField(max_length=150, blank=True, help_text="Who stopped the run, if a person did.")
     tainted = models.BooleanField(default=False)
     taint_source = models.CharField(max_length=300, blank=True, help_text="Which call made the run tainted.")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

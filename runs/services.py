@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from django.db import transaction
 
+from console.models import OperatorAction, Role
 from lib import clock
 from registry.snapshots import ResolvedSkill, index_for, latest_snapshot
 from runs import authorization, client_exec, execution, lifecycle, recording
@@ -15,7 +16,7 @@ from runs.errors import CallError, Internal, NotPermitted
 from runs.errors import span_attributes as error_span_attributes
 from runs.events import append_event
 from runs.gate import invocation_context
-from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
+from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
 from traces.recording import record_span, record_span_safely, start_trace
 from traces.redaction import redact_text
 
@@ -29,6 +30,8 @@ def start_run(
     task (an API key pasted into a prompt), the end user and its roles are masked before they are stored.
     The API refuses a role that looks like a secret (runs/api/serializers.py), so masking never changes
     a role a policy reads; it keeps any other caller's from being stored in clear."""
+    if agent.is_suspended(clock.now()):
+        raise authorization.agent_suspended(agent)
     snapshot = latest_snapshot(with_body=False)
     task, end_user = redact_text(task), redact_text(end_user, limit=200)
     end_user_roles = [redact_text(role) for role in end_user_roles or []]
@@ -55,17 +58,39 @@ class CallHeldElsewhere(Exception):
         self.retry_after = retry_after
 
 
+class AgentSuspended(Exception):
+    """The call's agent is suspended: an approved call waits (it is not refused) and is tried again once
+    the suspension may have ended."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"the agent is suspended; retry in {retry_after:.0f}s")
+        self.retry_after = retry_after
+
+
+SUSPENDED_RECHECK_SECONDS = 30  # an open-ended suspension is looked at again this often
+
+
+def _hold_while_suspended(call: ToolCall) -> None:
+    agent, now = call.run.agent, clock.now()
+    if call.status == CallStatus.AWAITING_APPROVAL and agent.is_suspended(now):
+        until = agent.suspended_until
+        wait = (until - now).total_seconds() + 1 if until else SUSPENDED_RECHECK_SECONDS
+        raise AgentSuspended(retry_after=max(1.0, min(wait, SUSPENDED_RECHECK_SECONDS)))
+
+
 def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:
     """Claim, re-authorize live, execute once with the call's idempotency key, and record the outcome.
 
     Returns the result as the agent sees it. Safe to run any number of times, concurrently too: only
     the worker whose claim wins acts; a call already final returns its recorded result; a call another
-    worker holds raises CallHeldElsewhere; a write whose worker died mid-execution (its lease ran out)
-    is never run again but becomes `timeout_unknown` and goes to reconciliation.
+    worker holds raises CallHeldElsewhere; a call of a suspended agent is not claimed and raises
+    AgentSuspended (it waits); a write whose worker died mid-execution (its lease ran out) is never run
+    again but becomes `timeout_unknown` and goes to reconciliation.
     """
     call = ToolCall.objects.select_related("run__tenant", "run__agent", "run__snapshot").get(pk=call.pk)
     if call.status in lifecycle.CALL_FINAL:
         return call.result or _error(call, Internal("The call ended without a recorded result.", code="no_result"))
+    _hold_while_suspended(call)
     skill = _skill_of(call)
     timeout_s = client_exec.lease_seconds(skill.manifest) if skill else execution.DEFAULT_TIMEOUT_MS / 1000
     if not _claim(call, skill, timeout_s):
@@ -183,7 +208,10 @@ def _record_execution_span(call: ToolCall, skill, refused=None, error: CallError
 
 
 def run_summary(run: Run, calls: list[ToolCall]) -> dict:
+    """The run as its agent reads it; a stopped run carries the `run_stopped` refusal naming who and why."""
+    stopped = authorization.stopped_refusal(run)
     return {
+        **({"error": stopped.as_error()} if stopped else {}),
         "run_id": str(run.pk),
         "status": run.status,
         "status_reason": run.status_reason,
@@ -234,5 +262,47 @@ def finish_run(*, run: Run, status: str, reason: str = "") -> Run:
             ended_at=run.finished_at,
             outcome=status,
             attributes={"airlock.run.reason": run.status_reason},
+        )
+    return run
+
+
+RUN_STOPPERS = (Role.APPROVER, Role.ADMIN)  # who of a tenant may stop its runs
+
+
+def stop_run(*, run: Run, by, reason: str) -> Run:
+    """A person stops an open run from outside: it closes as `stopped` naming who and why, its pending
+    approvals are cancelled with that reason (the `run.status` event's listener), an approved call
+    still queued refuses at its live check, and the agent's next call is refused with `run_stopped`.
+    Idempotent once stopped; a run closed otherwise raises RunAlreadyClosed."""
+    reason = redact_text(reason, limit=300)
+    with transaction.atomic():
+        stopped = lifecycle.stop_run(run, by_label=by.get_username(), reason=reason)
+        run.refresh_from_db()
+        if not stopped:
+            if run.status == RunStatus.STOPPED:
+                return run
+            raise RunAlreadyClosed(run)
+        OperatorAction.objects.create(
+            tenant_id=run.tenant_id,
+            action=OperatorAction.Action.RUN_STOPPED,
+            target=str(run.pk),
+            reason=reason,
+            actor=by,
+            actor_label=run.stopped_by_label,
+            detail={"agent": run.agent.name},
+        )
+        append_event(
+            run=run,
+            kind="run.status",
+            payload={"status": run.status, "reason": reason, "stopped_by": run.stopped_by_label},
+        )
+        record_span(
+            run=run,
+            kind="run",
+            name=f"run stopped by {run.stopped_by_label}",
+            started_at=run.finished_at,
+            ended_at=run.finished_at,
+            outcome=RunStatus.STOPPED,
+            attributes={"airlock.run.reason": reason, "airlock.run.stopped_by": run.stopped_by_label},
         )
     return run

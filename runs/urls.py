@@ -7,4 +7,5 @@ app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="run_list"),
     path("<uuid:run_id>/", views.run_detail, name="run_detail"),
+    path("<uuid:run_id>/stop/", views.run_stop, name="run_stop"),
 ]

@@ -1,14 +1,17 @@
-"""Console pages for runs: the list of a tenant's runs and one run's calls, verdicts and taint."""
+"""Console pages for runs: the list of a tenant's runs, one run's calls, verdicts and taint, and its Stop button."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
-from console.tenancy import get_visible_or_404
+from console.tenancy import get_visible_or_404, require_any_role, roles_in
+from runs import lifecycle, services
+from runs.forms import StopRunForm
 from runs.models import Run, RunStatus, ToolCall
 from traces.models import Span
 
@@ -55,16 +58,42 @@ def run_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _get_run_for_user(request: HttpRequest, run_id) -> Run:
+    return get_visible_or_404(
+        Run.objects.select_related("agent", "tenant", "snapshot", "trace"), request.user, pk=run_id
+    )
+
+
 @login_required
 @require_GET
 def run_detail(request: HttpRequest, run_id) -> HttpResponse:
-    run = get_visible_or_404(
-        Run.objects.select_related("agent", "tenant", "snapshot", "trace"), request.user, pk=run_id
-    )
+    run = _get_run_for_user(request, run_id)
     calls = (
         ToolCall.objects.filter(run=run)
         .select_related("skill_version", "approval")
         .annotate(has_spans=Exists(Span.objects.filter(call=OuterRef("pk"))))
         .order_by("created_at", "position")
     )
-    return render(request, "runs/detail.html", {"run": run, "calls": calls})
+    may_stop = lifecycle.is_open(run.status) and bool(roles_in(request.user, run.tenant) & set(services.RUN_STOPPERS))
+    return render(
+        request, "runs/detail.html", {"run": run, "calls": calls, "may_stop": may_stop, "stop_form": StopRunForm()}
+    )
+
+
+@login_required
+@require_POST
+def run_stop(request: HttpRequest, run_id) -> HttpResponse:
+    run = _get_run_for_user(request, run_id)
+    require_any_role(request.user, run.tenant, services.RUN_STOPPERS)
+    form = StopRunForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Not stopped: give the reason for stopping the run.")
+        return redirect("runs:run_detail", run_id=run.pk)
+    try:
+        services.stop_run(run=run, by=request.user, reason=form.cleaned_data["reason"])
+        messages.success(
+            request, "Run stopped: its pending approvals are cancelled and the agent's next call is refused."
+        )
+    except services.RunAlreadyClosed as exc:
+        messages.error(request, str(exc))
+    return redirect("runs:run_detail", run_id=run.pk)

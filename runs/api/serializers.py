@@ -117,6 +117,10 @@ class RunFinishSerializer(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=300)
 
 
+class RunStopSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=300, help_text="Why: the agent's refusal and the run's timeline say it.")
+
+
 class ClientErrorSerializer(serializers.Serializer):
     message = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
@@ -157,6 +161,9 @@ class CallSummarySerializer(serializers.Serializer):
 
 
 class RunSummarySerializer(serializers.Serializer):
+    error = serializers.JSONField(
+        required=False, help_text="Only on a stopped run: the `run_stopped` refusal naming who stopped it and why."
+    )
     run_id = serializers.UUIDField()
     status = serializers.CharField()
     status_reason = serializers.CharField(allow_blank=True)

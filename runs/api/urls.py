@@ -10,6 +10,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>", views.run_detail, name="run_detail"),
     path("runs/<uuid:run_id>/calls", views.run_calls, name="run_calls"),
     path("runs/<uuid:run_id>/finish", views.run_finish, name="run_finish"),
+    path("runs/<uuid:run_id>/stop", views.run_stop, name="run_stop"),
     path("runs/<uuid:run_id>/events", events.run_events, name="run_events"),
     path("runs/<uuid:run_id>/calls/<str:call_id>/result", client_results.report_client_result, name="client_result"),
 ]

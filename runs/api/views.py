@@ -9,9 +9,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from console.api_auth import IsAgent
-from console.api_errors import error_body, error_responses
-from runs import gate, lifecycle, services
+from console.api_auth import IsAgent, IsHuman
+from console.api_errors import error_body, error_responses, invalid_body
+from console.tenancy import get_visible_or_404, require_any_role
+from runs import authorization, gate, lifecycle, services
 from runs.api import batch_auth
 from runs.api.serializers import (
     BatchResultSerializer,
@@ -20,10 +21,14 @@ from runs.api.serializers import (
     RunCreateSerializer,
     RunFinishedSerializer,
     RunFinishSerializer,
+    RunStopSerializer,
     RunSummarySerializer,
     plain_batch,
 )
+from runs.errors import NotPermitted
 from runs.models import Run, ToolCall
+
+REFUSAL_STATUS = {"agent_suspended": 403, "run_stopped": 409}
 
 
 def _run_for_agent(request: Request, run_id) -> Run:
@@ -36,14 +41,17 @@ def _run_for_agent(request: Request, run_id) -> Run:
 
 
 @extend_schema(
-    request=RunCreateSerializer, responses={201: RunCreatedSerializer, **error_responses(400)}, tags=["runs"]
+    request=RunCreateSerializer, responses={201: RunCreatedSerializer, **error_responses(400, 403)}, tags=["runs"]
 )
 @api_view(["POST"])
 @permission_classes([IsAgent])
 def run_create(request: Request) -> Response:
     serializer = RunCreateSerializer(data=request.data)
     serializer.is_valid(raise_exception=True)
-    run = services.start_run(agent=request.auth, **serializer.validated_data)
+    try:
+        run = services.start_run(agent=request.auth, **serializer.validated_data)
+    except NotPermitted as exc:  # a suspended agent
+        return Response({"error": exc.as_error()}, status=403)
     body = {"run_id": str(run.pk), "status": run.status, "snapshot": run.snapshot.number, "trace_id": run.pk.hex}
     if run.webhook_secret:
         body["webhook_secret"] = run.webhook_secret
@@ -74,7 +82,7 @@ class RunCalls(APIView):
 
     @extend_schema(
         request=CallBatchSerializer,
-        responses={200: BatchResultSerializer, **error_responses(400, 404, 409)},
+        responses={200: BatchResultSerializer, **error_responses(400, 403, 404, 409)},
         tags=["runs"],
         description="One result per call, in the order given: ok, error (typed) or approval_required. "
         "The hot path: the body is shaped as plain dicts, which BatchResultSerializer describes.",
@@ -92,6 +100,9 @@ class RunCalls(APIView):
             serializer = CallBatchSerializer(data=request.data)
             serializer.is_valid(raise_exception=True)
             batch = serializer.validated_data
+        refusal = authorization.run_refusal(run)
+        if refusal is not None and refusal.code in REFUSAL_STATUS:  # the agent's keys work: 403, never 401
+            return Response({"error": refusal.as_error()}, status=REFUSAL_STATUS[refusal.code])
         if not lifecycle.is_open(run.status):
             return Response(
                 error_body("validation", "run_closed", f"The run is {run.status}; start a new run."), status=409
@@ -119,6 +130,29 @@ def run_finish(request: Request, run_id) -> Response:
     serializer.is_valid(raise_exception=True)
     try:
         run = services.finish_run(run=run, **serializer.validated_data)
+    except services.RunAlreadyClosed as exc:
+        return Response(error_body("conflict", "run_closed", str(exc)), status=409)
+    return Response({"run_id": str(run.pk), "status": run.status, "status_reason": run.status_reason})
+
+
+@extend_schema(
+    operation_id="runs_stop",
+    request=RunStopSerializer,
+    responses={200: RunFinishedSerializer, **error_responses(400, 403, 404, 409)},
+    tags=["incidents"],
+    description="A tenant's approver or admin stops an open run: it closes as `stopped` with who and why, its "
+    "pending approvals are cancelled with that reason, and the agent's next call is refused with `run_stopped`.",
+)
+@api_view(["POST"])
+@permission_classes([IsHuman])
+def run_stop(request: Request, run_id) -> Response:
+    run = get_visible_or_404(Run.objects.select_related("agent", "tenant"), request.user, pk=run_id)
+    require_any_role(request.user, run.tenant, services.RUN_STOPPERS)
+    body = RunStopSerializer(data=request.data)
+    if not body.is_valid():
+        return invalid_body(body, "invalid_stop", "Give the reason for stopping the run.")
+    try:
+        run = services.stop_run(run=run, by=request.user, reason=body.validated_data["reason"])
     except services.RunAlreadyClosed as exc:
         return Response(error_body("conflict", "run_closed", str(exc)), status=409)
     return Response({"run_id": str(run.pk), "status": run.status, "status_reason": run.status_reason})

@@ -236,6 +236,9 @@ FILLERS: dict[tuple[str, ...], Filler] = {
         "tenant_slug": w.acme.slug,
         "agent_id": create_agent(tenant=w.acme, name="x", role="support")[0].pk,
     },
+    ("agent_id",): lambda w: {
+        "agent_id": create_agent(tenant=w.acme, name=f"x-{secrets.token_hex(3)}", role="support")[0].pk
+    },
     ("token_id",): lambda w: {"token_id": create_personal_token(user=w.acme_user, name="t")[0].pk},
     ("name",): lambda w: {"name": _skill(w)["name"]},
     ("name", "version"): _skill,
