@@ -13,7 +13,7 @@ from approvals import delivery, notifications, services, slack
 from runs.services import AgentSuspended, CallHeldElsewhere
 
 RESUME_MAX_RETRIES = 5
-SUSPENDED_MAX_RETRIES = 10**6  # a suspension is looked at again every 30 s at most, for as long as it lasts
+SUSPENDED_MAX_RETRIES = 10**6  # looked at again every AIRLOCK_SUSPENDED_RECHECK_SECONDS for as long as it lasts
 # Queues of their own (CELERY_TASK_QUEUES) for what an agent is waiting for, so that neither waits behind a
 # burst of notifications, nor a resume behind a slow webhook receiver.
 RESUME_QUEUE = "resume"

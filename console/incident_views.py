@@ -35,7 +35,7 @@ def agent_resume(request: HttpRequest, tenant_slug: str, agent_id: int) -> HttpR
     tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
     agent = get_object_or_404(tenant.agents, pk=agent_id)
     services.resume_agent(agent=agent, by=request.user)
-    messages.success(request, f"{agent.name} is resumed; its held approved calls run within 30 seconds.")
+    messages.success(request, f"{agent.name} is resumed; its held approved calls run at their next look.")
     return redirect("console:agent_keys", tenant_slug=tenant.slug, agent_id=agent.pk)
 
 

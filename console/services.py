@@ -450,7 +450,7 @@ def suspend_agent(*, agent: Agent, by, reason: str, duration: timedelta | None =
 
 
 def resume_agent(*, agent: Agent, by) -> Agent:
-    """Lift a suspension; the agent's held approved calls run at their next look (within 30 s)."""
+    """Lift a suspension; the agent's held approved calls run at their next look (AIRLOCK_SUSPENDED_RECHECK_SECONDS)."""
     fields = {"suspended_at": None, "suspended_until": None, "suspended_by_label": "", "suspend_reason": ""}
     with transaction.atomic():
         if not Agent.objects.filter(pk=agent.pk, suspended_at__isnull=False).update(**fields):

@@ -350,6 +350,9 @@ AIRLOCK_RECONCILE_FIRST_CHECK_SECONDS = env_float("AIRLOCK_RECONCILE_FIRST_CHECK
 # Approvals (approvals/services.py): a request pending this long (or half its TTL, if sooner) is mailed
 # to the tenant's admins.
 AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES = env_int("AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES", 15, minimum=1)
+# How often the resume of an approved call held by its agent's open-ended suspension looks again (a timed
+# suspension is looked at again when it ends, or after this, whichever is sooner).
+AIRLOCK_SUSPENDED_RECHECK_SECONDS = env_int("AIRLOCK_SUSPENDED_RECHECK_SECONDS", 30, minimum=1)
 # Webhooks to a run's callback URL (approvals/delivery.py): per-request timeout, backoff and attempts.
 AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = env_float("AIRLOCK_WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.1)
 AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS", 2.0)

@@ -6,6 +6,7 @@ import logging
 import secrets
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 
 from console.models import OperatorAction, Role
@@ -67,15 +68,13 @@ class AgentSuspended(Exception):
         self.retry_after = retry_after
 
 
-SUSPENDED_RECHECK_SECONDS = 30  # an open-ended suspension is looked at again this often
-
-
 def _hold_while_suspended(call: ToolCall) -> None:
     agent, now = call.run.agent, clock.now()
     if call.status == CallStatus.AWAITING_APPROVAL and agent.is_suspended(now):
         until = agent.suspended_until
-        wait = (until - now).total_seconds() + 1 if until else SUSPENDED_RECHECK_SECONDS
-        raise AgentSuspended(retry_after=max(1.0, min(wait, SUSPENDED_RECHECK_SECONDS)))
+        recheck = settings.AIRLOCK_SUSPENDED_RECHECK_SECONDS
+        wait = (until - now).total_seconds() + 1 if until else recheck
+        raise AgentSuspended(retry_after=max(1.0, min(wait, recheck)))
 
 
 def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:
