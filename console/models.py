@@ -252,11 +252,11 @@ class OperatorAction(models.Model):
     froze or unfroze a tenant, when and why (runs.services, console.services write it)."""
 
     class Action(models.TextChoices):
-        RUN_STOPPED = "run_stopped"
-        AGENT_SUSPENDED = "agent_suspended"
-        AGENT_RESUMED = "agent_resumed"
-        TENANT_FROZEN = "tenant_frozen"
-        TENANT_UNFROZEN = "tenant_unfrozen"
+        RUN_STOPPED = "run_stopped", "Run stopped"
+        AGENT_SUSPENDED = "agent_suspended", "Agent suspended"
+        AGENT_RESUMED = "agent_resumed", "Agent resumed"
+        TENANT_FROZEN = "tenant_frozen", "Tenant frozen"
+        TENANT_UNFROZEN = "tenant_unfrozen", "Tenant unfrozen"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="operator_actions")
     action = models.CharField(max_length=20, choices=Action.choices)
