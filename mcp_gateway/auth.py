@@ -10,6 +10,7 @@ from console.api_auth import AgentKeyAuthentication, TooManyBadKeys
 from console.api_errors import error_body
 from console.models import Agent
 from lib import clock
+from runs.authorization import agent_suspended
 
 
 @dataclass(frozen=True)
@@ -52,5 +53,5 @@ def agent_for(*, authorization: str, remote_addr: str) -> Agent | KeyRefusal:
         return KeyRefusal(403, error_body("authorization", "agents_only", "Only an agent key may use the MCP server."))
     agent = found[1]
     if agent.is_suspended(clock.now()):  # the key is valid: 403, not 401
-        return KeyRefusal(403, {"error": authorization.agent_suspended(agent).as_error()})
+        return KeyRefusal(403, {"error": agent_suspended(agent).as_error()})
     return agent

@@ -160,10 +160,23 @@ class CallSummarySerializer(serializers.Serializer):
     error_class = serializers.CharField(allow_blank=True)
 
 
+class RunStoppedSerializer(serializers.Serializer):
+    """The `run_stopped` refusal a stopped run carries: who stopped it and why."""
+
+    error_class = serializers.CharField(help_text="authorization")
+    code = serializers.CharField(help_text="run_stopped")
+    message = serializers.CharField()
+    stopped_by = serializers.CharField(help_text="The username of the person who stopped the run.")
+    reason = serializers.CharField(allow_blank=True)
+
+    def get_fields(self) -> dict:
+        fields = super().get_fields()
+        fields["class"] = fields.pop("error_class")  # `class` is a Python keyword
+        return fields
+
+
 class RunSummarySerializer(serializers.Serializer):
-    error = serializers.JSONField(
-        required=False, help_text="Only on a stopped run: the `run_stopped` refusal naming who stopped it and why."
-    )
+    error = RunStoppedSerializer(required=False, help_text="Only on a stopped run.")
     run_id = serializers.UUIDField()
     status = serializers.CharField()
     status_reason = serializers.CharField(allow_blank=True)

@@ -379,3 +379,21 @@ def test_a_frozen_tenant_shows_its_banner_on_every_page_to_its_members_only(
     login(client, tenant_admin)
     client.post(reverse("console:tenant_unfreeze", args=["acme"]))
     assert 'id="frozen-banner"' not in client.get(reverse("runs:run_list")).content.decode()
+
+
+def test_the_stop_is_on_the_runs_timeline(client, agent_client, approver, catalog):  # noqa: F811
+    run = start_run(agent_client)
+    _stop(_human(approver), run["run_id"], reason="looping on refunds")
+    timeline = login(client, approver).get(reverse("traces:for_run", args=[run["run_id"]]), follow=True)
+    assert timeline.status_code == 200 and "run stopped by approver" in timeline.content.decode()
+
+
+def test_the_mcp_endpoint_refuses_a_suspended_agents_valid_key_with_403(agent_and_key, tenant_admin):
+    from mcp_gateway.auth import agent_for
+
+    agent, key = agent_and_key
+    _suspend(_human(tenant_admin), agent.pk)
+    refusal = agent_for(authorization=f"Bearer {key}", remote_addr="127.0.0.1")
+    assert refusal.status == 403 and refusal.body["error"]["code"] == "agent_suspended"
+    _human(tenant_admin).post(reverse("agent-resume", args=[agent.pk]))
+    assert agent_for(authorization=f"Bearer {key}", remote_addr="127.0.0.1") == agent
