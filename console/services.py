@@ -409,7 +409,10 @@ def set_maintainer(*, team: Team, user, maintainer: bool, by) -> Team:
 
 
 # --- incident controls: suspend an agent, freeze a tenant ----------------------------------------
-def _record_operator_action(*, tenant: Tenant, action: str, target: str, by, reason: str = "", **detail):
+def record_operator_action(
+    *, tenant: Tenant, action: str, target: str, by, reason: str = "", **detail
+) -> OperatorAction:
+    """One row of the incident audit log (a stop, a suspension, a freeze and their undoing)."""
     return OperatorAction.objects.create(
         tenant=tenant,
         action=action,
@@ -438,7 +441,7 @@ def suspend_agent(*, agent: Agent, by, reason: str, duration: timedelta | None =
         Agent.objects.filter(pk=agent.pk).update(**fields)
         for name, value in fields.items():
             setattr(agent, name, value)
-        _record_operator_action(
+        record_operator_action(
             tenant=agent.tenant,
             action=OperatorAction.Action.AGENT_SUSPENDED,
             target=agent.name,
@@ -457,7 +460,7 @@ def resume_agent(*, agent: Agent, by) -> Agent:
             return agent
         for name, value in fields.items():
             setattr(agent, name, value)
-        _record_operator_action(
+        record_operator_action(
             tenant=agent.tenant, action=OperatorAction.Action.AGENT_RESUMED, target=agent.name, by=by
         )
     return agent
@@ -472,7 +475,7 @@ def freeze_tenant(*, tenant: Tenant, by, reason: str) -> Tenant:
             return tenant  # frozen already: the first freeze and its reason stand
         for name, value in fields.items():
             setattr(tenant, name, value)
-        _record_operator_action(
+        record_operator_action(
             tenant=tenant, action=OperatorAction.Action.TENANT_FROZEN, target=tenant.slug, by=by, reason=reason[:300]
         )
     return tenant
@@ -485,5 +488,5 @@ def unfreeze_tenant(*, tenant: Tenant, by) -> Tenant:
             return tenant
         for name, value in fields.items():
             setattr(tenant, name, value)
-        _record_operator_action(tenant=tenant, action=OperatorAction.Action.TENANT_UNFROZEN, target=tenant.slug, by=by)
+        record_operator_action(tenant=tenant, action=OperatorAction.Action.TENANT_UNFROZEN, target=tenant.slug, by=by)
     return tenant

@@ -3,12 +3,13 @@
 The gate decides a call when it arrives (`permitted`, `decide`); every path that later acts on it
 (the gate's own writes, an approved resume, an edited approval, a client-executed result, a
 pipeline step, a long-running job's end) calls `live_refusal` first. It checks the state as of that
-moment, not the run's pinned snapshot: the agent is active, a grant still covers the skill for this
-tenant and agent role, the skill version is still callable, the run is open, and the policy on the
-final arguments is no worse than the verdict that was approved. One query reads the run, its agent and
-the gate generation; grants, policies and the version's standing come from the gate caches for exactly
-that generation (runs/gate_cache.py), which the database bumps in the same transaction as any change to
-them, so they are as current as the rows themselves.
+moment, not the run's pinned snapshot: the agent is neither revoked nor suspended, the tenant is not
+frozen (for anything but a read), a grant still covers the skill for this tenant and agent role, the
+skill version is still callable, the run is open (not stopped by a person), and the policy on the
+final arguments is no worse than the verdict that was approved. One query reads the run, its agent, its
+tenant's freeze and the gate generation; grants, policies and the version's standing come from the gate
+caches for exactly that generation (runs/gate_cache.py), which the database bumps in the same transaction
+as any change to them, so they are as current as the rows themselves.
 """
 
 from __future__ import annotations

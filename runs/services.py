@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 
 from console.models import OperatorAction, Role
+from console.services import record_operator_action
 from lib import clock
 from registry.snapshots import ResolvedSkill, index_for, latest_snapshot
 from runs import authorization, client_exec, execution, lifecycle, recording
@@ -281,14 +282,13 @@ def stop_run(*, run: Run, by, reason: str) -> Run:
             if run.status == RunStatus.STOPPED:
                 return run
             raise RunAlreadyClosed(run)
-        OperatorAction.objects.create(
-            tenant_id=run.tenant_id,
+        record_operator_action(
+            tenant=run.tenant,
             action=OperatorAction.Action.RUN_STOPPED,
             target=str(run.pk),
+            by=by,
             reason=reason,
-            actor=by,
-            actor_label=run.stopped_by_label,
-            detail={"agent": run.agent.name},
+            agent=run.agent.name,
         )
         append_event(
             run=run,
