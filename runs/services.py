@@ -19,6 +19,7 @@ from runs.errors import span_attributes as error_span_attributes
 from runs.events import append_event
 from runs.gate import invocation_context
 from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
+from traces.models import Span, SpanKind
 from traces.recording import record_span, record_span_safely, start_trace
 from traces.redaction import redact_text
 
@@ -69,13 +70,29 @@ class AgentSuspended(Exception):
         self.retry_after = retry_after
 
 
+HELD_SPAN = "held: agent suspended"
+
+
 def _hold_while_suspended(call: ToolCall) -> None:
     agent, now = call.run.agent, clock.now()
-    if call.status == CallStatus.AWAITING_APPROVAL and agent.is_suspended(now):
-        until = agent.suspended_until
-        recheck = settings.AIRLOCK_SUSPENDED_RECHECK_SECONDS
-        wait = (until - now).total_seconds() + 1 if until else recheck
-        raise AgentSuspended(retry_after=max(1.0, min(wait, recheck)))
+    if call.status != CallStatus.AWAITING_APPROVAL or not agent.is_suspended(now):
+        return
+    if not Span.objects.filter(call=call, name=HELD_SPAN).exists():  # once on the timeline, not at every look
+        record_span_safely(
+            what=f"the hold of call {call.pk}",
+            run=call.run,
+            kind=SpanKind.APPROVAL,
+            name=HELD_SPAN,
+            started_at=now,
+            ended_at=now,
+            call=call,
+            skill_name=call.name,
+            attributes={"airlock.held.reason": agent.suspension_notice()},
+        )
+    until = agent.suspended_until
+    recheck = settings.AIRLOCK_SUSPENDED_RECHECK_SECONDS
+    wait = (until - now).total_seconds() + 1 if until else recheck
+    raise AgentSuspended(retry_after=max(1.0, min(wait, recheck)))
 
 
 def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:

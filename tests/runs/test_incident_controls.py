@@ -250,6 +250,9 @@ def test_a_suspended_agents_approved_call_waits_and_runs_after_resume(
         resume_approval(approval_id=approval.pk)
     assert held.value.retry_after == settings.AIRLOCK_SUSPENDED_RECHECK_SECONDS
     assert ToolCall.objects.get(pk=approval.call_id).status == CallStatus.AWAITING_APPROVAL  # waiting, not refused
+    with pytest.raises(AgentSuspended):
+        resume_approval(approval_id=approval.pk)  # the next look: still held, one span on the timeline
+    assert Span.objects.filter(call_id=approval.call_id, name="held: agent suspended").count() == 1
 
     _human(tenant_admin).post(reverse("agent-resume", args=[agent.pk]))
     resume_approval(approval_id=approval.pk)  # the retry after the resume
