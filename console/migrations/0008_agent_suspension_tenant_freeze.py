@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('console', '0005_agent_key_rotation'),
+        ('console', '0007_membership_events_and_team_maintainers'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
