@@ -106,6 +106,24 @@ def asgi_live_server(transactional_db, settings, monkeypatch) -> Iterator[LiveSe
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+        _drop_connections_kept_by_stopped_requests()
+
+
+def _drop_connections_kept_by_stopped_requests() -> None:
+    """A request still running when the server stops (a long poll, the inbox's socket) ends with its thread,
+    and the pooled connection it held is never given back: psycopg's pool counts it as in use for good, and
+    after a few dozen browser tests in one process no request gets a connection (PoolTimeout). When more
+    than this test's own connection is out, the next test gets a fresh pool; the old pool closes each
+    connection handed back to it (Django returns a connection to the pool it came from)."""
+    from django.db import connections
+
+    database = connections["default"]
+    pool = getattr(database, "pool", None)  # PostgreSQL with a pool only
+    if pool is None:
+        return
+    stats = pool.get_stats()
+    if stats.get("pool_size", 0) - stats.get("pool_available", 0) > 1:
+        database.close_pool()
 
 
 @pytest.fixture

@@ -181,17 +181,26 @@ def test_the_servers_page_costs_the_same_queries_with_more_servers(client, owner
 
 
 def test_an_agents_call_reaches_a_proposed_server_only_once_another_person_approves_it(world, mcp_url, owner, teammate):
-    """The real gate, a real MCP server counting its executions: nothing arrives while the server waits."""
+    """The real gate, a real MCP server counting its executions: nothing arrives while the server waits.
+    The server is shared by the module's tests, so its count is read before and after, through a second
+    entry an operator registered for the same URL."""
+    McpServer.objects.create(name="desk-counter", url=mcp_url, status=McpServerStatus.APPROVED)
+
+    def lookups() -> int:
+        return call_tool(connection_for("mcp://desk-counter/counts"), "counts", {}, timeout_s=10)["executions"].get(
+            "lookup", 0
+        )
+
+    before = lookups()
     server = services.propose_mcp_server(team=owner.teams.get(), name="desk", url=mcp_url, by=owner)
     skill("desk.lookup", "mcp://desk/lookup")
     publish()
     run, results = gate(world["agent"], [{"call_id": "c1", "name": "desk.lookup", "arguments": {"item_id": "i-1"}}])
     assert results[0]["status"] == "error" and results[0]["error"]["code"] == "server_not_approved"
+    assert lookups() == before  # the refused call never reached the server
     services.approve_mcp_server(server=server, by=teammate)
-    counted = call_tool(connection_for("mcp://desk/counts"), "counts", {}, timeout_s=10)
-    assert "lookup" not in counted["executions"]  # the refused call never reached the server
     _, results = gate(
         world["agent"], [{"call_id": "c2", "name": "desk.lookup", "arguments": {"item_id": "i-1"}}], run=run
     )
     assert results[0]["status"] == "ok" and results[0]["content"]["name"] == "Item i-1"
-    assert call_tool(connection_for("mcp://desk/counts"), "counts", {}, timeout_s=10)["executions"]["lookup"] == 1
+    assert lookups() == before + 1
