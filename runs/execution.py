@@ -23,7 +23,6 @@ from django.utils import timezone
 from runs.adapters import InvocationContext, get_adapter
 from runs.errors import CallError, TimeoutUnknown, Transient, internal_from
 from runs.plane import execution as plane
-from runs.plane.downstream_errors import declare_meaning
 
 logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_MS = 10_000
@@ -69,7 +68,7 @@ def _invoke(manifest: dict, arguments: dict, context: InvocationContext, outcome
             adapter, manifest=manifest, arguments=arguments, context=context, outcome=outcome
         )
     except CallError as exc:
-        outcome.error = declare_meaning(exc, manifest)
+        outcome.error = exc
     except Exception as exc:  # the agent gets a generic internal error; the span gets the exception's type
         logger.exception("Skill %s raised in run %s call %s", manifest.get("name"), context.run_id, context.call_id)
         outcome.error = internal_from(exc)

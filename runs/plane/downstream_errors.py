@@ -141,14 +141,3 @@ def tool_refusal(tool: str, said: str, *, jsonrpc_code: int | None = None) -> Ca
     code = "tool_error" if error_class == "unavailable" else None
     shown = "" if jsonrpc_code == JSONRPC_INTERNAL_ERROR else said
     return refusal(error_class, f"The MCP tool {tool} reported an error.", said=shown, code=code)
-
-
-def declare_meaning(error: CallError, manifest: dict) -> CallError:
-    """Add the meaning the skill's manifest declares for this error's code, if it declares one.
-
-    The one place that reads declared errors: the manifest schema has no such field yet (issue 38 adds
-    it); until then `errors` is absent and nothing is added."""
-    declared = manifest.get("errors")
-    if isinstance(declared, dict) and isinstance(declared.get(error.code), str):
-        error.extra["meaning"] = redact_text(declared[error.code], limit=MESSAGE_CHARS)
-    return error

@@ -11,7 +11,6 @@ import pytest
 from approvals.models import ApprovalRequest
 from approvals.services import decide_approval
 from console.services import create_agent
-from registry.snapshots import publish_snapshot
 from reliability.services import register_mcp_server
 from runs.adapters.python import register
 from runs.models import RunEvent, ToolCall
@@ -317,14 +316,3 @@ def test_an_internal_exception_reaches_the_span_and_nothing_of_it_the_model(agen
     assert attributes["exception.message"].startswith("'no ledger for api_key=")
     assert SECRET not in json.dumps(attributes)
     assert attributes["airlock.error.code"] == "internal"
-
-
-def test_a_declared_meaning_is_added_to_the_refusal(agent_client, acme, service):
-    version = make_skill("shop.lookup", adapter=service.answer("/lookup", 404, {"message": "no order 5"}))
-    version.manifest["errors"] = {"downstream_not_found": "The order id is wrong; ask the customer for it."}
-    version.save(update_fields=["manifest"])
-    publish_snapshot(reason="declared errors")
-    grant(acme, "shop.*")
-    _, result = _one_call(agent_client, "shop.lookup")
-    assert result["error"]["meaning"] == "The order id is wrong; ask the customer for it."
-    assert result["error"]["downstream_message"] == "no order 5"
