@@ -94,7 +94,6 @@ def _groups_by_name(tenant, data: dict) -> dict:
 
 
 @extend_schema(
-    operation_id="approval_groups",
     request=GroupSerializer,
     responses={
         200: inline_serializer("ApprovalGroupList", {"results": GroupSerializer(many=True)}),
@@ -121,7 +120,6 @@ def tenant_groups(request: Request, tenant_slug: str) -> Response:
 
 
 @extend_schema(
-    operation_id="approval_group",
     request=None,
     responses={200: GroupSerializer, 204: None, **error_responses(400, 403, 404)},
     tags=["approval routing"],
@@ -140,7 +138,6 @@ def group_detail(request: Request, group_id: int) -> Response:
 
 
 @extend_schema(
-    operation_id="approval_group_members",
     request=MemberSerializer,
     responses={200: GroupSerializer, **error_responses(400, 403, 404)},
     tags=["approval routing"],
@@ -165,7 +162,6 @@ def group_members(request: Request, group_id: int) -> Response:
 
 
 @extend_schema(
-    operation_id="approval_routes",
     request=RouteSerializer,
     responses={
         200: inline_serializer("ApprovalRouteList", {"results": RouteSerializer(many=True)}),
@@ -200,7 +196,6 @@ def tenant_routes(request: Request, tenant_slug: str) -> Response:
 
 
 @extend_schema(
-    operation_id="approval_route",
     request=RouteSerializer,
     responses={200: RouteSerializer, 204: None, **error_responses(400, 403, 404)},
     tags=["approval routing"],
