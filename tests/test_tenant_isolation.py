@@ -120,6 +120,11 @@ ROUTES: list[Route] = [
     Route("console:agent_keys", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}),
     Route("console:agent_rotate", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}, "post"),
     Route("console:agent_cut_off", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}, "post"),
+    Route("console:agent_suspend", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}, "post"),
+    Route("console:agent_resume", lambda w: {"tenant_slug": w.acme.slug, "agent_id": _acme_agent(w).pk}, "post"),
+    Route("console:tenant_controls", lambda w: {"tenant_slug": w.acme.slug}),
+    Route("console:tenant_freeze", lambda w: {"tenant_slug": w.acme.slug}, "post"),
+    Route("console:tenant_unfreeze", lambda w: {"tenant_slug": w.acme.slug}, "post"),
     Route(
         "console:token_revoke", lambda w: {"token_id": create_personal_token(user=w.acme_user, name="t")[0].pk}, "post"
     ),
