@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from policies.models import Grant, pattern_covers
+from airlock_sdk.policy.permission import is_granted
+
+from policies.models import Grant
 from registry.review import GrantReach
 
 
@@ -16,10 +18,6 @@ def active_patterns(*, tenant_id: int, agent_role: str) -> list[str]:
         .filter(tenant_id=tenant_id, agent_role=agent_role)
         .values_list("skill_pattern", flat=True)
     )
-
-
-def is_granted(patterns: Iterable[str], skill_name: str) -> bool:
-    return any(pattern_covers(pattern, skill_name) for pattern in patterns)
 
 
 def granted_names(patterns: Iterable[str], names: Iterable[str]) -> list[str]:

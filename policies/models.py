@@ -1,5 +1,4 @@
-import fnmatch
-
+from airlock_sdk.policy.permission import pattern_covers
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -51,14 +50,6 @@ class Grant(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
-
-
-def pattern_covers(pattern: str, skill_name: str) -> bool:
-    if pattern.endswith(".*"):
-        return skill_name.startswith(pattern[:-1])
-    if pattern == "*":
-        return True
-    return fnmatch.fnmatchcase(skill_name, pattern) if "*" in pattern else pattern == skill_name
 
 
 class Scope(models.TextChoices):

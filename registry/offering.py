@@ -9,23 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-EVERYONE = "*"
-
-
-def _listed(manifest: dict[str, Any], key: str) -> list[str]:
-    permissions = manifest.get("permissions") or {}
-    values = permissions.get(key) if isinstance(permissions, dict) else None
-    return [str(value) for value in values] if isinstance(values, list) else []
-
-
-def offers_tenant(manifest: dict[str, Any], tenant_slug: str) -> bool:
-    tenants = _listed(manifest, "allowed_tenants")
-    return EVERYONE in tenants or tenant_slug in tenants
-
-
-def offers_role(manifest: dict[str, Any], agent_role: str) -> bool:
-    roles = _listed(manifest, "allowed_agent_roles")
-    return EVERYONE in roles or agent_role in roles
+from airlock_sdk.policy.permission import EVERYONE, offers_role, offers_tenant
 
 
 def offered_to(manifest: dict[str, Any], *, tenant_slug: str, agent_role: str) -> bool:

@@ -17,15 +17,15 @@ from __future__ import annotations
 from copy import copy
 from dataclasses import dataclass
 
+from airlock_sdk.policy import context as policy
+from airlock_sdk.policy import permission
 from django.db.models import Subquery
 from django.utils import timezone
 
 from console.models import Agent, GateGeneration, Tenant
-from policies import grants as grant_lookup
 from policies.engine import VERDICT_RANK, Decision
 from policies.services import ActivePolicies, evaluate_with_shadow, load_active_policies
 from registry.models import Effect, SkillVersion, VersionStatus
-from registry.offering import offers_role, offers_tenant
 from registry.snapshots import ResolvedSkill, index_for
 from runs import gate_cache, lifecycle
 from runs.errors import CallError, Declined, NotPermitted
@@ -74,47 +74,42 @@ def permitted(
     """Raise NotPermitted unless the skill is offered to the tenant and role and a grant covers it."""
     if skill.builtin:
         return  # find_tools and describe_tool answer only within what the run may call already
-    permissions = skill.manifest.get("permissions") or {}
-    if not offers_tenant(skill.manifest, facts.tenant_slug):
-        raise NotPermitted(f"{skill.name} is not offered to this tenant.", code="tenant_not_allowed")
-    if not offers_role(skill.manifest, facts.agent_role):
-        raise NotPermitted(f"{skill.name} is not for agents with the role {facts.agent_role}.", code="role_not_allowed")
-    required = set(permissions.get("oauth_scopes") or [])
-    covering = [scopes for pattern, scopes in grants if grant_lookup.is_granted([pattern], skill.name)]
-    if not covering:
-        raise NotPermitted(
-            f"No grant lets {facts.agent_role} agents of {facts.tenant_slug} call {skill.name}.",
-            code=no_grant_code,
-            available=available,
-        )
-    # A grant without scopes does not restrict them; one with scopes must hold all the skill needs.
-    if required and not any(not scopes or required <= set(scopes) for scopes in covering):
-        raise NotPermitted(
-            f"{skill.name} needs the scopes {', '.join(sorted(required))}, which no grant gives.",
-            code="missing_scopes" if no_grant_code == "no_grant" else no_grant_code,
-        )
+    refused = permission.refusal(
+        name=skill.name,
+        manifest=skill.manifest,
+        tenant_slug=facts.tenant_slug,
+        agent_role=facts.agent_role,
+        grants=grants,
+        no_grant_code=no_grant_code,
+    )
+    if refused is not None:
+        raise NotPermitted(refused.message, code=refused.code, available=available if refused.no_grant else None)
 
 
 def policy_context(skill: ResolvedSkill, facts: RunFacts, arguments: dict) -> dict:
     """The documented context policies see (docs/policies.md)."""
-    return {
-        "skill": {
+    return policy.call_context(
+        skill={
             "name": skill.name,
             "version": skill.version,
             "effect": skill.effect,
             "data_class": skill.data_classification,
             "namespace": skill.namespace,
         },
-        "args": arguments,
-        "agent": {"id": facts.agent_id, "name": facts.agent_name, "role": facts.agent_role},
-        "end_user": {"id": facts.end_user, "roles": list(facts.end_user_roles)},
-        "tenant": {"slug": facts.tenant_slug},
-        "run": {"tainted": facts.tainted, "taint_source": facts.taint_source},
-    }
+        arguments=arguments,
+        agent_id=facts.agent_id,
+        agent_name=facts.agent_name,
+        agent_role=facts.agent_role,
+        end_user=facts.end_user,
+        end_user_roles=facts.end_user_roles,
+        tenant_slug=facts.tenant_slug,
+        tainted=facts.tainted,
+        taint_source=facts.taint_source,
+    )
 
 
 def approval_required(skill: ResolvedSkill) -> bool:
-    return (skill.manifest.get("risk") or {}).get("approval") in ("required", "two_person")
+    return policy.approval_required(skill.manifest)
 
 
 def decide(skill: ResolvedSkill, facts: RunFacts, arguments: dict, *, policies: ActivePolicies) -> Decision:

@@ -9,11 +9,11 @@ import random
 
 import cel
 import pytest
+from airlock_sdk.policy.rule_index import Guard, guards_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policies import engine
-from policies.rule_index import Guard, guards_of
 
 
 def compiled(rules, *, policy_id=1, scope="tenant"):
