@@ -323,6 +323,9 @@ AIRLOCK_EGRESS_ALLOW_HOSTS = env_list("AIRLOCK_EGRESS_ALLOW_HOSTS", [])
 AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE = env_int("AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE", 1200, minimum=1)
 AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE = env_int("AIRLOCK_RATE_LIMIT_SKILL_PER_MINUTE", 30000, minimum=1)
 AIRLOCK_RATE_LIMITS = rate_limit_list("AIRLOCK_RATE_LIMITS", env_list("AIRLOCK_RATE_LIMITS", []))
+# Decision bundles (policies/bundles.py): the longest a signed bundle lets an agent decide locally, whatever
+# its tenant's admins set (a revoked agent's local decisions stop at most this long after the revocation).
+AIRLOCK_BUNDLE_MAX_VALIDITY_SECONDS = env_int("AIRLOCK_BUNDLE_MAX_VALIDITY_SECONDS", 3600, minimum=30)
 AIRLOCK_GATE_WORKERS = env_int("AIRLOCK_GATE_WORKERS", 16, minimum=1)
 # The gate's hot statements are prepared on PostgreSQL (lib/sql_rows.hot_cursor); off behind a
 # transaction-mode pooler that cannot keep prepared statements (PgBouncer before 1.21).

@@ -1,3 +1,5 @@
+from datetime import timedelta
+
 from airlock_sdk.policy.permission import pattern_covers
 from django.conf import settings
 from django.db import models
@@ -171,3 +173,31 @@ class PolicyTest(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class LocalDecisionSettings(models.Model):
+    """A tenant's opt-in to local decisions (docs/sdk.md): the agent roles whose SDK may decide calls of
+    client-executed skills from a signed decision bundle while Airlock is unreachable, and how long one
+    bundle holds (capped by AIRLOCK_BUNDLE_MAX_VALIDITY_SECONDS). No row: no role, ten minutes."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="local_decision_settings")
+    agent_roles = models.JSONField(default=list, blank=True)
+    bundle_validity = models.DurationField(default=timedelta(minutes=10))
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by_label = models.CharField(max_length=150, blank=True)
+
+    def __str__(self) -> str:
+        return f"local decisions of {self.tenant.slug}: {', '.join(self.agent_roles) or 'none'}"
+
+
+class IssuedBundle(models.Model):
+    """The last decision bundle signed for an agent: its number only grows, by one each time its content
+    changes (a new window of validity counts as a change)."""
+
+    agent = models.OneToOneField("console.Agent", on_delete=models.CASCADE, related_name="issued_bundle")
+    number = models.PositiveBigIntegerField(default=0)
+    content_sha256 = models.CharField(max_length=64, blank=True)
+    issued_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"bundle {self.number} of agent {self.agent_id}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Max
@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from console.models import Tenant
 from policies import engine, hooks
-from policies.models import Grant, Policy, PolicyTest, PolicyVersion, Scope, VersionStatus
+from policies.models import Grant, LocalDecisionSettings, Policy, PolicyTest, PolicyVersion, Scope, VersionStatus
 from registry.snapshots import latest_snapshot, publish_snapshot
 
 
@@ -401,3 +401,23 @@ def publish_snapshot_if_grants_expired(*, now=None):
     if not expired.exists():
         return None
     return publish_snapshot(reason="grant expired")
+
+
+# Local decisions ----------------------------------------------------------------------------------
+
+
+def set_local_decisions(
+    *, tenant: Tenant, agent_roles: list[str], bundle_validity: timedelta, by_label: str
+) -> LocalDecisionSettings:
+    """Which of the tenant's agent roles may decide client-executed calls locally from a signed bundle, and
+    how long a bundle holds. The next bundle each agent fetches carries the change."""
+    row, _ = LocalDecisionSettings.objects.update_or_create(
+        tenant=tenant,
+        defaults={
+            "agent_roles": sorted(set(agent_roles)),
+            "bundle_validity": bundle_validity,
+            "updated_at": timezone.now(),
+            "updated_by_label": by_label[:150],
+        },
+    )
+    return row

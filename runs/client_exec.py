@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airlock_sdk import fencing
+from airlock_sdk.local import CLIENT_SCHEME, is_client_skill
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -41,7 +42,7 @@ from traces.redaction import redact_text
 
 logger = logging.getLogger(__name__)
 
-SCHEME = "client:"
+SCHEME = CLIENT_SCHEME
 TOKEN_TTL_SECONDS = 300
 RESULT_HASH_KEY = "client_result_sha256"
 
@@ -52,10 +53,6 @@ class TokenExpired(CallError):
 
 class AlreadyReported(CallError):
     error_class, code = "conflict", "already_reported"
-
-
-def is_client_skill(manifest: dict) -> bool:
-    return str((manifest.get("execution") or {}).get("adapter", "")).startswith(SCHEME)
 
 
 def _key() -> bytes:

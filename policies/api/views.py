@@ -1,18 +1,24 @@
-"""Grant management API for tenant admins (session or personal access token)."""
+"""Grant and local-decision settings API for tenant admins (session or personal access token), and the
+agent's signed decision bundle."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import serializers
+from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console.api_auth import IsHuman
+from console.api_auth import IsAgent, IsHuman
+from console.api_errors import error_body, error_responses
 from console.models import Role
 from console.tenancy import tenant_for_user_or_404, tenants_for
-from policies import services
+from policies import bundles, services
 from policies.models import Grant
 
 
@@ -66,3 +72,85 @@ def grant_revoke(request: Request, grant_id: int) -> Response:
     tenant_for_user_or_404(request.user, grant.tenant.slug, Role.ADMIN)
     grant = services.revoke_grant(grant=grant, revoked_by=request.user)
     return Response(GrantSerializer(grant).data)
+
+
+# Local decisions -----------------------------------------------------------------------------------
+
+
+class LocalDecisionSettingsSerializer(serializers.Serializer):
+    agent_roles = serializers.ListField(
+        child=serializers.RegexField(r"^[a-z][a-z0-9_-]{0,63}$", max_length=64), max_length=100
+    )
+    bundle_validity_seconds = serializers.IntegerField(min_value=30, max_value=7 * 24 * 3600)
+    max_validity_seconds = serializers.IntegerField(read_only=True)
+    updated_by = serializers.CharField(read_only=True)
+
+    def validate_bundle_validity_seconds(self, value: int) -> int:
+        ceiling = settings.AIRLOCK_BUNDLE_MAX_VALIDITY_SECONDS
+        if value > ceiling:
+            raise serializers.ValidationError(f"At most {ceiling} seconds on this deployment.")
+        return value
+
+
+def _settings_data(row) -> dict:
+    return {
+        "agent_roles": list(row.agent_roles),
+        "bundle_validity_seconds": int(bundles.validity_of(row).total_seconds()),
+        "max_validity_seconds": settings.AIRLOCK_BUNDLE_MAX_VALIDITY_SECONDS,
+        "updated_by": row.updated_by_label,
+    }
+
+
+@extend_schema(request=LocalDecisionSettingsSerializer, responses=LocalDecisionSettingsSerializer, tags=["grants"])
+@api_view(["GET", "PUT"])
+@permission_classes([IsHuman])
+def tenant_local_decisions(request: Request, tenant_slug: str) -> Response:
+    """Which agent roles of the tenant may decide client-executed calls locally, and how long a bundle holds."""
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    if request.method == "GET":
+        return Response(_settings_data(bundles.settings_of(tenant)))
+    serializer = LocalDecisionSettingsSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    row = services.set_local_decisions(
+        tenant=tenant,
+        agent_roles=serializer.validated_data["agent_roles"],
+        bundle_validity=timedelta(seconds=serializer.validated_data["bundle_validity_seconds"]),
+        by_label=request.user.username,
+    )
+    return Response(_settings_data(row))
+
+
+class SignedBundleSerializer(serializers.Serializer):
+    bundle = serializers.DictField(help_text="The signed body: audience, number, valid_until, skills, grants, ...")
+    signature = serializers.CharField(help_text="Ed25519 over the RFC 8785 form of `bundle`, base64.")
+    key_id = serializers.CharField()
+    algorithm = serializers.CharField()
+    canonicalization = serializers.CharField()
+
+
+@extend_schema(
+    responses={200: SignedBundleSerializer, 304: None, **error_responses(401, 403)}, tags=["registry (agents)"]
+)
+@api_view(["GET"])
+@permission_classes([IsAgent])
+def decision_bundle(request: Request) -> Response:
+    """This agent's signed decision bundle (docs/sdk.md, "Local decisions"); ETag / If-None-Match. A suspended
+    agent gets none (403 agent_suspended): its last bundle stops deciding at its valid_until."""
+    agent = request.auth
+    if agent.is_suspended(timezone.now()):
+        return Response(
+            error_body("authorization", "agent_suspended", agent.suspension_notice()), status=status.HTTP_403_FORBIDDEN
+        )
+    signed = bundles.bundle_for(agent)
+    if signed.etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
+        return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": signed.etag})
+    return Response(
+        {
+            "bundle": signed.body,
+            "signature": signed.signature,
+            "key_id": signed.key_id,
+            "algorithm": "Ed25519",
+            "canonicalization": "RFC 8785",
+        },
+        headers={"ETag": signed.etag, "Cache-Control": "private, no-cache"},
+    )

@@ -10,10 +10,13 @@ from typing import Any
 
 import httpx
 
+from airlock_sdk.bundles import BundleCache
 from airlock_sdk.client_skills import ClientSkillRegistry, default_registry
 from airlock_sdk.errors import SnapshotVerificationError, TransportError
+from airlock_sdk.local import LocalDecider
 from airlock_sdk.run import Run
 from airlock_sdk.snapshots import SnapshotCache
+from airlock_sdk.spool import Spool
 from airlock_sdk.transport import Transport
 from airlock_sdk.trust import key_lookup_of
 
@@ -93,6 +96,8 @@ class Airlock:
         trust_dir: str | Path | None = None,
         client_skills: ClientSkillRegistry | None = None,
         http_client: httpx.Client | None = None,
+        local_first: bool = False,
+        spool_path: str | Path | None = None,
     ) -> None:
         self.transport = Transport(base_url, api_key, timeout=timeout, retries=retries, client=http_client)
         self.client_skills = client_skills or default_registry
@@ -109,6 +114,28 @@ class Airlock:
             if use_cache
             else None
         )
+        # Local decisions (docs/sdk.md): the signed bundle, the evaluator and the spool. Without the cache
+        # there is no pinned key to check a bundle with, so nothing is ever decided locally.
+        self.local_first = local_first
+        self.bundles = BundleCache(self.cache) if self.cache is not None else None
+        self.decider = LocalDecider()
+        self._spool_path = Path(spool_path) if spool_path else None
+        self._spool: Spool | None = None
+
+    @property
+    def spool(self) -> Spool:
+        """The spool of calls decided locally (opened on first use, in the cache directory)."""
+        if self._spool is None:
+            if self._spool_path is None and self.cache is None:
+                raise RuntimeError("This client was created with use_cache=False and no spool_path.")
+            self._spool = Spool(self._spool_path or self.cache.directory / f"spool-{self.cache.path.stem[9:]}.sqlite")
+        return self._spool
+
+    def refresh_bundle(self):
+        """Fetch and verify this agent's signed decision bundle (kept on disk as the last good one)."""
+        if self.bundles is None:
+            raise RuntimeError("This client was created with use_cache=False.")
+        return self.bundles.refresh()
 
     def __enter__(self) -> Airlock:
         return self
@@ -118,6 +145,8 @@ class Airlock:
 
     def close(self) -> None:
         self.transport.close()
+        if self._spool is not None:
+            self._spool.close()
 
     @property
     def base_url(self) -> str:
@@ -197,13 +226,15 @@ class Airlock:
             body["end_user_roles"] = end_user_roles
         # Not retried once sent: a repeat would start a second run.
         data = self.transport.json("POST", "/api/v1/runs", safe=False, json=body)
-        run = Run(self, data)
+        run = Run(self, {**data, "end_user": end_user, "end_user_roles": list(end_user_roles or [])})
         if (
             self.cache is not None
             and run.snapshot is not None
             and (self.cache.snapshot is None or self.cache.snapshot.number < run.snapshot)
         ):
             self._refresh_quietly()
+        if self.bundles is not None and (self.bundles.bundle is None or self.bundles.bundle.due_for_refresh()):
+            self.bundles.current()
         return run
 
     def get_run(self, run_id: str) -> Run:

@@ -20,6 +20,7 @@ class Ok:
     executed_locally: bool = False
     provenance: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    decided_locally: bool = False  # decided from the signed bundle while Airlock was unreachable (spooled)
 
     ok = True
     status = "ok"

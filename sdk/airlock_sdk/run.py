@@ -10,10 +10,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airlock_sdk.canonical import canonical_json
-from airlock_sdk.errors import APIError, ApprovalTimeout, OutcomeUnknown, TransportError
+from airlock_sdk.errors import APIError, ApprovalTimeout, OutcomeUnknown, TransportError, UnknownClientSkill
+from airlock_sdk.local import LocalVerdict, unavailable
 from airlock_sdk.results import ApprovalRequired, Error, Ok, Result, result_from_dict
 from airlock_sdk.webhooks import WebhookVerifier
 
@@ -25,6 +27,13 @@ logger = logging.getLogger("airlock_sdk")
 MAX_LONG_POLL = 30
 FINAL_DECISIONS = {"declined", "expired", "cancelled"}
 MAX_EXPOSED_TOOLS, MAX_TOOL_NAME = 200, 200  # what the batch API keeps of `exposed_tools`
+
+
+def _unreachable(exc: Exception) -> bool:
+    """Connection refused, no answer (timeout), or a 5xx: the gate cannot decide, so the bundle may."""
+    if isinstance(exc, TransportError):
+        return True
+    return isinstance(exc, APIError) and exc.status_code >= 500
 
 
 def _exposed(names: Iterable[str] | None) -> list[str] | None:
@@ -50,6 +59,9 @@ class Run:
         self.webhook_secret: str | None = data.get("webhook_secret")
         self.run_status: str = data.get("status", "running")
         self.tainted: bool = bool(data.get("tainted", False))
+        self.taint_source: str = str(data.get("taint_source") or "")
+        self.end_user: str | None = data.get("end_user")  # known when this process started the run
+        self.end_user_roles: list[str] = list(data.get("end_user_roles") or [])
         self.cursor: int | None = None
         self._prefix = uuid.uuid4().hex[:6]
         self._counter = itertools.count(1)
@@ -116,14 +128,117 @@ class Run:
                 )
             else:
                 to_send.append(call)
+        if to_send and self.airlock.local_first:
+            to_send = [call for call in to_send if not self._decided_first(call, results)]
         if to_send:
-            response = self._send(to_send, _exposed(exposed_tools))
+            try:
+                response = self._send(to_send, _exposed(exposed_tools))
+            except (TransportError, APIError) as exc:
+                if not _unreachable(exc):
+                    raise
+                logger.warning("Airlock is unreachable (%s); deciding %d calls locally", exc, len(to_send))
+                for call in to_send:
+                    results[call["call_id"]] = self._run_locally(call, self._decide_locally(call))
+                return [results[call["call_id"]] for call in prepared]
             self.run_status = response.get("run_status", self.run_status)
             self.tainted = bool(response.get("tainted", self.tainted))
             by_id = {c["call_id"]: c for c in to_send}
             for raw in response.get("results", []):
                 results[str(raw.get("call_id"))] = self._finish(raw, by_id.get(str(raw.get("call_id"))))
         return [results[call["call_id"]] for call in prepared]
+
+    # local decisions --------------------------------------------------------------------------
+    def _decided_first(self, call: dict, results: dict[str, Result]) -> bool:
+        """With `local_first`, a call the bundle decides (allow or deny) is answered here; any other goes to
+        the gate."""
+        verdict = self._decide_locally(call)
+        if verdict.verdict == "unavailable":
+            return False
+        results[call["call_id"]] = self._run_locally(call, verdict)
+        return True
+
+    def _decide_locally(self, call: dict) -> LocalVerdict:
+        bundles = self.airlock.bundles
+        if self.end_user is None:
+            return unavailable("this process did not start the run, so it does not know its end user", retry_after=5)
+        taint = call.get("taint")
+        if taint and not self.tainted:
+            self.tainted = True
+            self.taint_source = taint if isinstance(taint, str) else f"agent marked call {call['call_id']}"
+        verdict = self.airlock.decider.decide(
+            bundles.current() if bundles is not None else None,
+            name=call["name"],
+            version=call.get("version"),
+            arguments=call["arguments"],
+            run_tainted=self.tainted,
+            taint_source=self.taint_source,
+            end_user=self.end_user,
+            end_user_roles=self.end_user_roles,
+        )
+        untrusted = ((verdict.skill or {}).get("manifest") or {}).get("risk", {}).get("untrusted_output")
+        if verdict.verdict == "allow" and untrusted and not self.tainted:
+            self.tainted = True
+            self.taint_source = f"{call['name']} returned untrusted content ({call['call_id']})"
+        return verdict
+
+    def _run_locally(self, call: dict, verdict: LocalVerdict) -> Result:
+        """Allow: spool the decision (durable), run the function, spool its result. Anything else: the typed
+        error, nothing run."""
+        call_id = call["call_id"]
+        if verdict.verdict != "allow":
+            error = verdict.error or {}
+            known = {"class", "code", "message", "retry_after", "fields"}
+            return Error(
+                call_id=call_id,
+                error_class=error.get("class", "unavailable"),
+                code=error.get("code", ""),
+                message=error.get("message", ""),
+                retry_after=error.get("retry_after"),
+                fields=error.get("fields"),
+                details={k: v for k, v in error.items() if k not in known},
+                local=True,
+                raw={"call_id": call_id, "status": "error", "is_error": True, "error": error, "decided_locally": True},
+            )
+        skill = verdict.skill or {}
+        spool = self.airlock.spool
+        spool.record_decision(
+            call_id=call_id,
+            run_id=self.run_id,
+            skill=skill["name"],
+            version=skill["version"],
+            arguments=call["arguments"],
+            verdict="allow",
+            reason=verdict.reason,
+            bundle_number=verdict.bundle_number,
+            decided_at=datetime.now(UTC),
+        )
+        function = self.airlock.client_skills.get(skill["name"])
+        try:
+            if function is None:
+                raise UnknownClientSkill(f"No local function is registered for client skill {skill['name']!r}.")
+            content = function(**call["arguments"])
+        except Exception as exc:  # the skill's own failure is its result, spooled like a success
+            if function is not None:
+                logger.exception("Client skill %s failed", skill["name"])
+            error = {"class": "internal", "code": "client_skill_failed", "message": f"{type(exc).__name__}: {exc}"}
+            spool.record_result(call_id, status="failed", error=error, finished_at=datetime.now(UTC))
+            return Error(
+                call_id=call_id,
+                error_class="internal",
+                code="client_skill_failed",
+                message=error["message"],
+                local=True,
+                raw={"call_id": call_id, "status": "error", "error": error, "decided_locally": True},
+            )
+        spool.record_result(call_id, status="succeeded", result=content, finished_at=datetime.now(UTC))
+        return Ok(
+            call_id=call_id,
+            content=content,
+            skill={"name": skill["name"], "version": skill["version"]},
+            executed_locally=True,
+            decided_locally=True,
+            raw={"call_id": call_id, "status": "ok", "decided_locally": True, "bundle": verdict.bundle_number},
+        )
 
     def _send(self, calls: list[dict], exposed_tools: list[str] | None = None) -> dict:
         """POST the batch. Sent without an answer, it is resent once with the same call ids: the gate

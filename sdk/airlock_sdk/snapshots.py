@@ -50,7 +50,7 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("AIRLOCK_CACHE_DIR") or Path.home() / ".cache" / "airlock-sdk")
 
 
-def verify_signature(body: dict, signature_b64: str, public_key_pem: str) -> None:
+def verify_signature(body: dict, signature_b64: str, public_key_pem: str, *, kind: str = "snapshot") -> None:
     """Raise SnapshotVerificationError unless `signature_b64` signs the RFC 8785 form of `body`."""
     try:
         key = serialization.load_pem_public_key(public_key_pem.encode())
@@ -62,8 +62,8 @@ def verify_signature(body: dict, signature_b64: str, public_key_pem: str) -> Non
         key.verify(base64.b64decode(signature_b64), canonical_json(body))
     except (InvalidSignature, ValueError):
         raise SnapshotVerificationError(
-            "The snapshot's signature does not verify against the pinned public key: "
-            "refused; the last known good snapshot stays in use."
+            f"The {kind}'s signature does not verify against the pinned public key: "
+            f"refused; the last known good {kind} stays in use."
         ) from None
 
 
@@ -76,12 +76,52 @@ def _unwrap(data: dict) -> tuple[dict, str]:
     return body, signature
 
 
-def _number(body: dict) -> int:
+def _number(body: dict, kind: str = "snapshot") -> int:
     """The signed number (never the unsigned envelope's)."""
     try:
         return int(body["number"])
     except (KeyError, TypeError, ValueError):
-        raise SnapshotVerificationError("The signed snapshot body carries no number.") from None
+        raise SnapshotVerificationError(f"The signed {kind} body carries no number.") from None
+
+
+def check_signed(
+    body: dict,
+    signature: str,
+    public_key: str,
+    *,
+    key_lookup: str,
+    tenant: str | None,
+    highest: int,
+    trust_path: Path,
+    kind: str = "snapshot",
+) -> int:
+    """The checks every signed document from the control plane passes (snapshots and decision bundles):
+    the signature against the pinned key, the audience (this agent's key lookup, and its tenant when
+    known), then a number not lower than the highest accepted. Returns the number; raises a typed refusal."""
+    verify_signature(body, signature, public_key, kind=kind)
+    expected = {"key_lookup": key_lookup}
+    if tenant:
+        expected["tenant"] = tenant
+    audience = body.get("audience")
+    if (
+        not isinstance(audience, dict)
+        or not key_lookup
+        or any(audience.get(name) != value for name, value in expected.items())
+    ):
+        raise SnapshotAudienceError(
+            f"The {kind} is signed for {audience!r}, not for this agent {expected!r}: refused.",
+            expected=expected,
+            found=audience,
+        )
+    number = _number(body, kind)
+    if number < highest:
+        raise SnapshotRollbackError(
+            f"{kind.capitalize()} {number} is older than {kind} {highest}, already accepted: refused as a rollback. "
+            f"If the control plane's database was really restored, remove {trust_path} deliberately.",
+            number=number,
+            highest=highest,
+        )
+    return number
 
 
 @dataclass
@@ -164,32 +204,15 @@ class SnapshotCache:
 
     def _check(self, body: dict, signature: str, public_key: str) -> int:
         """Signature, audience, then monotonic number; returns the number. Raises a typed refusal."""
-        verify_signature(body, signature, public_key)
-        expected = {"key_lookup": self.key_lookup}
-        tenant = self.tenant or self.trust.state.audience.get("tenant")
-        if tenant:
-            expected["tenant"] = tenant
-        audience = body.get("audience")
-        if (
-            not isinstance(audience, dict)
-            or not self.key_lookup
-            or any(audience.get(name) != value for name, value in expected.items())
-        ):
-            raise SnapshotAudienceError(
-                f"The snapshot is signed for {audience!r}, not for this agent {expected!r}: refused.",
-                expected=expected,
-                found=audience,
-            )
-        number = _number(body)
-        highest = self.trust.state.highest_number
-        if number < highest:
-            raise SnapshotRollbackError(
-                f"Snapshot {number} is older than snapshot {highest}, already accepted: refused as a rollback. "
-                f"If the control plane's database was really restored, remove {self.trust.path} deliberately.",
-                number=number,
-                highest=highest,
-            )
-        return number
+        return check_signed(
+            body,
+            signature,
+            public_key,
+            key_lookup=self.key_lookup,
+            tenant=self.tenant or self.trust.state.audience.get("tenant"),
+            highest=self.trust.state.highest_number,
+            trust_path=self.trust.path,
+        )
 
     def _accept(self, number: int, body: dict, public_key: str) -> None:
         state = self.trust.state
