@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,6 +41,8 @@ class LocalVerdict:
     rule_id: str = ""
     policy_version: str = ""
     bundle_number: int = 0
+    policy_verdict: str = ""  # the policy's own verdict (allow, confirm, deny) when the policy was reached
+    floor_id: str = ""
 
 
 def is_client_skill(manifest: dict) -> bool:
@@ -233,31 +235,27 @@ class LocalDecider:
 
     @staticmethod
     def verdict_of(decision: engine.Decision, entry: dict, number: int, *, retry_after: float) -> LocalVerdict:
+        """The policy's decision as the call's answer: allow runs, deny is the gate's `denied_by_policy`, and
+        confirm (no person can be asked while Airlock is down) is `unavailable`."""
+        outcome = {
+            "reason": decision.reason,
+            "skill": entry,
+            "rule_id": decision.rule_id,
+            "policy_version": decision.policy_version,
+            "bundle_number": number,
+            "policy_verdict": decision.verdict,
+            "floor_id": decision.floor_id,
+        }
         if decision.verdict == "allow":
-            return LocalVerdict(
-                "allow",
-                decision.reason,
-                skill=entry,
-                rule_id=decision.rule_id,
-                policy_version=decision.policy_version,
-                bundle_number=number,
-            )
+            return LocalVerdict("allow", **outcome)
         if decision.verdict == "deny":
             error = {"class": "authorization", "code": "denied_by_policy", "message": decision.reason}
             error["rule_id"] = decision.rule_id
             if decision.policy_version:
                 error["policy_version"] = decision.policy_version
-            return LocalVerdict(
-                "deny",
-                decision.reason,
-                skill=entry,
-                error=error,
-                rule_id=decision.rule_id,
-                policy_version=decision.policy_version,
-                bundle_number=number,
-            )
+            return LocalVerdict("deny", error=error, **outcome)
         why = f"a person must confirm it ({decision.floor or decision.reason})"
-        return unavailable(why, retry_after=retry_after, bundle_number=number)
+        return replace(unavailable(why, retry_after=retry_after), **outcome)
 
 
 __all__ = ["CompiledBundle", "LocalDecider", "LocalVerdict", "is_client_skill", "unavailable"]
