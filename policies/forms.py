@@ -1,6 +1,7 @@
 import json
 
 from django import forms
+from django.core import validators
 
 from console.models import Tenant
 from policies import grant_options
@@ -136,3 +137,22 @@ def rules_from_post(data) -> list[dict]:
             rule["override_taint"] = True
         rules.append(rule)
     return rules
+
+
+class LocalDecisionsForm(forms.Form):
+    """Which of the tenant's agent roles decide client-executed calls locally, and how long a bundle holds."""
+
+    agent_roles = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    bundle_validity_minutes = forms.IntegerField(
+        min_value=1,
+        label="Bundle holds for (minutes)",
+        help_text="Once this passes without reaching Airlock, the agents' local decisions stop.",
+    )
+
+    def __init__(self, *args, tenant: Tenant, ceiling_seconds: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["agent_roles"].choices = [(role, role) for role in grant_options.agent_roles(tenant)]
+        self.fields["bundle_validity_minutes"].max_value = max(1, ceiling_seconds // 60)
+        self.fields["bundle_validity_minutes"].validators.append(
+            validators.MaxValueValidator(max(1, ceiling_seconds // 60))
+        )

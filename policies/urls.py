@@ -18,4 +18,5 @@ urlpatterns = [
     path("t/<slug:tenant_slug>/grants/new/", views.grant_create, name="grant_create"),
     path("t/<slug:tenant_slug>/grants/preview/", views.grant_preview, name="grant_preview"),
     path("t/<slug:tenant_slug>/grants/<id:grant_id>/revoke/", views.grant_revoke, name="grant_revoke"),
+    path("t/<slug:tenant_slug>/local-decisions/", views.local_decisions_save, name="local_decisions_save"),
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -11,8 +14,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from console.models import Role
 from console.tenancy import RoleRequired, tenant_for_user_or_404, tenants_for
-from policies import engine, services
-from policies.forms import GrantForm, PolicyCreateForm, PolicyTestForm, rules_from_post
+from policies import bundles, engine, services
+from policies.forms import GrantForm, LocalDecisionsForm, PolicyCreateForm, PolicyTestForm, rules_from_post
 from policies.grant_options import reaches_nothing
 from policies.models import Grant, Policy, PolicyVersion, Scope, VersionStatus
 from registry.models import Skill
@@ -23,10 +26,28 @@ SIMULATION_SIZES = (50, 200, 1000)
 # Grants -------------------------------------------------------------------------------------------
 
 
-def _grants_page(request: HttpRequest, tenant, form: GrantForm, status: int = 200) -> HttpResponse:
+def _local_form(tenant, data=None) -> LocalDecisionsForm:
+    current = bundles.settings_of(tenant)
+    initial = {
+        "agent_roles": current.agent_roles,
+        "bundle_validity_minutes": int(bundles.validity_of(current).total_seconds() // 60),
+    }
+    ceiling = settings.AIRLOCK_BUNDLE_MAX_VALIDITY_SECONDS
+    return LocalDecisionsForm(data, initial=initial, tenant=tenant, ceiling_seconds=ceiling)
+
+
+def _grants_page(
+    request: HttpRequest, tenant, form: GrantForm, status: int = 200, local_form: LocalDecisionsForm | None = None
+) -> HttpResponse:
     grants = Grant.objects.filter(tenant=tenant).select_related("granted_by", "revoked_by")
     rows = [(grant, reaches_nothing(grant.skill_pattern, grant.agent_role, form.skills)) for grant in grants]
-    context = {"tenant": tenant, "grant_rows": rows, "form": form, "preview": form.preview()}
+    context = {
+        "tenant": tenant,
+        "grant_rows": rows,
+        "form": form,
+        "preview": form.preview(),
+        "local_form": local_form or _local_form(tenant),
+    }
     return render(request, "policies/grants.html", context, status=status)
 
 
@@ -65,6 +86,25 @@ def grant_revoke(request: HttpRequest, tenant_slug: str, grant_id: int) -> HttpR
     grant = get_object_or_404(Grant, pk=grant_id, tenant=tenant)
     services.revoke_grant(grant=grant, revoked_by=request.user)
     messages.success(request, f"Revoked {grant.skill_pattern} from {grant.agent_role} agents.")
+    return redirect("policies:grant_list", tenant_slug=tenant.slug)
+
+
+@login_required
+@require_POST
+def local_decisions_save(request: HttpRequest, tenant_slug: str) -> HttpResponse:
+    """The tenant admin's opt-in: which agent roles decide client-executed calls locally (docs/sdk.md)."""
+    tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
+    form = _local_form(tenant, request.POST)
+    if not form.is_valid():
+        return _grants_page(request, tenant, GrantForm(tenant=tenant), status=400, local_form=form)
+    services.set_local_decisions(
+        tenant=tenant,
+        agent_roles=form.cleaned_data["agent_roles"],
+        bundle_validity=timedelta(minutes=form.cleaned_data["bundle_validity_minutes"]),
+        by_label=request.user.username,
+    )
+    roles = ", ".join(form.cleaned_data["agent_roles"]) or "no role"
+    messages.success(request, f"Local decisions: {roles}. Agents see it in their next decision bundle.")
     return redirect("policies:grant_list", tenant_slug=tenant.slug)
 
 

@@ -149,6 +149,10 @@ ROUTES: list[Route] = [
     Route("policies_api:tenant_grants", lambda w: {"tenant_slug": w.acme.slug}),
     Route("policies_api:tenant_grants", lambda w: {"tenant_slug": w.acme.slug}, "post"),
     Route("policies_api:grant_revoke", lambda w: {"grant_id": _gate_factories().grant(w.acme, "docs.*").pk}, "post"),
+    # local decisions (policies/bundles.py): the tenant admin's opt-in, page and API
+    Route("policies:local_decisions_save", lambda w: {"tenant_slug": w.acme.slug}, "post"),
+    Route("policies_api:tenant_local_decisions", lambda w: {"tenant_slug": w.acme.slug}),
+    Route("policies_api:tenant_local_decisions", lambda w: {"tenant_slug": w.acme.slug}, "put"),
     Route("policies:policy_detail", lambda w: {"policy_id": _gate_factories().tenant_policy(w.acme).pk}),
     *[
         Route(f"policies:{name}", lambda w: {"policy_id": _gate_factories().tenant_policy(w.acme).pk}, "post")
