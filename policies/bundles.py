@@ -121,7 +121,10 @@ def _content(agent: Agent, now: datetime) -> dict:
         # A frozen tenant runs reads only, decided by the gate: its agents decide nothing locally meanwhile.
         "local_decisions": agent.role in tenant_settings.agent_roles and not tenant.is_frozen,
         "rate_limit_per_minute": settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE,
-        "grants": [[pattern, scopes] for pattern, scopes in active_grants(tenant_id=tenant.pk, agent_role=agent.role)],
+        "grants": [
+            {"pattern": pattern, "scopes": scopes}
+            for pattern, scopes in active_grants(tenant_id=tenant.pk, agent_role=agent.role)
+        ],
         "skills": skills,
         "policies": policy_entries(tenant, {entry["name"] for entry in skills}),
     }

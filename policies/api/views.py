@@ -20,6 +20,7 @@ from console.models import Role
 from console.tenancy import tenant_for_user_or_404, tenants_for
 from policies import bundles, services
 from policies.models import Grant
+from registry.api.serializers import AudienceSerializer, SnapshotEntrySerializer
 
 
 class GrantSerializer(serializers.ModelSerializer):
@@ -120,8 +121,47 @@ def tenant_local_decisions(request: Request, tenant_slug: str) -> Response:
     return Response(_settings_data(row))
 
 
+class BundleGrantSerializer(serializers.Serializer):
+    pattern = serializers.CharField()
+    scopes = serializers.ListField(child=serializers.CharField())
+
+
+class BundleRuleSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    verdict = serializers.CharField(help_text="allow, confirm or deny")
+    condition = serializers.CharField(help_text="CEL (docs/policies.md)")
+    reason = serializers.CharField()
+    override_taint = serializers.BooleanField(required=False)
+
+
+class BundlePolicySerializer(serializers.Serializer):
+    policy_id = serializers.IntegerField()
+    name = serializers.CharField()
+    scope = serializers.CharField()
+    tenant_id = serializers.IntegerField(allow_null=True)
+    skill_name = serializers.CharField(allow_blank=True)
+    version_id = serializers.IntegerField()
+    version_number = serializers.IntegerField()
+    rules = BundleRuleSerializer(many=True)
+
+
+class BundleBodySerializer(serializers.Serializer):
+    format = serializers.CharField(help_text="airlock.bundle/1")
+    number = serializers.IntegerField(help_text="Grows by one whenever the bundle's content changes.")
+    issued_at = serializers.DateTimeField()
+    valid_until = serializers.DateTimeField(help_text="After this, the SDK decides nothing from this bundle.")
+    audience = AudienceSerializer()
+    tenant_id = serializers.IntegerField()
+    snapshot = serializers.IntegerField()
+    local_decisions = serializers.BooleanField(help_text="The agent's role is opted in (and the tenant not frozen).")
+    rate_limit_per_minute = serializers.IntegerField()
+    grants = BundleGrantSerializer(many=True)
+    skills = SnapshotEntrySerializer(many=True, help_text="The client-executed skills offered to the agent.")
+    policies = BundlePolicySerializer(many=True)
+
+
 class SignedBundleSerializer(serializers.Serializer):
-    bundle = serializers.DictField(help_text="The signed body: audience, number, valid_until, skills, grants, ...")
+    bundle = BundleBodySerializer(help_text="The signed body (docs/api.md, decision bundles).")
     signature = serializers.CharField(help_text="Ed25519 over the RFC 8785 form of `bundle`, base64.")
     key_id = serializers.CharField()
     algorithm = serializers.CharField()

@@ -69,7 +69,7 @@ class CompiledBundle:
         self.tenant_id = int(body["tenant_id"])
         self.local_decisions = body.get("local_decisions") is True
         self.rate_limit = int(body["rate_limit_per_minute"])
-        self.grants = [(str(pattern), list(scopes or [])) for pattern, scopes in body.get("grants", [])]
+        self.grants = [(str(g["pattern"]), list(g.get("scopes") or [])) for g in body.get("grants", [])]
         self.skills = {(s["name"], s["version"]): s for s in body.get("skills", [])}
         self.latest = {}
         for entry in sorted(body.get("skills", []), key=lambda s: _semver(s["version"])):
