@@ -165,7 +165,8 @@ class BundleCache:
         if due and time.monotonic() - self.last_failure >= RETRY_REFRESH_SECONDS:
             try:
                 self.refresh()
-            except (SnapshotVerificationError, APIError) as exc:
+            except (SnapshotVerificationError, APIError, TransportError) as exc:
+                self.last_failure = time.monotonic()
                 logger.warning("Could not refresh the decision bundle: %s", exc)
         return self.bundle
 

@@ -136,9 +136,13 @@ class Run:
             except (TransportError, APIError) as exc:
                 if not _unreachable(exc):
                     raise
+                verdicts = {call["call_id"]: self._decide_locally(call) for call in to_send}
+                if isinstance(exc, OutcomeUnknown) and any(v.verdict == "unavailable" for v in verdicts.values()):
+                    # The gate may have run its server-side calls: saying "nothing ran" would be a lie.
+                    raise
                 logger.warning("Airlock is unreachable (%s); deciding %d calls locally", exc, len(to_send))
                 for call in to_send:
-                    results[call["call_id"]] = self._run_locally(call, self._decide_locally(call))
+                    results[call["call_id"]] = self._run_locally(call, verdicts[call["call_id"]])
                 return [results[call["call_id"]] for call in prepared]
             self.run_status = response.get("run_status", self.run_status)
             self.tainted = bool(response.get("tainted", self.tainted))

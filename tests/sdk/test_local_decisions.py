@@ -10,7 +10,7 @@ import httpx
 import pytest
 from airlock_sdk import Airlock, ClientSkillRegistry, Error, Ok, SnapshotVerificationError
 from airlock_sdk.canonical import canonical_json
-from airlock_sdk.errors import PermissionDenied, SnapshotAudienceError, SnapshotRollbackError
+from airlock_sdk.errors import OutcomeUnknown, PermissionDenied, SnapshotAudienceError, SnapshotRollbackError
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -31,6 +31,7 @@ class Outage(httpx.BaseTransport):
         self.inner = httpx.HTTPTransport()
         self.down = False
         self.forge = None  # f(json) -> json for the bundle's answer
+        self.lose_answers = False  # the gate handles each POST, then its answer is lost
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         if self.down:
@@ -39,6 +40,9 @@ class Outage(httpx.BaseTransport):
         if forging:
             del request.headers["If-None-Match"]
         response = self.inner.handle_request(request)
+        if self.lose_answers and request.method == "POST":
+            response.read()
+            raise httpx.ReadTimeout("the answer was lost", request=request)
         if forging:
             response.read()
             return httpx.Response(200, json=self.forge(response.json()), headers={"ETag": '"forged"'})
@@ -152,6 +156,19 @@ def test_confirm_server_side_skills_and_unknown_skills_fail_closed_as_unavailabl
     assert all(r.retryable and r.retry_after and "Airlock is unreachable" in r.message for r in results)
     assert "confirm" in results[0].message and "not in decision bundle" in results[1].message
     assert notes == [] and airlock.spool.pending() == []
+
+
+def test_a_lost_answer_never_claims_a_server_side_call_did_not_run(airlock, outage, notes):
+    """The gate may have executed a server-side call whose answer was lost: the SDK raises OutcomeUnknown
+    instead of an `unavailable` that says nothing ran. A batch of client calls only is decided here (the
+    gate never runs those itself)."""
+    run = airlock.start_run(end_user="u-1", task="notes")
+    outage.lose_answers = True
+    with pytest.raises(OutcomeUnknown):
+        run.call([read(), {"name": "customer.list_orders", "arguments": {"customer_id": "c-1"}}])
+    assert notes == []
+    (result,) = run.call([read("c-2")])
+    assert isinstance(result, Ok) and result.decided_locally and notes == ["c-2"]
 
 
 def test_a_role_not_opted_in_never_decides_locally(airlock, outage, acme, notes):
