@@ -134,7 +134,7 @@ class Run:
             try:
                 response = self._send(to_send, _exposed(exposed_tools))
             except (TransportError, APIError) as exc:
-                if not _unreachable(exc):
+                if not _unreachable(exc) or not self._may_decide_locally():
                     raise
                 verdicts = {call["call_id"]: self._decide_locally(call) for call in to_send}
                 if isinstance(exc, OutcomeUnknown) and any(v.verdict == "unavailable" for v in verdicts.values()):
@@ -152,6 +152,13 @@ class Run:
         return [results[call["call_id"]] for call in prepared]
 
     # local decisions --------------------------------------------------------------------------
+    def _may_decide_locally(self) -> bool:
+        """This agent holds a bundle that lets its role decide locally (expired or not: an expired one answers
+        `unavailable`). Without one, an outage raises as it always did."""
+        bundles = self.airlock.bundles
+        bundle = bundles.current() if bundles is not None else None
+        return bundle is not None and bundle.body.get("local_decisions") is True
+
     def _decided_first(self, call: dict, results: dict[str, Result]) -> bool:
         """With `local_first`, a call the bundle decides (allow or deny) is answered here; any other goes to
         the gate."""

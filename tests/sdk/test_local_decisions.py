@@ -8,9 +8,10 @@ from datetime import datetime, timedelta
 
 import httpx
 import pytest
-from airlock_sdk import Airlock, ClientSkillRegistry, Error, Ok, SnapshotVerificationError
+from airlock_sdk import Airlock, ClientSkillRegistry, ControlPlaneUnavailable, Error, Ok, SnapshotVerificationError
 from airlock_sdk.canonical import canonical_json
 from airlock_sdk.errors import OutcomeUnknown, PermissionDenied, SnapshotAudienceError, SnapshotRollbackError
+from airlock_sdk.spool import Spool
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -129,6 +130,22 @@ def test_an_allowed_client_read_runs_locally_while_airlock_is_down_and_is_spoole
     assert spooled.bundle_number == airlock.bundles.bundle.number
 
 
+def test_the_decision_is_on_disk_before_the_function_runs(airlock, outage):
+    """Read through a second connection while the tool runs: the decision is already committed."""
+    seen = []
+
+    def read_notes(customer_id: str) -> list:
+        seen.extend((c.call_id, c.status) for c in Spool(airlock.spool.path).pending())
+        return []
+
+    airlock.client_skills.register("workspace.read_local_notes", read_notes)
+    run = airlock.start_run(end_user="u-1", task="notes")
+    outage.down = True
+    (result,) = run.call([read()])
+    assert seen == [(result.call_id, "decided")]
+    assert [c.status for c in airlock.spool.pending()] == ["succeeded"]
+
+
 def test_a_deny_rule_gives_the_servers_exact_error_locally(airlock, outage, notes):
     run = airlock.start_run(end_user="u-1", task="notes")
     (online,) = run.call([read("vip-1")])
@@ -177,8 +194,12 @@ def test_a_role_not_opted_in_never_decides_locally(airlock, outage, acme, notes)
     airlock.refresh_bundle()
     assert airlock.bundles.bundle.body["local_decisions"] is False
     outage.down = True
-    (result,) = run.call([read()])
-    assert (result.error_class, result.code) == ("unavailable", "airlock_unreachable") and notes == []
+    with pytest.raises(ControlPlaneUnavailable):  # as without local decisions: nothing is decided here
+        run.call([read()])
+    airlock.local_first = True
+    with pytest.raises(ControlPlaneUnavailable):
+        run.call([read()])
+    assert notes == [] and airlock.spool.pending() == []
 
 
 def test_local_first_decides_without_the_network_and_sends_the_rest(airlock, outage, notes):
