@@ -138,6 +138,7 @@ class AgentKeyAuthentication(authentication.BaseAuthentication):
     wrong key gets 429 instead of 401. A right key is never refused for someone else's guessing."""
 
     keyword = "Bearer"
+    accepts_revoked = False  # RevokedAgentMayReport: the one endpoint a revoked agent's genuine key still reaches
 
     def authenticate(self, request: Request):
         header = authentication.get_authorization_header(request).decode("latin-1")
@@ -161,7 +162,7 @@ class AgentKeyAuthentication(authentication.BaseAuthentication):
         standing = agent.key_standing(token, clock.now()) if agent is not None else "unknown"
         if standing == "unknown":
             raise _BadKey("unknown_key", "This API key is not known to Airlock.", lookup=f"ak_{lookup}")
-        if agent.is_revoked:
+        if agent.is_revoked and not self.accepts_revoked:
             raise KeyError401("revoked_key", "This API key was revoked; ask a tenant admin for a new one.")
         if standing == "expired":
             raise KeyError401(
@@ -193,6 +194,14 @@ class AgentKeyAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+class RevokedAgentMayReport(AgentKeyAuthentication):
+    """An agent's genuine key even after the agent was revoked, for reporting what it did before
+    (`POST /api/v1/runs/{id}/local-calls`, runs.local_calls): revocation stops every decision, not the record
+    of earlier ones. The endpoint flags anything decided after `revoked_at`."""
+
+    accepts_revoked = True
 
 
 class IsAgent(permissions.BasePermission):

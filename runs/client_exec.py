@@ -213,8 +213,10 @@ def _live_refusal(call: ToolCall) -> CallError | None:
     return live_refusal(run=call.run, skill=skill, arguments=arguments, approved_verdict=approved)
 
 
-def _record_reported(call: ToolCall, *, content: Any, error: dict | None, reported_hash: str) -> dict:
-    finished_at = timezone.now()
+def reported_outcome(call: ToolCall, *, content: Any, error: dict | None) -> tuple[str, dict, dict, dict]:
+    """What the agent's function returned, cleaned and shaped as every result is: (status, result, the call's
+    outcome fields, what the call's decision keeps). Used for a token-bound report and for a spooled call
+    decided locally (runs.local_calls)."""
     manifest = _manifest(call)
     fields: dict[str, Any] = {}
     recorded: dict[str, Any] = {}  # kept in the call's decision, beside the reported result's hash
@@ -226,46 +228,53 @@ def _record_reported(call: ToolCall, *, content: Any, error: dict | None, report
             "is_error": True,
             "error": {"class": "unavailable", "code": "client_skill_failed", "message": message},
         }
-        status, fields["error_class"] = CallStatus.FAILED, "unavailable"
-    else:
-        limit = (manifest.get("execution") or {}).get("result_limit_bytes")
-        cleaned = fencing.clean(content)  # the agent's process reports it: the same hygiene as every result
-        shaped = shape(cleaned.content, limit, output_schema=manifest.get("output_schema"))
-        result = {
-            "call_id": call.call_id,
-            "status": "ok",
-            "is_error": False,
-            "content": shaped.content,
-            "skill": _skill_of(call),
-            "truncated": shaped.truncated,
-            "warnings": [],
-        }
-        origin = fencing.provenance(
-            skill=call.name,
-            version=result["skill"].get("version", ""),
-            adapter=(manifest.get("execution") or {}).get("adapter", ""),
-            untrusted=bool((manifest.get("risk") or {}).get("untrusted_output")),
-            removed=cleaned.removed,
-        )
-        if origin:
-            result["provenance"] = origin
-        if shaped.truncated:
-            result["truncation"] = shaped.truncation
-        status = CallStatus.SUCCEEDED
-        fields.update(
-            error_class="",
-            truncated=shaped.truncated,
-            result_bytes=shaped.size,
-            result_sha256=sha256_of(shaped.content),
-        )
-        recorded["shaping"] = shaped.summary
-        if (manifest.get("risk") or {}).get("untrusted_output"):
-            _taint(call.run, f"{call.name} ({call.call_id}) returned untrusted content")
+        return CallStatus.FAILED, result, {"error_class": "unavailable"}, recorded
+    limit = (manifest.get("execution") or {}).get("result_limit_bytes")
+    cleaned = fencing.clean(content)  # the agent's process reports it: the same hygiene as every result
+    shaped = shape(cleaned.content, limit, output_schema=manifest.get("output_schema"))
+    result = {
+        "call_id": call.call_id,
+        "status": "ok",
+        "is_error": False,
+        "content": shaped.content,
+        "skill": _skill_of(call),
+        "truncated": shaped.truncated,
+        "warnings": [],
+    }
+    origin = fencing.provenance(
+        skill=call.name,
+        version=result["skill"].get("version", ""),
+        adapter=(manifest.get("execution") or {}).get("adapter", ""),
+        untrusted=bool((manifest.get("risk") or {}).get("untrusted_output")),
+        removed=cleaned.removed,
+    )
+    if origin:
+        result["provenance"] = origin
+    if shaped.truncated:
+        result["truncation"] = shaped.truncation
+    fields.update(
+        error_class="",
+        truncated=shaped.truncated,
+        result_bytes=shaped.size,
+        result_sha256=sha256_of(shaped.content),
+    )
+    recorded["shaping"] = shaped.summary
+    return CallStatus.SUCCEEDED, result, fields, recorded
+
+
+def returns_untrusted(call: ToolCall) -> bool:
+    return bool((_manifest(call).get("risk") or {}).get("untrusted_output"))
+
+
+def _record_reported(call: ToolCall, *, content: Any, error: dict | None, reported_hash: str) -> dict:
+    status, result, fields, recorded = reported_outcome(call, content=content, error=error)
+    if status == CallStatus.SUCCEEDED and returns_untrusted(call):
+        taint_run(call.run, f"{call.name} ({call.call_id}) returned untrusted content")
     lifecycle.finish_execution(
         call,
         status=status,
         result=result,
-        finished_at=finished_at,
+        finished_at=timezone.now(),
         decision={**(call.decision or {}), RESULT_HASH_KEY: reported_hash, **recorded},
         **fields,
     )
@@ -279,7 +288,8 @@ def _approval_id(call: ToolCall) -> int | None:
         return None
 
 
-def _taint(run: Run, source: str) -> None:
+def taint_run(run: Run, source: str) -> None:
+    """Mark the run tainted by `source`, once (the first source is kept)."""
     if not run.tainted:
         Run.objects.filter(pk=run.pk, tainted=False).update(tainted=True, taint_source=source[:300])
         run.tainted, run.taint_source = True, source[:300]

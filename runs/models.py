@@ -179,3 +179,35 @@ class RunEvent(models.Model):
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["run", "id"])]
+
+
+class LocalDecisionQuerySet(TenantScopedQuerySet):
+    tenant_field = "call__run__tenant"
+
+
+class LocalDecision(models.Model):
+    """A call the agent's SDK decided itself from its signed decision bundle while Airlock was unreachable,
+    uploaded afterwards (runs.local_calls). Its ToolCall carries the outcome; this row says how it was decided
+    and what today's policy thinks of it."""
+
+    call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="local", primary_key=True)
+    bundle_number = models.PositiveBigIntegerField(help_text="The decision bundle the SDK decided under.")
+    decided_at = models.DateTimeField(help_text="When the SDK decided, by the agent's clock.")
+    local_reason = models.CharField(max_length=300, blank=True, help_text="The reason the SDK gave.")
+    content_sha256 = models.CharField(max_length=64, help_text="Hash of the upload; a repeat must match it.")
+    uploaded_at = models.DateTimeField(default=timezone.now)
+    flagged = models.BooleanField(default=False)
+    flag_verdict = models.CharField(
+        max_length=10, blank=True, help_text="What the policy answered on upload when it was not allow."
+    )
+    flag_reason = models.CharField(max_length=500, blank=True)
+
+    objects = LocalDecisionQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["-decided_at"], name="local_flagged_idx", condition=models.Q(flagged=True)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.call} decided locally under bundle {self.bundle_number}"

@@ -359,3 +359,43 @@ class JobCompleteSerializer(serializers.Serializer):
 class JobCompletedSerializer(serializers.Serializer):
     job_id = serializers.CharField()
     status = serializers.CharField()
+
+
+class LocalCallSerializer(serializers.Serializer):
+    """One call the SDK decided locally, as its spool holds it (airlock_sdk.spool.SpooledCall). Each call is
+    checked on its own by runs.local_calls; a refused one does not stop the others."""
+
+    call_id = serializers.CharField(max_length=200)
+    run_id = serializers.UUIDField(required=False)
+    skill = serializers.CharField(max_length=200)
+    version = serializers.CharField(max_length=64, allow_blank=True, required=False)
+    arguments = serializers.DictField()
+    verdict = serializers.ChoiceField(choices=["allow"])
+    reason = serializers.CharField(allow_blank=True, required=False)
+    bundle_number = serializers.IntegerField(min_value=1)
+    decided_at = serializers.DateTimeField()
+    status = serializers.ChoiceField(choices=["decided", "succeeded", "failed"])
+    result = serializers.JSONField(required=False, allow_null=True)
+    error = serializers.DictField(required=False, allow_null=True)
+    finished_at = serializers.DateTimeField(required=False, allow_null=True)
+    sequence = serializers.IntegerField(min_value=0, required=False)
+
+
+class LocalCallsUploadSerializer(serializers.Serializer):
+    calls = LocalCallSerializer(many=True, help_text="At most 100 per upload (runs.local_calls.MAX_UPLOAD).")
+
+
+class LocalCallAnswerSerializer(serializers.Serializer):
+    call_id = serializers.CharField(allow_null=True)
+    status = serializers.ChoiceField(choices=["recorded", "refused"])
+    call_status = serializers.CharField(required=False, help_text="succeeded or failed, when recorded.")
+    bundle_number = serializers.IntegerField(required=False)
+    flagged = serializers.BooleanField(required=False, help_text="Today's policy would not allow it.")
+    error = CallErrorSerializer(required=False, help_text="Why it was refused.")
+
+
+class LocalCallsUploadedSerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    recorded = serializers.IntegerField()
+    refused = serializers.IntegerField()
+    results = LocalCallAnswerSerializer(many=True)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.api import client_results, events, tools, views
+from runs.api import client_results, events, local_calls, tools, views
 
 app_name = "runs_api"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/calls", views.run_calls, name="run_calls"),
     path("runs/<uuid:run_id>/finish", views.run_finish, name="run_finish"),
     path("runs/<uuid:run_id>/stop", views.run_stop, name="run_stop"),
+    path("runs/<uuid:run_id>/local-calls", local_calls.upload_local_calls, name="local_calls"),
     path("runs/<uuid:run_id>/events", events.run_events, name="run_events"),
     path("runs/<uuid:run_id>/calls/<str:call_id>/result", client_results.report_client_result, name="client_result"),
 ]
