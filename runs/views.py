@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from console.tenancy import get_visible_or_404, require_any_role, roles_in
 from runs import lifecycle, services
 from runs.forms import StopRunForm
-from runs.models import Run, RunStatus, ToolCall
+from runs.models import LocalDecision, Run, RunStatus, ToolCall
 from traces.models import Span
 
 PAGE_SIZE = 50
@@ -45,6 +45,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(status=status)
     if request.GET.get("tainted") == "1":
         runs = runs.filter(tainted=True)
+    if request.GET.get("flagged") == "1":  # calls decided locally during an outage that today's policy refuses
+        runs = runs.filter(Exists(LocalDecision.objects.filter(call__run=OuterRef("pk"), flagged=True)))
     return render(
         request,
         "runs/list.html",
@@ -54,6 +56,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
             "filters": filters,
             "statuses": RunStatus.values,
             "tainted": request.GET.get("tainted"),
+            "flagged": request.GET.get("flagged"),
         },
     )
 
@@ -70,7 +73,7 @@ def run_detail(request: HttpRequest, run_id) -> HttpResponse:
     run = _get_run_for_user(request, run_id)
     calls = (
         ToolCall.objects.filter(run=run)
-        .select_related("skill_version", "approval")
+        .select_related("skill_version", "approval", "local")
         .annotate(has_spans=Exists(Span.objects.filter(call=OuterRef("pk"))))
         .order_by("created_at", "position")
     )

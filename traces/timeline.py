@@ -104,6 +104,7 @@ def build_timeline(spans: QuerySet[Span]) -> Timeline:
             approval_id=Coalesce(
                 KeyTextTransform("approval_id", "attributes"), KeyTextTransform("airlock.approval.id", "attributes")
             ),
+            local_flag=KeyTextTransform("airlock.local.flag_verdict", "attributes"),  # runs.local_calls
         )
     )
     if not values:

@@ -184,9 +184,7 @@ def test_a_flood_in_one_upload_is_refused_whole_with_the_limit(agent_client, run
 
 @pytest.mark.parametrize("body", ['{"calls": [', "[]", '{"calls": {}}', '{"calls": []}', '"text"'])
 def test_malformed_bodies_get_a_typed_400(agent_client, run_id, body):
-    response = agent_client.post(
-        reverse("runs_api:local_calls", args=[run_id]), body, content_type="application/json"
-    )
+    response = agent_client.post(reverse("runs_api:local_calls", args=[run_id]), body, content_type="application/json")
     assert response.status_code == 400
     assert response.json()["error"]["class"] == "validation"
 
@@ -269,3 +267,33 @@ def test_a_failed_local_call_keeps_its_error_masked(agent_client, run_id):
     upload(agent_client, run_id, [spooled("l-1", status="failed", result=None, error={"message": "crm down"})])
     call = ToolCall.objects.get(run_id=run_id, call_id="l-1")
     assert call.status == "failed" and call.result["error"]["message"] == "crm down"
+
+
+def test_the_run_page_trace_and_why_panel_show_the_local_calls_and_the_flag(client, viewer, agent_client, run_id):
+    from traces.models import Trace
+
+    published_policy([rule("no-notes", "deny", 'skill.name == "crm.note_local"', "notes are frozen")])
+    upload(agent_client, run_id, [spooled("l-1"), spooled("l-2", "crm.note_local", sequence=2)])
+    client.force_login(viewer)
+    page = client.get(reverse("runs:run_detail", args=[run_id])).content.decode()
+    assert page.count("decided locally · bundle 3") == 2
+    assert "flagged: now deny" in page and "notes are frozen" in page
+    trace = Trace.objects.get(run_id=run_id)
+    timeline = client.get(reverse("traces:detail", args=[trace.pk])).content.decode()
+    assert "crm.note_local (decided locally under bundle 3)" in timeline and "flagged: now deny" in timeline
+    call = ToolCall.objects.get(run_id=run_id, call_id="l-2")
+    assert client.get(reverse("traces:why", args=[trace.pk, call.pk])).status_code == 200
+
+
+def test_admins_find_flagged_local_calls_in_the_run_list_and_outsiders_see_none(
+    client, tenant_admin, outsider, agent_client, run_id, skills
+):
+    clean_run = start_run(agent_client)["run_id"]
+    published_policy([rule("ask", "confirm", 'skill.name == "crm.lookup_local"')])
+    upload(agent_client, run_id, [spooled("l-1")])
+    client.force_login(tenant_admin)
+    listed = client.get(reverse("runs:run_list"), {"flagged": "1"}).content.decode()
+    assert run_id in listed and clean_run not in listed
+    client.force_login(outsider)
+    assert run_id not in client.get(reverse("runs:run_list"), {"flagged": "1"}).content.decode()
+    assert client.get(reverse("runs:run_detail", args=[run_id])).status_code == 404
