@@ -19,6 +19,7 @@ from airlock_sdk.snapshots import SnapshotCache
 from airlock_sdk.spool import Spool
 from airlock_sdk.transport import Transport
 from airlock_sdk.trust import key_lookup_of
+from airlock_sdk.uploader import FlushReport, SpoolUploader
 
 logger = logging.getLogger("airlock_sdk")
 
@@ -121,15 +122,48 @@ class Airlock:
         self.decider = LocalDecider()
         self._spool_path = Path(spool_path) if spool_path else None
         self._spool: Spool | None = None
+        self._uploader: SpoolUploader | None = None
+        self.transport.on_answer = self._answered
+
+    def _spool_location(self) -> Path | None:
+        if self._spool_path is None and self.cache is None:
+            return None
+        return self._spool_path or self.cache.directory / f"spool-{self.cache.path.stem[9:]}.sqlite"
 
     @property
     def spool(self) -> Spool:
         """The spool of calls decided locally (opened on first use, in the cache directory)."""
         if self._spool is None:
-            if self._spool_path is None and self.cache is None:
+            location = self._spool_location()
+            if location is None:
                 raise RuntimeError("This client was created with use_cache=False and no spool_path.")
-            self._spool = Spool(self._spool_path or self.cache.directory / f"spool-{self.cache.path.stem[9:]}.sqlite")
+            self._spool = Spool(location)
         return self._spool
+
+    @property
+    def uploader(self) -> SpoolUploader:
+        """What sends the spool to Airlock (airlock_sdk.uploader)."""
+        if self._uploader is None:
+            self._uploader = SpoolUploader(self.transport, self.spool)
+        return self._uploader
+
+    def _has_spool(self) -> bool:
+        """A spool is open, or one is on disk (left by an earlier process of this agent)."""
+        if self._spool is not None:
+            return True
+        location = self._spool_location()
+        return location is not None and location.exists()
+
+    def _answered(self, *, was_unreachable: bool) -> None:
+        if self._uploader is not None or self._has_spool():
+            self.uploader.answered(was_unreachable=was_unreachable)
+
+    def flush_spool(self) -> FlushReport:
+        """Upload the calls decided locally that Airlock does not have yet (airlock_sdk.uploader); what stays
+        pending is sent on the next flush. The client also flushes by itself once Airlock answers again."""
+        if not self._has_spool():
+            return FlushReport()
+        return self.uploader.flush()
 
     def refresh_bundle(self):
         """Fetch and verify this agent's signed decision bundle (kept on disk as the last good one)."""

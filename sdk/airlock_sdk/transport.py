@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -45,6 +46,8 @@ class Transport:
         self.retries = retries
         self.backoff = backoff
         self.client = client or httpx.Client(timeout=timeout)
+        self.unreachable = False  # the last request found Airlock unreachable (or answering 5xx)
+        self.on_answer: Callable[..., None] | None = None  # SpoolUploader.answered, set by the client
         self.headers = {
             "Authorization": f"Bearer {api_key}",
             "User-Agent": f"airlock-sdk/{__version__}",
@@ -76,6 +79,7 @@ class Transport:
                 response = self.client.request(method, url, json=json, params=params, headers=merged, **extra)
             except NOT_SENT as exc:
                 if last:
+                    self.unreachable = True
                     raise ControlPlaneUnavailable(
                         f"Airlock at {self.base_url} is unreachable: {exc}", sent=False
                     ) from exc
@@ -92,8 +96,15 @@ class Transport:
                     time.sleep(_retry_after(response))
                     continue
                 else:
+                    self._answered(response.status_code)
                     return response
             time.sleep(self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random()))
+
+    def _answered(self, status: int) -> None:
+        """Airlock answered: tell the spool's uploader, once it is back after being unreachable."""
+        was_unreachable, self.unreachable = self.unreachable, status in RETRY_STATUSES
+        if self.on_answer is not None and not self.unreachable:
+            self.on_answer(was_unreachable=was_unreachable)
 
     def json(self, method: str, path: str, *, safe: bool, expect: tuple[int, ...] = (200, 201), **kwargs) -> Any:
         response = self.request(method, path, safe=safe, **kwargs)
