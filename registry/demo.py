@@ -37,6 +37,7 @@ def _skill(
     timeout_ms: int = 5000,
     version: str = "1.0.0",
     delay_seconds: int = 0,
+    adapter: str = "",
 ) -> dict:
     tool = name.rsplit(".", 1)[-1]
     discovery = DISCOVERY.get(name, {})
@@ -57,7 +58,7 @@ def _skill(
         },
         "permissions": {"allowed_agent_roles": roles, "allowed_tenants": ALL_TENANTS, "oauth_scopes": scopes or []},
         "execution": {
-            "adapter": f"python:demo.{tool}",
+            "adapter": adapter or f"python:demo.{tool}",
             "timeout_ms": timeout_ms,
             "max_attempts": max_attempts,
             "result_limit_bytes": 16384,
@@ -441,6 +442,39 @@ CATALOG = [
         scopes=["users.delete"],
         max_attempts=1,
         timeout_ms=30000,
+    ),
+    _skill(
+        "support.read_case_notes",
+        "Read the agent's own case notes about a customer, kept on the agent's machine. Use before answering a "
+        "customer to recall earlier conversations. Read-only. Returns the notes, newest first.",
+        _obj({"customer_id": {"type": "string", "pattern": "^c-[0-9]{3,8}$"}}, ["customer_id"]),
+        {
+            "type": "object",
+            "properties": {"notes": {"type": "array", "items": {"type": "string"}, "description": "Newest first."}},
+        },
+        effect="read",
+        data="internal",
+        roles=["support"],
+        team="support-tools",
+        adapter="client:support.read_case_notes",
+    ),
+    _skill(
+        "drafts.save_case_note",
+        "Save a case note about a customer on the agent's machine, for the next conversation. Use after "
+        "answering a customer. Side effect: writes one local note; nothing leaves the machine. Returns the note id.",
+        _obj(
+            {
+                "customer_id": {"type": "string", "pattern": "^c-[0-9]{3,8}$"},
+                "note": {"type": "string", "minLength": 1, "maxLength": 2000},
+            },
+            ["customer_id", "note"],
+        ),
+        {"type": "object", "properties": {"note_id": {"type": "string", "description": "Id of the saved note."}}},
+        effect="write",
+        data="internal",
+        roles=["support"],
+        team="support-tools",
+        adapter="client:drafts.save_case_note",
     ),
 ]
 

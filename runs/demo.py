@@ -1,5 +1,6 @@
 """Demo traces for `seed_demo`: one support run with model turns, calls of every verdict, an
-approval and an error, plus an alert rule on a demo skill. Idempotent."""
+approval and an error, plus an alert rule on a demo skill; and a run whose agent decided calls locally while
+Airlock was unreachable, one of them flagged on upload. Idempotent."""
 
 from datetime import timedelta
 
@@ -7,14 +8,79 @@ from django.utils import timezone
 
 from registry.models import Skill, Snapshot
 from runs import lifecycle
+from runs.local_calls import record_local_calls
 from runs.models import Run, RunStatus
 from traces.models import AlertKind, AlertRule, Trace
 from traces.recording import ensure_trace, record_span
 
 DEMO_TASK = "Demo: refund order 1182 and tell the customer"
+OUTAGE_TASK = "Demo: answer customer c-100 while Airlock was unreachable"
 
 
 def seed(context) -> None:
+    seed_trace(context)
+    seed_local_calls(context)
+
+
+def seed_local_calls(context) -> None:
+    """A run tainted by an untrusted e-mail before the outage: the SDK's bundle (issued earlier) allowed a local
+    note, which today's rules would only run with a person's confirmation, so the upload flags it."""
+    agent = context.agents.get("acme/support-bot")
+    snapshot = Snapshot.objects.order_by("-number").first()
+    if agent is None or snapshot is None or Run.objects.filter(task=OUTAGE_TASK).exists():
+        return
+    if Skill.objects.filter(name__in=["support.read_case_notes", "drafts.save_case_note"]).count() != 2:
+        return
+    start = timezone.now() - timedelta(minutes=7)
+    run = Run.objects.create(
+        tenant=agent.tenant,
+        agent=agent,
+        end_user="dave@acme.example",
+        task=OUTAGE_TASK,
+        snapshot=snapshot,
+        created_at=start,
+        tainted=True,
+        taint_source="support.read_inbound_email (c-1) returned untrusted content",
+    )
+    ensure_trace(run)
+
+    def spooled(sequence: int, skill: str, arguments: dict, result: dict, ms: int) -> dict:
+        decided = start + timedelta(milliseconds=ms)
+        return {
+            "call_id": f"local-{sequence}",
+            "skill": skill,
+            "version": "1.0.0",
+            "arguments": arguments,
+            "verdict": "allow",
+            "reason": "allowed by the decision bundle (Airlock unreachable)",
+            "bundle_number": 4,
+            "decided_at": decided.isoformat(),
+            "status": "succeeded",
+            "result": result,
+            "finished_at": (decided + timedelta(milliseconds=35)).isoformat(),
+            "sequence": sequence,
+        }
+
+    record_local_calls(
+        run=run,
+        agent=agent,
+        calls=[
+            spooled(1, "support.read_case_notes", {"customer_id": "c-100"}, {"notes": ["prefers e-mail"]}, 1200),
+            spooled(2, "support.read_case_notes", {"customer_id": "c-101"}, {"notes": []}, 2600),
+            spooled(
+                3,
+                "drafts.save_case_note",
+                {"customer_id": "c-100", "note": "refund promised"},
+                {"note_id": "n-7"},
+                4100,
+            ),
+        ],
+    )
+    lifecycle.close_run(run, status=RunStatus.COMPLETED)
+    context.lines.append(f"runs: a run with calls decided locally during an outage ({OUTAGE_TASK})")
+
+
+def seed_trace(context) -> None:
     agent = context.agents.get("acme/support-bot")
     snapshot = Snapshot.objects.order_by("-number").first()
     if agent is None or snapshot is None or Trace.objects.filter(name=DEMO_TASK).exists():
