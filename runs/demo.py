@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from policies.bundles import bundle_for
 from registry.models import Skill, Snapshot
 from runs import lifecycle
 from runs.local_calls import record_local_calls
@@ -43,6 +44,7 @@ def seed_local_calls(context) -> None:
         taint_source="support.read_inbound_email (c-1) returned untrusted content",
     )
     ensure_trace(run)
+    bundle = bundle_for(agent).body["number"]  # the bundle the agent's SDK decided under
 
     def spooled(sequence: int, skill: str, arguments: dict, result: dict, ms: int) -> dict:
         decided = start + timedelta(milliseconds=ms)
@@ -53,7 +55,7 @@ def seed_local_calls(context) -> None:
             "arguments": arguments,
             "verdict": "allow",
             "reason": "allowed by the decision bundle (Airlock unreachable)",
-            "bundle_number": 4,
+            "bundle_number": bundle,
             "decided_at": decided.isoformat(),
             "status": "succeeded",
             "result": result,

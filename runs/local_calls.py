@@ -25,6 +25,7 @@ from django.utils.dateparse import parse_datetime
 
 from console.models import Agent
 from lib.canonical import sha256_of
+from policies.models import IssuedBundle
 from registry.snapshots import ResolvedSkill, index_for
 from runs import client_exec, lifecycle, local_review
 from runs.errors import CallError, Conflict, NotFound, NotPermitted, ValidationFailed
@@ -61,16 +62,15 @@ class LocalCall:
     content_sha256: str
 
 
-def highest_issued_bundle(agent: Agent) -> int | None:
-    """The highest decision-bundle number issued to this agent, or None while bundles carry no numbers
-    (the signed decision bundle, issue 37 part 1, supplies them)."""
-    return None
+def highest_issued_bundle(agent: Agent) -> int:
+    """The highest decision-bundle number issued to this agent (0 when none was ever issued)."""
+    return IssuedBundle.objects.filter(agent=agent).values_list("number", flat=True).first() or 0
 
 
 def check_bundle_number(agent: Agent, number: int) -> None:
     """A call decided under a bundle Airlock never issued to this agent is forged."""
     highest = highest_issued_bundle(agent)
-    if highest is not None and number > highest:
+    if number > highest:
         raise NotPermitted(
             f"Bundle {number} was never issued to this agent (the highest is {highest}).", code="unknown_bundle"
         )

@@ -11,6 +11,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from console.services import create_agent, revoke_agent
+from policies.bundles import bundle_for
 from runs import local_calls
 from runs.models import LocalDecision, ToolCall
 from tests.runs.conftest import start_run
@@ -39,7 +40,7 @@ def spooled(call_id: str, skill: str = "crm.lookup_local", *, at: datetime | Non
         "arguments": {"customer": "c-1"},
         "verdict": "allow",
         "reason": "allowed by bundle",
-        "bundle_number": 3,
+        "bundle_number": 1,
         "decided_at": decided.isoformat(),
         "status": "succeeded",
         "result": {"name": "Ada"},
@@ -56,7 +57,8 @@ def upload(client, run_id: str, calls):
 
 
 @pytest.fixture
-def run_id(skills, agent_client) -> str:
+def run_id(skills, agent, agent_client) -> str:
+    assert bundle_for(agent).body["number"] == 1  # the bundle the spooled calls below were decided under
     return start_run(agent_client)["run_id"]
 
 
@@ -75,7 +77,7 @@ def test_an_upload_records_each_call_once_at_its_real_time_with_its_span(agent_c
         "call_id": "l-1",
         "status": "recorded",
         "call_status": "succeeded",
-        "bundle_number": 3,
+        "bundle_number": 1,
         "flagged": False,
     }
     again = upload(agent_client, run_id, calls)
@@ -84,10 +86,10 @@ def test_an_upload_records_each_call_once_at_its_real_time_with_its_span(agent_c
     assert [c.call_id for c in recorded] == ["l-1", "l-2"]
     assert recorded[0].created_at == first and recorded[0].verdict == "allow"
     assert recorded[0].result["content"] == {"name": "Ada"}
-    assert recorded[0].decision["local"]["bundle_number"] == 3
+    assert recorded[0].decision["local"]["bundle_number"] == 1
     spans = list(Span.objects.filter(call__run_id=run_id).order_by("started_at"))
     assert len(spans) == 2
-    assert spans[0].name == "crm.lookup_local (decided locally under bundle 3)"
+    assert spans[0].name == "crm.lookup_local (decided locally under bundle 1)"
     assert spans[0].started_at == first and spans[0].attributes["airlock.decided_locally"] is True
     detail = agent_client.get(reverse("runs_api:run_detail", args=[run_id])).json()
     assert [c["call_id"] for c in detail["calls"]] == ["l-1", "l-2"]
@@ -166,11 +168,19 @@ def test_a_call_repeated_within_one_upload_is_refused_once(agent_client, run_id)
     assert bad["error"]["code"] == "duplicate_call_id"
 
 
-def test_a_bundle_number_never_issued_is_refused(agent_client, run_id, monkeypatch, agent):
-    monkeypatch.setattr(local_calls, "highest_issued_bundle", lambda _agent: 5)
-    answers = upload(agent_client, run_id, [spooled("l-1", bundle_number=6), spooled("l-2", bundle_number=5)])
+def test_a_bundle_number_never_issued_is_refused(agent_client, run_id):
+    answers = upload(agent_client, run_id, [spooled("l-1", bundle_number=2), spooled("l-2", bundle_number=1)])
     first, second = answers.json()["results"]
     assert first["error"]["code"] == "unknown_bundle" and second["status"] == "recorded"
+
+
+def test_an_agent_never_issued_a_bundle_cannot_claim_one(acme, skills):
+    agent, key = create_agent(tenant=acme, name="bundleless-bot", role="support")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    run_id = start_run(client)["run_id"]
+    answer = upload(client, run_id, [spooled("l-1", bundle_number=1)]).json()["results"][0]
+    assert answer["error"]["code"] == "unknown_bundle"
 
 
 def test_a_flood_in_one_upload_is_refused_whole_with_the_limit(agent_client, run_id):
@@ -276,11 +286,11 @@ def test_the_run_page_trace_and_why_panel_show_the_local_calls_and_the_flag(clie
     upload(agent_client, run_id, [spooled("l-1"), spooled("l-2", "crm.note_local", sequence=2)])
     client.force_login(viewer)
     page = client.get(reverse("runs:run_detail", args=[run_id])).content.decode()
-    assert page.count("decided locally · bundle 3") == 2
+    assert page.count("decided locally · bundle 1") == 2
     assert "flagged: now deny" in page and "notes are frozen" in page
     trace = Trace.objects.get(run_id=run_id)
     timeline = client.get(reverse("traces:detail", args=[trace.pk])).content.decode()
-    assert "crm.note_local (decided locally under bundle 3)" in timeline and "flagged: now deny" in timeline
+    assert "crm.note_local (decided locally under bundle 1)" in timeline and "flagged: now deny" in timeline
     call = ToolCall.objects.get(run_id=run_id, call_id="l-2")
     assert client.get(reverse("traces:why", args=[trace.pk, call.pk])).status_code == 200
 

@@ -36,6 +36,7 @@ def airlock(asgi_live_server, catalog, agent_and_key, switch, tmp_path) -> Airlo
 
 @pytest.fixture
 def spool(airlock) -> Spool:
+    assert airlock.refresh_bundle().number == 1  # the bundle the calls below are decided under
     return airlock.spool
 
 
@@ -50,7 +51,7 @@ def decide_locally(
         arguments={"customer_id": "c-100"},
         verdict="allow",
         reason="bundle allows workspace.*",
-        bundle_number=2,
+        bundle_number=1,
         decided_at=at,
     )
     if done:
@@ -75,7 +76,7 @@ def test_the_spool_waits_while_airlock_is_down_and_goes_up_on_the_next_answer(ai
     assert [c.call_id for c in spool.pending()] == ["s-running"]  # still running: held back
     calls = ToolCall.objects.filter(run_id=run.run_id).order_by("created_at")
     assert [c.call_id for c in calls] == ["s-1", "s-2"]
-    assert LocalDecision.objects.filter(call__run_id=run.run_id, bundle_number=2).count() == 2
+    assert LocalDecision.objects.filter(call__run_id=run.run_id, bundle_number=1).count() == 2
     assert Span.objects.filter(call__run_id=run.run_id).count() == 2
 
 
