@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from console.models import Agent, Role, Tenant
 from console.tenancy import TenantScopedQuerySet, tenants_for
+from lib.append_only import AppendOnlyError, AppendOnlyModel
 from lib.identity import is_same_person
 
 
@@ -270,10 +271,6 @@ class ApprovalVote(models.Model):
         ordering = ["created_at"]
 
 
-class AppendOnlyError(ValueError):
-    """Raised for any change to the audit log other than appending, outside the retention path."""
-
-
 APPEND_ONLY = "The approval audit log is append-only; only approvals.retention redacts or deletes it."
 
 
@@ -294,7 +291,7 @@ class ApprovalEventQuerySet(TenantScopedQuerySet):
         raise AppendOnlyError(APPEND_ONLY)
 
 
-class ApprovalEvent(models.Model):
+class ApprovalEvent(AppendOnlyModel):
     """The append-only audit log of an approval request: who, when, what, from which state.
 
     The row names its approval, run, call, skill and tenant itself (kept fields), so that it outlives
@@ -328,6 +325,7 @@ class ApprovalEvent(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = ApprovalEventQuerySet.as_manager()
+    append_only_message = APPEND_ONLY
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -336,14 +334,6 @@ class ApprovalEvent(models.Model):
                 fields=["detached_at"], name="detached_audit_detached_idx", condition=models.Q(request__isnull=True)
             )
         ]
-
-    def save(self, *args, **kwargs) -> None:
-        if self.pk is not None:
-            raise AppendOnlyError(APPEND_ONLY)
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise AppendOnlyError(APPEND_ONLY)
 
     @classmethod
     def retention_queryset(cls) -> models.QuerySet:

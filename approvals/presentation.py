@@ -69,20 +69,20 @@ def _manifest(approval: ApprovalRequest) -> dict:
     return (version.manifest if version is not None else None) or {}
 
 
-def may_unseal(approval: ApprovalRequest, user, approver_tenant_ids: set[int] | None = None) -> bool:
+def may_unseal(approval: ApprovalRequest, user, routed_ids: set[int] | None = None) -> bool:
     """Real values only for an approver of the request's tenant whom its routing lets decide it, and only while
-    the request is open. Lists pass `approver_tenant_ids`: they hold only requests routed to the user (an
-    admin's "all requests" oversight view aside), so the routing is not asked again per card."""
+    the request is open. Lists pass `routed_ids`, the ids of their requests that `routed_to(user)` holds (one
+    query for the list, not one per card); an admin's oversight view lists others, which stay sealed."""
     if not (approval.is_open and approval.call.sealed_arguments):
         return False
-    if approver_tenant_ids is not None:
-        return approval.tenant_id in approver_tenant_ids
+    if routed_ids is not None:
+        return approval.pk in routed_ids
     return has_role(user, approval.tenant, Role.APPROVER) and approval.routed_to_user(user)
 
 
-def shown_arguments(approval: ApprovalRequest, user, approver_tenant_ids: set[int] | None = None) -> Any:
+def shown_arguments(approval: ApprovalRequest, user, routed_ids: set[int] | None = None) -> Any:
     """The arguments this user may see: real ones (sensitive fields masked) or the redacted form."""
-    if may_unseal(approval, user, approver_tenant_ids):
+    if may_unseal(approval, user, routed_ids):
         return mask(raw_arguments(approval.call), _schema(approval))
     return approval.action.get("arguments")
 
@@ -156,10 +156,10 @@ def _email(fields: list[Field]) -> dict[str, Field] | None:
     return {**{key: by_key[key] for key in EMAIL_KEYS if key in by_key}, "body": body}
 
 
-def proposed_action(approval: ApprovalRequest, user, approver_tenant_ids: set[int] | None = None) -> ProposedAction:
+def proposed_action(approval: ApprovalRequest, user, routed_ids: set[int] | None = None) -> ProposedAction:
     schema, manifest = _schema(approval), _manifest(approval)
-    unsealed = may_unseal(approval, user, approver_tenant_ids)
-    arguments = shown_arguments(approval, user, approver_tenant_ids)
+    unsealed = may_unseal(approval, user, routed_ids)
+    arguments = shown_arguments(approval, user, routed_ids)
     fields = fields_of(arguments, schema)
     execution = manifest.get("execution") or {}
     return ProposedAction(

@@ -14,6 +14,11 @@ def approvable(user, *, everything: bool = False) -> QuerySet[ApprovalRequest]:
     return ApprovalRequest.objects.routed_to(user, everything=everything)
 
 
+def routed_among(user, approvals) -> set[int]:
+    """The ids of `approvals` routed to the user: in an admin's oversight list, the ones they may decide."""
+    return set(approvable(user).filter(pk__in=[a.pk for a in approvals]).values_list("pk", flat=True))
+
+
 def pending_for(user, filters: dict | None = None) -> QuerySet[ApprovalRequest]:
     filters = filters or {}
     queryset = (

@@ -28,13 +28,11 @@ def _filters(request: HttpRequest) -> dict:
     return form.cleaned_data if form.is_valid() else {}
 
 
-def _card_context(
-    approval: ApprovalRequest, user, approver_tenant_ids: set[int] | None = None, decidable: bool | None = None
-) -> dict:
-    action = presentation.proposed_action(approval, user, approver_tenant_ids)
+def _card_context(approval: ApprovalRequest, user, routed_ids: set[int] | None = None) -> dict:
+    action = presentation.proposed_action(approval, user, routed_ids)
     return {
         "approval": approval,
-        "routed_to_me": approval.routed_to_user(user) if decidable is None else decidable,
+        "routed_to_me": approval.routed_to_user(user) if routed_ids is None else approval.pk in routed_ids,
         "action": action,
         "arguments_json": action.arguments_json,
         "overdue": approval.is_pending
@@ -51,12 +49,10 @@ def _card_context(
 def inbox(request: HttpRequest) -> HttpResponse:
     filters = _filters(request)
     pending = list(queries.pending_for(request.user, filters)[:200])
-    approver_tenant_ids = {approval.tenant_id for approval in pending}  # pending_for lists only those
-    mine = None  # every card is routed to the user, unless an admin asked for all
-    if filters.get("group") == queries.GROUP_ALL:
-        mine = set(queries.approvable(request.user).filter(pk__in=[a.pk for a in pending]).values_list("pk", flat=True))
+    everything = filters.get("group") == queries.GROUP_ALL  # an admin's oversight lists requests of other groups
+    routed = queries.routed_among(request.user, pending) if everything else {approval.pk for approval in pending}
     context = {
-        "cards": [_card_context(a, request.user, approver_tenant_ids, mine is None or a.pk in mine) for a in pending],
+        "cards": [_card_context(a, request.user, routed) for a in pending],
         "filter_form": InboxFilterForm(request.GET),
         "query": request.GET.urlencode(),
     }

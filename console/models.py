@@ -7,6 +7,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from lib.append_only import AppendOnlyModel
+
 slug_validator = RegexValidator(r"^[a-z0-9][a-z0-9-]{0,62}$", "Use lowercase letters, digits and hyphens.")
 
 
@@ -221,8 +223,10 @@ class Agent(BearerKeyMixin, models.Model):
         super().touch()
 
 
-class AgentKeyEvent(models.Model):
+class AgentKeyEvent(AppendOnlyModel):
     """The append-only audit log of agent keys: who rotated an agent's key, or cut its old key off, and when."""
+
+    append_only_message = "The agent key audit log is append-only."
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="key_events")
@@ -238,18 +242,12 @@ class AgentKeyEvent(models.Model):
     def __str__(self) -> str:
         return f"{self.agent} {self.action}"
 
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("The agent key audit log is append-only.")
-        super().save(*args, **kwargs)
 
-    def delete(self, *args, **kwargs):
-        raise ValueError("The agent key audit log is append-only.")
-
-
-class OperatorAction(models.Model):
+class OperatorAction(AppendOnlyModel):
     """The append-only audit log of incident controls: who stopped a run, suspended or resumed an agent,
     froze or unfroze a tenant, when and why (runs.services, console.services write it)."""
+
+    append_only_message = "The operator action log is append-only."
 
     class Action(models.TextChoices):
         RUN_STOPPED = "run_stopped", "Run stopped"
@@ -272,14 +270,6 @@ class OperatorAction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_label} {self.action} {self.target}"
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("The operator action log is append-only.")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("The operator action log is append-only.")
 
 
 class TokenScope(models.TextChoices):
@@ -408,8 +398,10 @@ class Invitation(models.Model):
         return token
 
 
-class InvitationEvent(models.Model):
+class InvitationEvent(AppendOnlyModel):
     """The append-only audit log of invitations: who invited, revoked, accepted or declined, and when."""
+
+    append_only_message = "The invitation audit log is append-only."
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     invitation = models.ForeignKey(Invitation, on_delete=models.CASCADE, related_name="events")
@@ -425,14 +417,6 @@ class InvitationEvent(models.Model):
     def __str__(self) -> str:
         return f"{self.invitation.address} {self.action}"
 
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("The invitation audit log is append-only.")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("The invitation audit log is append-only.")
-
 
 class MembershipAction(models.TextChoices):
     CREATED = "created", "created"
@@ -443,10 +427,12 @@ class MembershipAction(models.TextChoices):
     MAINTAINER_REMOVED = "maintainer_removed", "no longer maintainer"
 
 
-class MembershipEvent(models.Model):
+class MembershipEvent(AppendOnlyModel):
     """The append-only audit log of access: who changed whose roles in a tenant, or whose place in a team.
 
     Exactly one of `tenant` and `team` is set. Labels keep the names readable after a user is deleted."""
+
+    append_only_message = "The membership audit log is append-only."
 
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
@@ -469,14 +455,6 @@ class MembershipEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.member_label} {self.action}"
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("The membership audit log is append-only.")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("The membership audit log is append-only.")
 
 
 class GateGeneration(models.Model):

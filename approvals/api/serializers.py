@@ -8,13 +8,13 @@ from approvals.presentation import downstream_of, shown_arguments
 from runs.api.serializers import CallResultSerializer
 
 
-def approval_to_dict(approval: ApprovalRequest, user, approver_tenant_ids: set[int] | None = None) -> dict:
+def approval_to_dict(approval: ApprovalRequest, user, routed_ids: set[int] | None = None) -> dict:
     """Approvers of the tenant get the real arguments of an open request (sensitive fields masked);
     everyone else, and everyone once the call is final, the redacted form kept at rest."""
     manifest = (approval.call.skill_version.manifest if approval.call.skill_version_id else None) or {}
     action = {
         **approval.action,
-        "arguments": shown_arguments(approval, user, approver_tenant_ids),
+        "arguments": shown_arguments(approval, user, routed_ids),
         "downstream": downstream_of(manifest),
         "credential": (manifest.get("execution") or {}).get("credential") or None,
         "idempotency_key": approval.call.idempotency_key or None,

@@ -24,7 +24,7 @@ from approvals.models import ApprovalRequest, ApprovalStatus
 from console.api_auth import IsHuman
 from console.api_errors import error_body, error_responses, invalid_body
 from console.models import Role
-from console.tenancy import get_visible_or_404, require_role, tenants_for
+from console.tenancy import get_visible_or_404, require_role
 
 LIST_LIMIT = 200
 
@@ -77,19 +77,13 @@ def approval_list(request: Request) -> Response:
         message = f"Unknown group filter {group!r}: 'mine' (routed to you) or 'all' (tenants you administer)."
         return Response(error_body("validation", "invalid_group", message), status=400)
     approvals = _listed(queries.approvable(request.user, everything=group == queries.GROUP_ALL))
-    approver_tenants = {tenant.pk for tenant in tenants_for(request.user, Role.APPROVER)}
     if wanted != "all":
         approvals = approvals.filter(status=wanted)
     if request.query_params.get("tenant"):
         approvals = approvals.filter(tenant__slug=request.query_params["tenant"])
-    return Response(
-        {
-            "results": [
-                approval_to_dict(a, request.user, approver_tenants)
-                for a in approvals.order_by("-created_at", "-id")[:LIST_LIMIT]
-            ]
-        }
-    )
+    listed = list(approvals.order_by("-created_at", "-id")[:LIST_LIMIT])
+    routed = queries.routed_among(request.user, listed) if group == queries.GROUP_ALL else {a.pk for a in listed}
+    return Response({"results": [approval_to_dict(a, request.user, routed) for a in listed]})
 
 
 @extend_schema(operation_id="approvals_retrieve", responses={200: ApprovalSerializer, **error_responses(404)})

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from console.models import Team, Tenant
 from console.tenancy import TenantScopedQuerySet
+from lib.append_only import AppendOnlyModel
 from lib.sealing import seal, unseal
 from policies.models import pattern_covers
 
@@ -177,8 +178,10 @@ class CredentialAuditQuerySet(TenantScopedQuerySet):
     pass
 
 
-class CredentialAudit(models.Model):
+class CredentialAudit(AppendOnlyModel):
     """The append-only history of a tenant's credentials and bindings: who, when, what changed (never a value)."""
+
+    append_only_message = "The credential audit log is append-only."
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     credential_name = models.SlugField(max_length=100)
@@ -195,14 +198,6 @@ class CredentialAudit(models.Model):
     class Meta:
         app_label = "reliability"
         ordering = ["-at", "-id"]
-
-    def save(self, *args, **kwargs) -> None:
-        if self.pk is not None:
-            raise ValueError("The credential audit log is append-only.")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("The credential audit log is append-only.")
 
 
 class BreakerTransition(models.Model):

@@ -496,3 +496,26 @@ def test_an_approver_outside_the_group_never_unseals_the_real_arguments(
     assert shown_arguments(refund, support_approver) == refund.action["arguments"]
     page = login(Client(), support_approver).get(reverse("approvals:detail", args=[refund.pk]))
     assert page.status_code == 200 and page.context["can_decide"] is False
+
+
+def test_an_admin_who_approves_elsewhere_sees_other_groups_requests_sealed_in_the_oversight_list(
+    acme, agent, billing, approver, overseer
+):
+    """The oversight list shows an admin every request; deciding and the real values stay with the routed group.
+    overseer approves acme's unrouted calls, so the tenant alone must not unseal billing's refund."""
+    refund, other = _refund(acme, agent), _other_call(acme, agent)
+    redacted = refund.action["arguments"]
+    rows = {
+        row["id"]: row
+        for row in _api(overseer).get(reverse("approvals_api:approval_list"), {"group": "all"}).json()["results"]
+    }
+    assert rows[refund.pk]["proposed_action"]["arguments"] == redacted
+    assert (
+        rows[other.pk]["proposed_action"]["arguments"] != other.action["arguments"]
+    )  # routed to everyone: overseer decides it
+    billing_rows = _api(approver).get(reverse("approvals_api:approval_list")).json()["results"]
+    assert next(r for r in billing_rows if r["id"] == refund.pk)["proposed_action"]["arguments"] != redacted
+    page = login(Client(), overseer).get(reverse("approvals:inbox"), {"group": "all"})
+    cards = {card["approval"].pk: card for card in page.context["cards"]}
+    assert cards[refund.pk]["action"].unsealed is False and cards[refund.pk]["routed_to_me"] is False
+    assert cards[other.pk]["action"].unsealed is True and cards[other.pk]["routed_to_me"] is True
