@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from console import hooks
 from console.models import (
     DEFAULT_KEY_GRACE,
     INVITATION_TTL,
@@ -441,7 +442,7 @@ def suspend_agent(*, agent: Agent, by, reason: str, duration: timedelta | None =
         Agent.objects.filter(pk=agent.pk).update(**fields)
         for name, value in fields.items():
             setattr(agent, name, value)
-        record_operator_action(
+        action = record_operator_action(
             tenant=agent.tenant,
             action=OperatorAction.Action.AGENT_SUSPENDED,
             target=agent.name,
@@ -449,6 +450,7 @@ def suspend_agent(*, agent: Agent, by, reason: str, duration: timedelta | None =
             reason=reason[:300],
             until=agent.suspended_until.isoformat() if agent.suspended_until else None,
         )
+        hooks.incident_control_applied(action=action, agent=agent)
     return agent
 
 
@@ -460,9 +462,10 @@ def resume_agent(*, agent: Agent, by) -> Agent:
             return agent
         for name, value in fields.items():
             setattr(agent, name, value)
-        record_operator_action(
+        action = record_operator_action(
             tenant=agent.tenant, action=OperatorAction.Action.AGENT_RESUMED, target=agent.name, by=by
         )
+        hooks.incident_control_applied(action=action, agent=agent)
     return agent
 
 
@@ -475,9 +478,10 @@ def freeze_tenant(*, tenant: Tenant, by, reason: str) -> Tenant:
             return tenant  # frozen already: the first freeze and its reason stand
         for name, value in fields.items():
             setattr(tenant, name, value)
-        record_operator_action(
+        action = record_operator_action(
             tenant=tenant, action=OperatorAction.Action.TENANT_FROZEN, target=tenant.slug, by=by, reason=reason[:300]
         )
+        hooks.incident_control_applied(action=action, agent=None)
     return tenant
 
 
@@ -488,5 +492,8 @@ def unfreeze_tenant(*, tenant: Tenant, by) -> Tenant:
             return tenant
         for name, value in fields.items():
             setattr(tenant, name, value)
-        record_operator_action(tenant=tenant, action=OperatorAction.Action.TENANT_UNFROZEN, target=tenant.slug, by=by)
+        action = record_operator_action(
+            tenant=tenant, action=OperatorAction.Action.TENANT_UNFROZEN, target=tenant.slug, by=by
+        )
+        hooks.incident_control_applied(action=action, agent=None)
     return tenant

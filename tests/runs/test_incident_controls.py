@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from approvals.models import ApprovalRequest, ApprovalStatus
 from approvals.services import decide_approval, resume_approval
 from console.models import Agent, OperatorAction, Tenant, TokenScope
-from console.services import create_personal_token
+from console.services import create_agent, create_personal_token
 from runs.models import CallStatus, Run, RunStatus, ToolCall
 from tests.conftest import login
 from tests.runs.conftest import call, post_calls, start_run
@@ -400,3 +400,39 @@ def test_the_mcp_endpoint_refuses_a_suspended_agents_valid_key_with_403(agent_an
     assert refusal.status == 403 and refusal.body["error"]["code"] == "agent_suspended"
     _human(tenant_admin).post(reverse("agent-resume", args=[agent.pk]))
     assert agent_for(authorization=f"Bearer {key}", remote_addr="127.0.0.1") == agent
+
+
+def _incident_spans(run_id) -> list[str]:
+    return list(
+        Span.objects.filter(trace__run_id=run_id, attributes__has_key="airlock.operator.action").values_list(
+            "name", flat=True
+        )
+    )
+
+
+def test_a_suspension_and_a_freeze_appear_on_the_open_runs_they_touch_and_nowhere_else(
+    agent_client,
+    agent,
+    outsider_agent_client,
+    tenant_admin,
+    catalog,  # noqa: F811
+):
+    """Each open run of the suspended agent, then each open run of the frozen tenant, gets the control on its
+    timeline; a finished run of the agent and another tenant's run get nothing."""
+    open_run, finished = start_run(agent_client), start_run(agent_client)
+    Run.objects.filter(pk=finished["run_id"]).update(status=RunStatus.COMPLETED)
+    _, other_key = create_agent(tenant=agent.tenant, name="billing-bot", role="support")
+    colleague = APIClient()
+    colleague.credentials(HTTP_AUTHORIZATION=f"Bearer {other_key}")
+    colleagues_run, globex_run = start_run(colleague), start_run(outsider_agent_client)
+
+    assert _suspend(_human(tenant_admin), agent.pk, minutes=30).status_code == 200
+    assert _incident_spans(open_run["run_id"]) == ["agent suspended by admin"]
+    assert _incident_spans(colleagues_run["run_id"]) == _incident_spans(finished["run_id"]) == []
+
+    assert _freeze(_human(tenant_admin)).status_code == 200
+    assert sorted(_incident_spans(open_run["run_id"])) == ["agent suspended by admin", "tenant frozen by admin"]
+    assert _incident_spans(colleagues_run["run_id"]) == ["tenant frozen by admin"]
+    assert _incident_spans(globex_run["run_id"]) == _incident_spans(finished["run_id"]) == []
+    [frozen] = Span.objects.filter(trace__run_id=colleagues_run["run_id"], name="tenant frozen by admin")
+    assert frozen.attributes["airlock.operator.reason"] == "incident 42: bad refunds"
