@@ -519,3 +519,11 @@ def test_an_admin_who_approves_elsewhere_sees_other_groups_requests_sealed_in_th
     cards = {card["approval"].pk: card for card in page.context["cards"]}
     assert cards[refund.pk]["action"].unsealed is False and cards[refund.pk]["routed_to_me"] is False
     assert cards[other.pk]["action"].unsealed is True and cards[other.pk]["routed_to_me"] is True
+
+
+def test_an_admin_who_is_no_approver_is_told_who_decides_an_unrouted_request(acme, agent, tenant_admin):
+    other = _other_call(acme, agent)
+    page = _inbox_ids(tenant_admin, group="all")
+    assert f'id="approval-{other.pk}"' in page
+    assert "Routed to every approver of acme; you are not one of them." in page
+    assert "Routed to the approver group :" not in page
