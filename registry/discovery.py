@@ -23,6 +23,7 @@ from registry.models import DiscoveryQuery
 from registry.offering import offered_to
 from registry.ranking import RankIndex, terms
 from registry.snapshots import SnapshotIndex
+from registry.stages import Audience
 
 # f(agent, entries: list[dict]) -> list[dict] (a subset); policies.apps appends policies.discovery.granted_only.
 DISCOVERY_FILTERS: list[Callable[[Agent, list[dict]], list[dict]]] = []
@@ -63,7 +64,7 @@ def discoverable_entries(agent: Agent, index: SnapshotIndex) -> list[dict]:
             return _permitted_cache[key]
     entries = [
         entry
-        for entry in index.current_entries()
+        for entry in index.current_entries(Audience(tenant_id=agent.tenant_id))
         if offered_to(entry["manifest"], tenant_slug=agent.tenant.slug, agent_role=agent.role)
     ]
     for source in DISCOVERY_FILTERS:

@@ -80,3 +80,22 @@ class NamespaceClaimForm(forms.Form):
     def __init__(self, *args, teams, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["team"].queryset = teams
+
+
+class RolloutForm(forms.Form):
+    """The rollout panel's stage: canary tenants or a share of runs (registry.rollouts checks which and how)."""
+
+    tenants = forms.CharField(
+        required=False, max_length=2000, widget=forms.TextInput(attrs={"placeholder": "acme, globex"})
+    )
+    percent = forms.CharField(required=False, max_length=10, widget=forms.TextInput(attrs={"placeholder": "10"}))
+
+    def stage(self) -> dict:
+        raw_percent = self.cleaned_data["percent"].strip()
+        tenants = [slug.strip() for slug in self.cleaned_data["tenants"].split(",") if slug.strip()]
+        stage: dict = {}
+        if raw_percent:
+            stage["percent"] = int(raw_percent) if raw_percent.isdigit() else raw_percent
+        if tenants:
+            stage["tenants"] = tenants
+        return stage

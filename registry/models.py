@@ -275,3 +275,71 @@ class Snapshot(models.Model):
 
     def __str__(self) -> str:
         return f"snapshot {self.number}"
+
+
+# --- staged rollout (registry.rollouts) ---------------------------------------------------------
+
+
+class RolloutState(models.TextChoices):
+    STAGED = "staged"
+    PROMOTED = "promoted"
+    ROLLED_BACK = "rolled_back"
+
+
+class Rollout(models.Model):
+    """How far one published version reaches: a stage (canary tenants, or a share of runs) before everyone,
+    everyone once promoted, nobody new once rolled back. One row per version, changed in place; at most one
+    staged version per skill. Written only by `registry.rollouts`; runtimes read it from the snapshot."""
+
+    skill = models.ForeignKey(Skill, on_delete=models.CASCADE, related_name="rollouts")
+    version = models.OneToOneField(SkillVersion, on_delete=models.CASCADE, related_name="rollout")
+    baseline = models.ForeignKey(
+        SkillVersion,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The version everyone outside the stage keeps, and gets again after a rollback.",
+    )
+    tenants = models.ManyToManyField("console.Tenant", blank=True, related_name="+")
+    percent = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Share of runs, 1 to 99.")
+    state = models.CharField(max_length=16, choices=RolloutState.choices, default=RolloutState.STAGED)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["skill"], condition=models.Q(state="staged"), name="one_staged_version_per_skill"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version} ({self.state})"
+
+
+class RolloutAction(models.TextChoices):
+    ROLLOUT = "rollout"
+    PROMOTE = "promote"
+    ROLLBACK = "rollback"
+
+
+class RolloutEvent(models.Model):
+    """The audit of staged rollouts: who rolled out, promoted or rolled back which version, when, to whom."""
+
+    skill = models.ForeignKey(Skill, on_delete=models.CASCADE, related_name="rollout_events")
+    version = models.CharField(max_length=64)
+    action = models.CharField(max_length=16, choices=RolloutAction.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    tenants = models.JSONField(default=list, blank=True, help_text="Canary tenants' slugs, for a rollout.")
+    percent = models.PositiveSmallIntegerField(null=True, blank=True)
+    baseline = models.CharField(max_length=64, blank=True, help_text="The version everyone else is on.")
+    snapshot_number = models.PositiveBigIntegerField(help_text="The snapshot that made it live.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.skill_id}@{self.version}"

@@ -21,6 +21,7 @@ from django.utils import timezone
 from lib import signing
 from lib.canonical import canonical_json
 from registry.models import SkillVersion, Snapshot, VersionStatus
+from registry.stages import Audience, Stages
 
 SNAPSHOT_FORMAT = "airlock.snapshot/1"
 
@@ -207,6 +208,7 @@ class SnapshotIndex:
     sha256: str
     body: dict
     _by_name: dict[str, list[dict]] = field(default_factory=dict, repr=False)
+    _stages: Stages = field(default_factory=lambda: Stages.of([]), repr=False)
 
     @classmethod
     def from_body(cls, *, number: int, sha256: str, body: dict) -> SnapshotIndex:
@@ -215,7 +217,9 @@ class SnapshotIndex:
             by_name.setdefault(entry["name"], []).append(entry)
         for entries in by_name.values():
             entries.sort(key=lambda entry: _semver_key(entry["version"]), reverse=True)
-        return cls(number=number, sha256=sha256, body=body, _by_name=by_name)
+        return cls(
+            number=number, sha256=sha256, body=body, _by_name=by_name, _stages=Stages.of(body.get("rollouts", []))
+        )
 
     @property
     def skills(self) -> list[dict]:
@@ -239,15 +243,18 @@ class SnapshotIndex:
         sunset = entry.get("sunset_at")
         return entry["status"] == VersionStatus.DEPRECATED and (sunset is None or datetime.fromisoformat(sunset) > now)
 
-    def resolve(self, name: str, version: str | None = None, *, now: datetime | None = None) -> ResolvedSkill | None:
+    def resolve(
+        self, name: str, version: str | None = None, *, now: datetime | None = None, audience: Audience | None = None
+    ) -> ResolvedSkill | None:
         """The exact version when given (deprecated ones until sunset); else the newest active one.
 
         A skill whose versions are all deprecated still resolves by name to its newest version
         until sunset, flagged `deprecated`, so callers learn the replacement instead of "unknown".
-        Retired and unknown skills resolve to None.
+        Retired and unknown skills resolve to None. A staged version counts only for the `audience` it
+        reaches (canary tenants, its share of runs) and a rolled-back one for nobody (registry.stages).
         """
         now = now or timezone.now()
-        entries = self._by_name.get(name, [])
+        entries = [e for e in self._by_name.get(name, []) if self._stages.reaches(name, e["version"], audience)]
         if version is not None:
             for entry in entries:
                 if entry["version"] == version and self._callable(entry, now):
@@ -261,15 +268,19 @@ class SnapshotIndex:
                 return ResolvedSkill.from_entry(entry)
         return None
 
-    def current_entries(self) -> list[dict]:
-        """The newest active version of each skill: what discovery may show (deprecated are hidden)."""
+    def current_entries(self, audience: Audience | None = None) -> list[dict]:
+        """The newest active version of each skill that reaches `audience`: what discovery may show
+        (deprecated are hidden). Without a run in the audience a share-of-runs stage shows its baseline."""
         current = []
-        for entries in self._by_name.values():
+        for name, entries in self._by_name.items():
             for entry in entries:
-                if entry["status"] == VersionStatus.ACTIVE:
+                if entry["status"] == VersionStatus.ACTIVE and self._stages.reaches(name, entry["version"], audience):
                     current.append(entry)
                     break
         return current
+
+    def rollouts(self) -> list[dict]:
+        return self.body.get("rollouts", [])
 
 
 _CACHE_SIZE = 16

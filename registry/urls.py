@@ -1,6 +1,6 @@
 from django.urls import path
 
-from registry import views
+from registry import rollout_views, views
 
 app_name = "registry"
 
@@ -17,6 +17,9 @@ urlpatterns = [
     path("skills/<str:name>/deprecate/", views.skill_deprecate, name="deprecate"),
     path("skills/<str:name>/retire/", views.skill_retire, name="retire"),
     path("skills/<str:name>/<str:version>/publish/", views.version_publish, name="publish"),
+    path("skills/<str:name>/<str:version>/rollout/", rollout_views.version_rollout, name="rollout"),
+    path("skills/<str:name>/<str:version>/promote/", rollout_views.version_promote, name="promote"),
+    path("skills/<str:name>/<str:version>/rollback/", rollout_views.version_rollback, name="rollback"),
     path("skills/<str:name>/<str:version>/review/", views.version_review, name="review"),
     path("skills/<str:name>/<str:version>/approve/", views.version_approve, name="approve"),
     path("skills/<str:name>/<str:version>/confirm/", views.version_confirm, name="confirm"),

@@ -31,6 +31,7 @@ from registry.models import (
     VersionStatus,
 )
 from registry.ranking import skill_texts, terms
+from registry.rollout_views import rollout_context, staged_by_skill
 from registry.validation import lint_manifest
 
 
@@ -115,7 +116,15 @@ def candidate_examples(misses: dict, skill: Skill, manifest: dict, limit: int = 
 def catalog(request: HttpRequest) -> HttpResponse:
     form = CatalogFilterForm(request.GET or None)
     page = Paginator(_filtered_skills(form), 50).get_page(request.GET.get("page"))
-    rows = [{"skill": skill, "head": head_version(list(skill.versions.all()))} for skill in page]
+    staged = staged_by_skill(
+        [skill.pk for skill in page],
+        owned_team_ids=set(request.user.teams.values_list("pk", flat=True)),
+        is_admin=request.user.is_superuser,
+    )
+    rows = [
+        {"skill": skill, "head": head_version(list(skill.versions.all())), "staged": staged.get(skill.pk)}
+        for skill in page
+    ]
     return render(
         request,
         "registry/catalog.html",
@@ -187,6 +196,7 @@ def skill_detail(request: HttpRequest, name: str) -> HttpResponse:
             "reviewable": [v for v in versions if services.can_review(v, request.user)],
             "input_fields": schema_fields(head.manifest.get("input_schema", {})) if head else [],
             "output_fields": schema_fields(head.manifest.get("output_schema", {})) if head else [],
+            **rollout_context(skill, versions, is_owner=is_owner),
         },
     )
 

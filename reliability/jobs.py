@@ -22,6 +22,7 @@ from django.utils import timezone
 from lib.public_url import public_reverse
 from registry.notifications import notify_owners
 from registry.snapshots import index_for
+from registry.stages import Audience
 from reliability import reconcile, tasks
 from reliability.models import JobStatus, LongJob
 from runs.authorization import live_refusal
@@ -202,7 +203,9 @@ def complete_job(*, job: LongJob, succeeded: bool, content=None, message: str = 
 def job_refusal(call: ToolCall) -> CallError | None:
     """The live checks every execution passes (agent, grant, skill, run), before a job's end is delivered:
     a revoked agent gets no result, and a closed run receives nothing more."""
-    skill = index_for(call.run.snapshot).resolve(call.name, call.requested_version or None)
+    skill = index_for(call.run.snapshot).resolve(
+        call.name, call.requested_version or None, audience=Audience.of_run(call.run)
+    )
     if skill is None or skill.skill_version_id != call.skill_version_id:
         return NotPermitted(f"{call.name} is no longer callable.", code="skill_retired")
     return live_refusal(run=call.run, skill=skill, arguments=None, approved_verdict="confirm")

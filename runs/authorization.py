@@ -27,6 +27,7 @@ from policies.engine import VERDICT_RANK, Decision
 from policies.services import ActivePolicies, evaluate_with_shadow, load_active_policies
 from registry.models import Effect, SkillVersion, VersionStatus
 from registry.snapshots import ResolvedSkill, index_for
+from registry.stages import Audience
 from runs import gate_cache, lifecycle
 from runs.errors import CallError, Declined, NotPermitted
 from runs.models import Run, RunStatus
@@ -302,7 +303,7 @@ __all__ = [
 def decision_on(call, arguments: dict) -> Decision | None:
     """The policy's verdict, now, on a recorded call with other arguments (an approver's edit)."""
     run = call.run
-    skill = index_for(run.snapshot).resolve(call.name, call.requested_version or None)
+    skill = index_for(run.snapshot).resolve(call.name, call.requested_version or None, audience=Audience.of_run(run))
     if skill is None or skill.skill_version_id != call.skill_version_id:
         return None
     live = Run.objects.filter(pk=run.pk).values_list("tainted", "taint_source").first() or (False, "")

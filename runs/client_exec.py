@@ -30,6 +30,7 @@ from django.utils import timezone
 from lib.canonical import sha256_of
 from lib.sealing import seal, unseal
 from registry.snapshots import index_for
+from registry.stages import Audience
 from runs import lifecycle
 from runs.authorization import live_refusal
 from runs.errors import CallError, NotPermitted, ValidationFailed
@@ -205,7 +206,9 @@ def accept_client_result(*, call: ToolCall, token: str, content: Any = None, err
 
 def _live_refusal(call: ToolCall) -> CallError | None:
     """The same live checks as every other execution, before a reported result is accepted as the outcome."""
-    skill = index_for(call.run.snapshot).resolve(call.name, call.requested_version or None)
+    skill = index_for(call.run.snapshot).resolve(
+        call.name, call.requested_version or None, audience=Audience.of_run(call.run)
+    )
     if skill is None or skill.skill_version_id != call.skill_version_id:
         return NotPermitted(f"{call.name} is no longer callable.", code="skill_retired")
     arguments = unseal(call.sealed_arguments) if call.sealed_arguments else call.arguments

@@ -20,6 +20,7 @@ from policies.engine import Decision
 from policies.services import ActivePolicies
 from registry.models import MUTATING_EFFECTS, VersionStatus
 from registry.snapshots import ResolvedSkill, SnapshotIndex, index_for
+from registry.stages import Audience
 from runs import (
     authorization,
     batch_input,
@@ -114,11 +115,14 @@ def _load_state(run: Run, calls: list[dict], preloaded: Preloaded | None) -> Bat
     calls = [raw for raw in calls if batch_input.is_well_formed(raw)]  # the others fail alone, in _check_shape
     generation = preloaded.generation if preloaded else None
     index = index_for(run.snapshot)
+    audience = Audience.of_run(run)
     resolved_ids = set()
     for raw in calls:
         if isinstance(raw, dict) and isinstance(raw.get("name"), str):
             version = raw.get("version")
-            skill = index.resolve(raw["name"], version if isinstance(version, str) and version else None)
+            skill = index.resolve(
+                raw["name"], version if isinstance(version, str) and version else None, audience=audience
+            )
             if skill is not None:
                 resolved_ids.add(skill.skill_version_id)
     call_ids, keys = replay_lookups(run.pk, calls)
@@ -217,7 +221,7 @@ def _resolve(plan: Planned, state: BatchState) -> None:
     if meta is not None:
         plan.skill = meta
         return
-    skill = state.index.resolve(name, version)
+    skill = state.index.resolve(name, version, audience=Audience.of_run(state.run))
     if skill is None:
         what = f"{name} {version}" if version else name
         raise NotFound(

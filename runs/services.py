@@ -13,6 +13,7 @@ from console.models import OperatorAction, Role
 from console.services import record_operator_action
 from lib import clock
 from registry.snapshots import ResolvedSkill, index_for, latest_snapshot
+from registry.stages import Audience
 from runs import authorization, client_exec, execution, lifecycle, recording
 from runs.errors import CallError, Internal, NotPermitted
 from runs.errors import span_attributes as error_span_attributes
@@ -144,7 +145,9 @@ def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:
 
 
 def _skill_of(call: ToolCall) -> ResolvedSkill | None:
-    skill = index_for(call.run.snapshot).resolve(call.name, call.requested_version or None)
+    skill = index_for(call.run.snapshot).resolve(
+        call.name, call.requested_version or None, audience=Audience.of_run(call.run)
+    )
     if skill is None or skill.skill_version_id != call.skill_version_id:
         return None
     return skill

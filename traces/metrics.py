@@ -276,4 +276,51 @@ __all__ = [
     "per_run_figures",
     "repeats_per_run",
     "skill_metrics",
+    "version_figures",
+    "VersionFigures",
 ]
+
+
+@dataclass(frozen=True)
+class VersionFigures:
+    """One skill version's calls over a window: how many, how many failed, how long they took."""
+
+    calls: int
+    errors: int
+    p50_ms: float | None
+    p95_ms: float | None
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.calls if self.calls else 0.0
+
+
+def version_figures(*, skill_name: str, since: datetime, until: datetime) -> dict[str, VersionFigures]:
+    """Each version's figures side by side (registry.hooks.version_figures), per call as `call_facts` counts:
+    a call's last span gives its error class, its longest its duration."""
+    rows = (
+        skill_call_spans(skill_name, since, until)
+        .exclude(skill_version="")
+        .order_by("started_at", "pk")
+        .values_list("pk", "call_id", "skill_version", "error_class", "duration_ms")[:MAX_SAMPLES]
+    )
+    calls: dict[object, list] = {}
+    for pk, call_id, version, error_class, duration in rows:
+        key = call_id if call_id is not None else f"span:{pk}"
+        fact = calls.setdefault(key, [version, "", None])
+        fact[1] = error_class
+        if duration is not None:
+            fact[2] = max(fact[2] or 0.0, duration)
+    by_version: dict[str, list] = {}
+    for version, error_class, duration in calls.values():
+        by_version.setdefault(version, []).append((error_class, duration))
+    figures = {}
+    for version, facts in by_version.items():
+        durations = sorted(duration for _, duration in facts if duration is not None)
+        figures[version] = VersionFigures(
+            calls=len(facts),
+            errors=sum(1 for error_class, _ in facts if error_class),
+            p50_ms=percentile(durations, 0.5),
+            p95_ms=percentile(durations, 0.95),
+        )
+    return figures

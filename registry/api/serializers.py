@@ -213,3 +213,27 @@ class NamespaceClaimSerializer(serializers.Serializer):
 
 class NamespaceClaimListSerializer(serializers.Serializer):
     namespaces = NamespaceClaimSerializer(many=True)
+
+
+# --- staged rollout ---------------------------------------------------------------------------
+
+
+class RolloutRequestSerializer(serializers.Serializer):
+    """Either tenants or percent; checked by registry.rollouts.parse_stage, which answers typed errors."""
+
+    tenants = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="Canary tenants' slugs: only they get the version."
+    )
+    percent = serializers.IntegerField(
+        required=False, min_value=1, max_value=99, help_text="Share of runs (1 to 99), chosen stably per run."
+    )
+
+
+class RolloutSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    version = serializers.CharField()
+    state = serializers.ChoiceField(choices=["staged", "promoted", "rolled_back"])
+    baseline = serializers.CharField(allow_null=True, help_text="The version everyone outside the stage is on.")
+    tenants = serializers.ListField(child=serializers.CharField(), help_text="Canary tenants (staged only).")
+    percent = serializers.IntegerField(allow_null=True)
+    snapshot = serializers.IntegerField(help_text="The snapshot that made the change live.")

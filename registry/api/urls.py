@@ -1,6 +1,6 @@
 from django.urls import path
 
-from registry.api import namespace_views, views
+from registry.api import namespace_views, rollout_views, views
 
 app_name = "registry_api"
 
@@ -19,6 +19,9 @@ urlpatterns = [
     path("skills/<str:name>/versions/<str:version>", views.version_detail, name="version-detail"),
     path("skills/<str:name>/versions/<str:version>/publish", views.version_publish, name="version-publish"),
     path("skills/<str:name>/versions/<str:version>/approve", views.version_approve, name="version-approve"),
+    path("skills/<str:name>/versions/<str:version>/rollout", rollout_views.version_rollout, name="version-rollout"),
+    path("skills/<str:name>/versions/<str:version>/promote", rollout_views.version_promote, name="version-promote"),
+    path("skills/<str:name>/versions/<str:version>/rollback", rollout_views.version_rollback, name="version-rollback"),
     path("skills/<str:name>/deprecate", views.skill_deprecate, name="skill-deprecate"),
     path("skills/<str:name>/retire", views.skill_retire, name="skill-retire"),
     path("skills/<str:name>/diff", views.skill_diff, name="skill-diff"),

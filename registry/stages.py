@@ -1,0 +1,72 @@
+"""Which version of a skill a caller gets while a version is staged: the one rule, read from the snapshot.
+
+A snapshot's `rollouts` section (registry.rollouts.rollouts_section) lists each staged version with its
+canary tenants or its share of runs, and each rolled-back version. `SnapshotIndex.resolve` asks `reaches`
+whether a version reaches this caller; a staged version that does not, and a rolled-back one, are skipped,
+so the caller gets the version below (the baseline everyone else is on).
+
+A share of runs is chosen by hashing the run's id with the skill's name and version, so it needs no write,
+a run never sees two versions while it keeps its snapshot, and a run inside 10 % stays inside at 50 %.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+SHARE_POINTS = 10_000  # a share is compared in hundredths of a percent
+
+
+@dataclass(frozen=True)
+class Audience:
+    """Who is asking: a tenant and, inside a run, the run (a share of runs is chosen by its id)."""
+
+    tenant_id: int | None
+    run_key: str = ""
+
+    @classmethod
+    def of_run(cls, run: Any) -> Audience:
+        return cls(tenant_id=run.tenant_id, run_key=str(run.pk))
+
+
+def share_point(run_key: str, name: str, version: str) -> int:
+    """A run's stable place in [0, 10000) for one staged version."""
+    digest = hashlib.sha256(f"{run_key}\x1f{name}\x1f{version}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % SHARE_POINTS
+
+
+def in_stage(stage: dict, name: str, audience: Audience | None) -> bool:
+    """Whether a staged version (a `rollouts` entry) reaches this caller."""
+    if audience is None:
+        return False
+    if audience.tenant_id is not None and audience.tenant_id in stage.get("tenant_ids", []):
+        return True
+    percent = stage.get("percent")
+    if not percent or not audience.run_key:
+        return False
+    return share_point(audience.run_key, name, stage["version"]) < percent * SHARE_POINTS // 100
+
+
+@dataclass(frozen=True)
+class Stages:
+    """A snapshot's rollouts, indexed: the staged version of each skill, and the rolled-back ones."""
+
+    staged: dict[str, dict]
+    withheld: frozenset[tuple[str, str]]
+
+    @classmethod
+    def of(cls, rollouts: list[dict]) -> Stages:
+        return cls(
+            staged={entry["name"]: entry for entry in rollouts if entry["state"] == "staged"},
+            withheld=frozenset((e["name"], e["version"]) for e in rollouts if e["state"] == "rolled_back"),
+        )
+
+    def reaches(self, name: str, version: str, audience: Audience | None) -> bool:
+        if (name, version) in self.withheld:
+            return False
+        stage = self.staged.get(name)
+        return stage is None or stage["version"] != version or in_stage(stage, name, audience)
+
+
+__all__ = ["Audience", "Stages", "in_stage", "share_point"]
