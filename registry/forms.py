@@ -86,9 +86,9 @@ class RolloutForm(forms.Form):
     """The rollout panel's stage: canary tenants or a share of runs (registry.rollouts checks which and how)."""
 
     tenants = forms.CharField(
-        required=False, max_length=2000, widget=forms.TextInput(attrs={"placeholder": "acme, globex"})
+        required=False, max_length=2000, widget=forms.TextInput(attrs={"placeholder": "tenant slugs, comma-separated"})
     )
-    percent = forms.CharField(required=False, max_length=10, widget=forms.TextInput(attrs={"placeholder": "10"}))
+    percent = forms.CharField(required=False, max_length=10, widget=forms.TextInput(attrs={"placeholder": "1 to 99"}))
 
     def stage(self) -> dict:
         raw_percent = self.cleaned_data["percent"].strip()

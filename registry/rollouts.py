@@ -134,10 +134,15 @@ def parse_stage(*, tenants: object = None, percent: object = None) -> tuple[list
 # --- writes -----------------------------------------------------------------------------------------
 
 
+def require_owner(version: SkillVersion, user) -> None:
+    """PermissionDenied unless `user` may change this skill: the publishing rule (registry.services)."""
+    services._require_owner(version.skill, user)
+
+
 def _locked(version: SkillVersion, user) -> tuple[Skill, SkillVersion]:
     """Check the owner (before anything else: a non-owner learns nothing), then lock the skill row, which
     orders every rollout change of one skill, and read the version again under the lock."""
-    services._require_owner(version.skill, user)
+    require_owner(version, user)
     skill = Skill.objects.select_for_update().select_related("owner_team").get(pk=version.skill_id)
     return skill, SkillVersion.objects.select_related("skill").get(pk=version.pk)
 
@@ -225,6 +230,7 @@ __all__ = [
     "parse_stage",
     "promote_version",
     "roll_back_version",
+    "require_owner",
     "roll_out_version",
     "rollouts_section",
     "stage_of",

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.api_auth import IsHuman
-from console.api_errors import error_body, error_responses
+from console.api_errors import error_body, error_responses, invalid_body
 from registry import rollouts
 from registry.api.serializers import RolloutRequestSerializer, RolloutSerializer
 from registry.models import Rollout, SkillVersion
@@ -47,6 +47,10 @@ def _answer(change: Callable[[], Rollout]) -> Response:
         return Response(error_body("validation", exc.code, exc.message, **extra), status=status.HTTP_400_BAD_REQUEST)
 
 
+_BODY_ERRORS = {
+    "percent": ("invalid_percent", "percent must be a whole number from 1 to 99 (promote to reach every run)."),
+    "tenants": ("invalid_tenants", "tenants must be a non-empty list of tenant slugs."),
+}
 _RESPONSES = {200: RolloutSerializer, **error_responses(400, 403, 404)}
 
 
@@ -57,12 +61,12 @@ def version_rollout(request: Request, name: str, version: str) -> Response:
     """Serve a published version to canary tenants (`tenants`) or a share of runs (`percent`, 1 to 99) only;
     everyone else keeps the version below. Again on the staged version: change its stage."""
     found = _version(name, version)
-    body = request.data if isinstance(request.data, dict) else {}
-    return _answer(
-        lambda: rollouts.roll_out_version(
-            version=found, user=request.user, tenants=body.get("tenants"), percent=body.get("percent")
-        )
-    )
+    body = RolloutRequestSerializer(data=request.data)
+    if not body.is_valid():
+        rollouts.require_owner(found, request.user)  # a non-owner learns nothing, not even a bad field
+        code, message = _BODY_ERRORS.get(next(iter(body.errors)), _BODY_ERRORS["tenants"])
+        return invalid_body(body, code, message)
+    return _answer(lambda: rollouts.roll_out_version(version=found, user=request.user, **body.validated_data))
 
 
 @extend_schema(request=None, responses=_RESPONSES, tags=["registry"])

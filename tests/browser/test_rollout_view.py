@@ -1,0 +1,76 @@
+"""The rollout view in headless Chromium on the demo's data: the owner (olivia) sees who is on which version of
+customer.read_profile, with each version's calls, errors and latency, and rolls the canary back with a button;
+a member of another team (adam, acme's admin) sees the stage without the canary's name and without buttons."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.urls import reverse
+from playwright.sync_api import expect
+
+from registry.models import Rollout
+from tests.browser.conftest import *  # noqa: F403 - asgi_live_server, browser, page, login_as
+
+pytestmark = pytest.mark.browser
+# docs/screenshots only when asked (AIRLOCK_UPDATE_SCREENSHOTS=1), so that a test run leaves the checkout clean
+SCREENSHOTS = settings.BASE_DIR / (
+    "docs/screenshots" if os.environ.get("AIRLOCK_UPDATE_SCREENSHOTS") == "1" else "test-artifacts/screenshots"
+)
+SKILL = "customer.read_profile"
+
+
+@pytest.fixture
+def demo(asgi_live_server, settings):
+    settings.AIRLOCK_VAR_DIR = settings.VAR_DIR
+    call_command("seed_demo", verbosity=0)
+    return {user.username: user for user in get_user_model().objects.all()}
+
+
+def _panel(page):
+    return page.locator("#rollout")
+
+
+def test_a_member_of_another_team_sees_the_stage_but_no_canary_and_no_button(asgi_live_server, page, login_as, demo):
+    login_as(demo["adam"])
+    page.goto(asgi_live_server.url + reverse("registry:skill", args=[SKILL]))
+    panel = _panel(page)
+    expect(panel).to_contain_text("1.1.0 is staged to canary tenants; everyone else is on 1.0.0.")
+    expect(panel).to_contain_text("1 canary tenant")
+    expect(panel).not_to_contain_text("globex")
+    expect(panel.get_by_role("button")).to_have_count(0)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    panel.screenshot(path=str(SCREENSHOTS / "rollout-other-team.png"))
+    page.goto(asgi_live_server.url + reverse("registry:catalog"))
+    expect(page.get_by_role("row", name=SKILL)).to_contain_text("1.1.0 staged to 1 canary tenant")
+
+
+def test_the_owner_compares_the_versions_and_rolls_the_canary_back(asgi_live_server, page, login_as, demo):
+    login_as(demo["olivia"])
+    page.goto(asgi_live_server.url + reverse("registry:skill", args=[SKILL]))
+    panel = _panel(page)
+    expect(panel).to_contain_text("1.1.0 is staged to globex; everyone else is on 1.0.0.")
+    canary = panel.get_by_role("row", name="1.1.0 staged")
+    expect(canary).to_contain_text("canary tenants: globex")
+    expect(canary).to_contain_text("14.3 % (2)")  # the demo's canary calls: 2 of 14 failed
+    baseline = panel.get_by_role("row", name="1.0.0")
+    expect(baseline).to_contain_text("everyone else")
+    expect(baseline).to_contain_text("2.8 % (1)")
+    expect(panel).to_contain_text("olivia")  # the rollout history names who rolled it out
+    expect(panel).to_contain_text("rolled out 1.1.0 to globex")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    panel.screenshot(path=str(SCREENSHOTS / "rollout-owner.png"))
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    canary.get_by_role("button", name="Roll back").click()
+    expect(page.locator(".messages")).to_contain_text(
+        "Rolled back customer.read_profile@1.1.0: new runs get 1.0.0 again; running ones keep theirs."
+    )
+    expect(_panel(page)).to_contain_text("Everyone is on 1.0.0.")
+    expect(_panel(page)).to_contain_text("rolled back 1.1.0 to 1.0.0")
+    assert Rollout.objects.get().state == "rolled_back"
