@@ -89,11 +89,12 @@ class RolloutForm(forms.Form):
         required=False, max_length=2000, widget=forms.TextInput(attrs={"placeholder": "tenant slugs, comma-separated"})
     )
     percent = forms.CharField(required=False, max_length=10, widget=forms.TextInput(attrs={"placeholder": "1 to 99"}))
+    publish = forms.BooleanField(required=False, widget=forms.HiddenInput)
 
     def stage(self) -> dict:
         raw_percent = self.cleaned_data["percent"].strip()
         tenants = [slug.strip() for slug in self.cleaned_data["tenants"].split(",") if slug.strip()]
-        stage: dict = {}
+        stage: dict = {"publish": self.cleaned_data["publish"]}
         if raw_percent:
             stage["percent"] = int(raw_percent) if raw_percent.isdigit() else raw_percent
         if tenants:

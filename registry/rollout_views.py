@@ -21,6 +21,7 @@ from registry.forms import RolloutForm
 from registry.models import Rollout, RolloutState, Skill, SkillVersion, VersionStatus
 
 FIGURES_WINDOW = timedelta(days=7)
+STAGEABLE = {VersionStatus.ACTIVE, VersionStatus.DRAFT, VersionStatus.IN_REVIEW}
 
 
 def rollout_context(skill: Skill, versions: list[SkillVersion], *, is_owner: bool) -> dict:
@@ -45,8 +46,12 @@ def rollout_context(skill: Skill, versions: list[SkillVersion], *, is_owner: boo
                 "rolled_back": version.version in stage.rolled_back,
             }
         )
+    newest = max(versions, key=lambda v: v.semver, default=None)
+    target = newest if newest is not None and newest.status in STAGEABLE else None
     return {
         "stage": stage,
+        "rollout_target": target,
+        "rollout_publishes": target is not None and target.status != VersionStatus.ACTIVE,
         "rollout_rows": rows,
         "rollout_events": list(skill.rollout_events.select_related("actor")[:20]) if is_owner else [],
         "rollout_form": RolloutForm(),
@@ -120,6 +125,8 @@ def version_rollout(request: HttpRequest, name: str, version: str) -> HttpRespon
     def change() -> str:
         rollout = rollouts.roll_out_version(version=found, user=request.user, **stage)
         reach = f"{rollout.percent} % of runs" if rollout.percent else ", ".join(stage["tenants"])
+        if rollout.version.status == VersionStatus.IN_REVIEW:
+            return f"{found} needs a second person's review; once approved it reaches {reach} only."
         return f"Rolled out {found} to {reach}; everyone else stays on {rollout.baseline.version}."
 
     return _changed(request, found, change)

@@ -165,14 +165,23 @@ def _record(rollout: Rollout, action: str, user, reason: str) -> Rollout:
 
 
 @transaction.atomic
-def roll_out_version(*, version: SkillVersion, user, tenants: object = None, percent: object = None) -> Rollout:
-    """Serve an active version to canary tenants or a share of runs; everyone else keeps the version below.
-    Rolling out the staged version again changes its stage (widen 10 % to 50 %, add a tenant)."""
+def roll_out_version(
+    *, version: SkillVersion, user, tenants: object = None, percent: object = None, publish: bool = False
+) -> Rollout:
+    """Serve a version to canary tenants or a share of runs only; everyone else keeps the version below.
+    Rolling out the staged version again changes its stage (widen 10 % to 50 %, add a tenant).
+
+    A version must be active, unless `publish` is set: then a draft is published straight into the stage
+    (the stage is stored first, so the snapshot that makes the version active already holds it back), and a
+    version that goes to review, or is already in review, enters the stage when it is approved.
+    """
     skill, version = _locked(version, user)
     canaries, share = parse_stage(tenants=tenants, percent=percent)
-    if version.status != VersionStatus.ACTIVE:
+    publishable = {VersionStatus.DRAFT, VersionStatus.IN_REVIEW} if publish else set()
+    if version.status != VersionStatus.ACTIVE and version.status not in publishable:
+        hint = "; pass publish to publish a draft straight into a stage" if version.status == "draft" else ""
         raise RolloutRefused(
-            "not_published", f"Only a published, active version can be rolled out; {version} is {version.status}."
+            "not_published", f"Only a published, active version can be rolled out; {version} is {version.status}{hint}."
         )
     newer = [v for v in skill.versions.filter(status=VersionStatus.ACTIVE) if v.semver > version.semver]
     if newer:
@@ -184,12 +193,14 @@ def roll_out_version(*, version: SkillVersion, user, tenants: object = None, per
     if baseline is None:
         raise RolloutRefused(
             "no_baseline",
-            f"{version} has no earlier active version for the other tenants to keep; it already reaches everyone.",
+            f"{version} has no earlier active version for the other tenants to keep; publish it to everyone.",
         )
     rollout, _ = Rollout.objects.get_or_create(version=version, defaults={"skill": skill})
     rollout.state, rollout.percent, rollout.baseline = RolloutState.STAGED, share, baseline
     rollout.save()
     rollout.tenants.set(canaries)
+    if version.status == VersionStatus.DRAFT:
+        rollout.version = services.publish_version(version=version, user=user)
     stage = f"{share} % of runs" if share else f"{len(canaries)} canary tenant{'s' if len(canaries) != 1 else ''}"
     return _record(rollout, RolloutAction.ROLLOUT, user, f"rolled out {version} to {stage}")
 
@@ -201,6 +212,8 @@ def promote_version(*, version: SkillVersion, user) -> Rollout:
     rollout = Rollout.objects.filter(version=version, state=RolloutState.STAGED).first()
     if rollout is None:
         raise RolloutRefused("not_staged", f"{version} is not staged; roll it out before promoting it.")
+    if version.status != VersionStatus.ACTIVE:
+        raise RolloutRefused("not_published", f"{version} is {version.status}; it can be promoted once it is active.")
     rollout.state = RolloutState.PROMOTED
     return _record(rollout, RolloutAction.PROMOTE, user, f"promoted {version} to everyone")
 

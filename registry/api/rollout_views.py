@@ -14,7 +14,7 @@ from rest_framework.response import Response
 
 from console.api_auth import IsHuman
 from console.api_errors import error_body, error_responses, invalid_body
-from registry import rollouts
+from registry import rollouts, services
 from registry.api.serializers import RolloutRequestSerializer, RolloutSerializer
 from registry.models import Rollout, SkillVersion
 from registry.snapshots import latest_index
@@ -32,6 +32,7 @@ def rollout_data(rollout: Rollout) -> dict:
         "name": rollout.skill.name,
         "version": rollout.version.version,
         "state": rollout.state,
+        "status": rollout.version.status,
         "baseline": rollout.baseline.version if rollout.baseline_id else None,
         "tenants": sorted(rollout.tenants.values_list("slug", flat=True)) if staged else [],
         "percent": rollout.percent if staged else None,
@@ -42,12 +43,16 @@ def rollout_data(rollout: Rollout) -> dict:
 def _answer(change: Callable[[], Rollout]) -> Response:
     try:
         return Response(rollout_data(change()))
+    except services.ManifestInvalid as exc:  # publishing a draft into the stage found it invalid
+        body = error_body("validation", "invalid_manifest", "The manifest is not valid; see errors.", errors=exc.errors)
+        return Response(body, status=status.HTTP_400_BAD_REQUEST)
     except rollouts.RolloutRefused as exc:
         extra = {"fields": [{"field": exc.field, "message": exc.message}]} if exc.field else {}
         return Response(error_body("validation", exc.code, exc.message, **extra), status=status.HTTP_400_BAD_REQUEST)
 
 
 _BODY_ERRORS = {
+    "publish": ("invalid_stage", "publish must be true or false."),
     "percent": ("invalid_percent", "percent must be a whole number from 1 to 99 (promote to reach every run)."),
     "tenants": ("invalid_tenants", "tenants must be a non-empty list of tenant slugs."),
 }

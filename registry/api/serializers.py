@@ -227,12 +227,18 @@ class RolloutRequestSerializer(serializers.Serializer):
     percent = serializers.IntegerField(
         required=False, min_value=1, max_value=99, help_text="Share of runs (1 to 99), chosen stably per run."
     )
+    publish = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Publish a draft straight into this stage (a version in review enters it when approved).",
+    )
 
 
 class RolloutSerializer(serializers.Serializer):
     name = serializers.CharField()
     version = serializers.CharField()
     state = serializers.ChoiceField(choices=["staged", "promoted", "rolled_back"])
+    status = serializers.CharField(help_text="The version's own status: active, or in_review until approved.")
     baseline = serializers.CharField(allow_null=True, help_text="The version everyone outside the stage is on.")
     tenants = serializers.ListField(child=serializers.CharField(), help_text="Canary tenants (staged only).")
     percent = serializers.IntegerField(allow_null=True)

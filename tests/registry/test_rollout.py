@@ -12,14 +12,18 @@ from rest_framework.test import APIClient
 
 from console.services import create_agent
 from registry.models import Rollout, RolloutEvent, RolloutState, Snapshot
-from registry.snapshots import latest_index
+from registry.services import approve_version
+from registry.snapshots import index_for, latest_index, latest_snapshot
 from registry.stages import Audience, share_point
+from tests.conftest import make_user
 from tests.runs.conftest import call, post_calls, start_run
 from tests.runs.factories import grant, make_skill
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
 SKILL = "orders.echo"
+# What publishing asks of a draft's manifest that the gate tests' factory does not bother with.
+STRICT = {"adapter": "python:test.echo", "schema": {"type": "object", "properties": {}, "additionalProperties": False}}
 
 
 @pytest.fixture
@@ -64,6 +68,7 @@ def test_a_canary_tenant_gets_the_staged_version_and_no_other_tenant_does(versio
         "name": SKILL,
         "version": "1.1.0",
         "state": "staged",
+        "status": "active",
         "baseline": "1.0.0",
         "tenants": ["globex"],
         "percent": None,
@@ -163,3 +168,55 @@ def test_every_change_is_audited_with_who_what_and_when(versions, owner, globex)
         ("rollback", [], None, "owner"),
     ]
     assert Rollout.objects.get().state == RolloutState.ROLLED_BACK
+
+
+def _reaches_anyone_outside(version: str, tenant, since: int) -> bool:
+    """Whether any snapshot published after `since` gave `version` to `tenant` (no run, or any of 200 runs)."""
+    for snapshot in Snapshot.objects.filter(number__gt=since):
+        index = index_for(snapshot)
+        audiences = [Audience(tenant_id=tenant.pk)] + [
+            Audience(tenant_id=tenant.pk, run_key=str(uuid.uuid4())) for _ in range(200)
+        ]
+        for audience in audiences:
+            resolved = index.resolve(SKILL, audience=audience)
+            if resolved is not None and resolved.version == version:
+                return True
+    return False
+
+
+def test_a_draft_published_straight_into_a_stage_never_reaches_anyone_else(versions, owner, acme, globex):
+    make_skill(SKILL, version="1.2.0", status="draft", publish=False, **STRICT)
+    before = latest_snapshot().number
+    response = owner_api(owner).post(
+        rollout_url("rollout", "1.2.0"), {"tenants": ["globex"], "publish": True}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    assert (response.json()["status"], response.json()["state"], response.json()["baseline"]) == (
+        "active",
+        "staged",
+        "1.1.0",
+    )
+    assert not _reaches_anyone_outside("1.2.0", acme, before)
+    canary = agent_api(globex, "globex-bot")
+    assert served(canary, start_run(canary)["run_id"], "c") == "1.2.0"
+
+
+def test_a_draft_that_needs_review_enters_its_stage_when_approved(versions, owner, acme, globex, owner_team):
+    draft = make_skill(SKILL, version="1.2.0", status="draft", publish=False, **STRICT)
+    draft.manifest = {**draft.manifest, "risk": {**draft.manifest["risk"], "effect": "write"}}
+    draft.effect = "write"
+    draft.save()
+    before = latest_snapshot().number
+    response = owner_api(owner).post(rollout_url("rollout", "1.2.0"), {"percent": 40, "publish": True}, format="json")
+    assert response.status_code == 200, response.content
+    assert (response.json()["status"], response.json()["state"]) == ("in_review", "staged")
+    reviewer = make_user("reviewer")
+    owner_team.members.add(reviewer)
+    draft.refresh_from_db()
+    assert Snapshot.objects.latest().number == before + 1  # the stage's own record; 1.2.0 is in no snapshot yet
+    assert "1.2.0" not in [entry["version"] for entry in latest_index().skills]
+    approve_version(version=draft, user=reviewer)
+    index = latest_index()
+    assert index.resolve(SKILL, audience=Audience(tenant_id=acme.pk)).version == "1.1.0"
+    shares = [index.resolve(SKILL, audience=Audience(acme.pk, str(uuid.uuid4()))).version for _ in range(1000)]
+    assert 0.35 <= shares.count("1.2.0") / 1000 <= 0.45
