@@ -6,12 +6,9 @@ Idempotent: a skill that already exists is left alone.
 
 from __future__ import annotations
 
-import copy
-
 from console.models import Team
-from registry.models import Skill, VersionStatus
+from registry.models import Skill
 from registry.namespaces import assign_namespace, namespace_of, owning_claim
-from registry.rollouts import roll_out_version
 from registry.services import create_draft_version, deprecate_skill, publish_version
 from registry.snapshots import latest_snapshot
 
@@ -502,26 +499,6 @@ def seed(context) -> None:
             deprecate_skill(
                 skill=Skill.objects.get(name=name), user=author, replacement=Skill.objects.get(name=replacement)
             )
-    _stage_demo_version(context, author)
     latest_snapshot()
     if created:
         context.lines.append(f"registry: published {len(created)} demo skills ({', '.join(created)})")
-
-
-# A second version of one demo skill, rolled out by its owner to one canary tenant (the rollout view).
-STAGED_SKILL, STAGED_VERSION, CANARY_TENANTS = "customer.read_profile", "1.1.0", ["globex"]
-
-
-def _stage_demo_version(context, author) -> None:
-    skill = Skill.objects.filter(name=STAGED_SKILL).first()
-    owner = context.users.get("olivia") or author
-    if skill is None or owner is None or skill.versions.filter(version=STAGED_VERSION).exists():
-        return
-    manifest = copy.deepcopy(next(m for m in CATALOG if m["name"] == STAGED_SKILL))
-    manifest["version"] = STAGED_VERSION
-    manifest["description"] += " Also returns the account's region."
-    manifest["output_schema"]["properties"]["region"] = {"type": "string", "description": "Data residency region."}
-    version = publish_version(version=create_draft_version(manifest=manifest, author=owner, skill=skill), user=owner)
-    if version.status == VersionStatus.ACTIVE:
-        roll_out_version(version=version, user=owner, tenants=CANARY_TENANTS)
-        context.lines.append(f"registry: {version} rolled out to {', '.join(CANARY_TENANTS)}")

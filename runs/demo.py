@@ -21,7 +21,6 @@ OUTAGE_TASK = "Demo: answer customer c-100 while Airlock was unreachable"
 def seed(context) -> None:
     seed_trace(context)
     seed_local_calls(context)
-    _seed_version_traffic(context)
 
 
 def seed_local_calls(context) -> None:
@@ -137,42 +136,3 @@ def seed_trace(context) -> None:
         defaults={"threshold": 0.2, "window": timedelta(hours=1), "min_calls": 5},
     )
     context.lines.append(f"traces: demo trace for acme/support-bot ({DEMO_TASK})")
-
-
-VERSION_TRAFFIC = "Demo: profile lookups during a staged rollout"
-
-
-def _seed_version_traffic(context) -> None:
-    """Calls of the skill the registry demo stages (registry.demo.STAGED_SKILL), on each version, so that the
-    rollout view has figures to compare: the baseline in acme, the canary version in globex."""
-    snapshot = Snapshot.objects.order_by("-number").first()
-    skill = Skill.objects.filter(name="customer.read_profile").first()
-    if snapshot is None or skill is None or Trace.objects.filter(name=VERSION_TRAFFIC).exists():
-        return
-    traffic = [("acme/support-bot", "1.0.0", 36, {7}), ("globex/billing-bot", "1.1.0", 14, {4, 11})]
-    for agent_key, version, calls, failing in traffic:
-        agent = context.agents.get(agent_key)
-        if agent is None:
-            continue
-        start = timezone.now() - timedelta(hours=3)
-        run = Run.objects.create(
-            tenant=agent.tenant, agent=agent, end_user="demo", task=VERSION_TRAFFIC, snapshot=snapshot, created_at=start
-        )
-        lifecycle.close_run(run, status=RunStatus.COMPLETED)
-        ensure_trace(run)
-        for n in range(calls):
-            began = start + timedelta(minutes=4 * n)
-            took = (90 if version == "1.0.0" else 140) + (n * 37) % 120 + (600 if n in failing else 0)
-            record_span(
-                run=run,
-                kind="tool_call",
-                name=skill.name,
-                started_at=began,
-                ended_at=began + timedelta(milliseconds=took),
-                skill_name=skill.name,
-                skill_version=version,
-                verdict="allow",
-                outcome="failed" if n in failing else "succeeded",
-                error_class="upstream" if n in failing else "",
-            )
-    context.lines.append(f"traces: demo calls of {skill.name} on each version of its rollout")

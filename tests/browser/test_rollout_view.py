@@ -4,17 +4,26 @@ a member of another team (adam, acme's admin) sees the stage without the canary'
 
 from __future__ import annotations
 
+import copy
 import os
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 from playwright.sync_api import expect
 
-from registry.models import Rollout
+from console.models import Agent
+from registry.models import Rollout, Skill
+from registry.rollouts import roll_out_version
+from registry.services import create_draft_version
+from registry.snapshots import latest_snapshot
+from runs.models import Run
 from tests.browser.conftest import *  # noqa: F403 - asgi_live_server, browser, page, login_as
+from traces.recording import record_span
 
 pytestmark = pytest.mark.browser
 # docs/screenshots only when asked (AIRLOCK_UPDATE_SCREENSHOTS=1), so that a test run leaves the checkout clean
@@ -26,9 +35,42 @@ SKILL = "customer.read_profile"
 
 @pytest.fixture
 def demo(asgi_live_server, settings):
+    """The demo's data, then what an owner would do next: olivia publishes customer.read_profile 1.1.0 straight
+    into a stage for globex, and both versions take calls (acme's on 1.0.0, globex's on 1.1.0)."""
     settings.AIRLOCK_VAR_DIR = settings.VAR_DIR
     call_command("seed_demo", verbosity=0)
-    return {user.username: user for user in get_user_model().objects.all()}
+    users = {user.username: user for user in get_user_model().objects.all()}
+    skill = Skill.objects.get(name=SKILL)
+    manifest = copy.deepcopy(skill.versions.get().manifest)
+    manifest["version"] = "1.1.0"
+    manifest["description"] += " Also returns the account's region."
+    manifest["output_schema"]["properties"]["region"] = {"type": "string", "description": "Data residency region."}
+    draft = create_draft_version(manifest=manifest, author=users["olivia"], skill=skill)
+    roll_out_version(version=draft, user=users["olivia"], tenants=["globex"], publish=True)
+    snapshot = latest_snapshot()
+    for agent_name, version, calls, failing in (
+        ("support-bot", "1.0.0", 36, {7}),
+        ("billing-bot", "1.1.0", 14, {4, 11}),
+    ):
+        agent = Agent.objects.get(name=agent_name)
+        start = timezone.now() - timedelta(hours=3)
+        run = Run.objects.create(tenant=agent.tenant, agent=agent, end_user="demo", task="lookups", snapshot=snapshot)
+        for n in range(calls):
+            began = start + timedelta(minutes=4 * n)
+            took = (90 if version == "1.0.0" else 140) + (n * 37) % 120 + (600 if n in failing else 0)
+            record_span(
+                run=run,
+                kind="tool_call",
+                name=SKILL,
+                started_at=began,
+                ended_at=began + timedelta(milliseconds=took),
+                skill_name=SKILL,
+                skill_version=version,
+                verdict="allow",
+                outcome="failed" if n in failing else "succeeded",
+                error_class="upstream" if n in failing else "",
+            )
+    return users
 
 
 def _panel(page):
