@@ -45,6 +45,7 @@ def from_gate(result: dict) -> types.CallToolResult:
         text += f" The service said: {failure['downstream_message']}"
     if failure.get("meaning"):
         text += f" Meaning: {failure['meaning']}"
+        text += " Retrying later can help." if failure.get("retryable") else " Retrying will not help."
     return types.CallToolResult(content=[_text(text)], structured_content=result, is_error=True)
 
 

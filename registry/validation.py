@@ -196,6 +196,26 @@ def _discovery_terms(manifest: dict) -> list[dict]:
     return errors
 
 
+def _declared_error_codes(manifest: dict) -> list[dict]:
+    """Each declared error code once: the agent's error carries one meaning per code."""
+    errors, seen = [], {}
+    for position, entry in enumerate(manifest.get("errors") or []):
+        code = entry.get("code") if isinstance(entry, dict) else None
+        if not isinstance(code, str):
+            continue  # the schema says so
+        if code in seen:
+            errors.append(
+                problem(
+                    f"$.errors[{position}].code",
+                    "duplicate_entry",
+                    f"errors[{position}] repeats the code {code!r} of errors[{seen[code]}]; declare each code once.",
+                )
+            )
+        else:
+            seen[code] = position
+    return errors
+
+
 def _references(manifest: dict, skill: Skill | None) -> list[dict]:
     errors = []
     name = manifest.get("name")
@@ -292,6 +312,7 @@ def validate_manifest(manifest: Any, *, skill: Skill | None = None, previous: Sk
         lambda: _risk_rules(manifest),
         lambda: _bounds(manifest),
         lambda: _discovery_terms(manifest),
+        lambda: _declared_error_codes(manifest),
         lambda: _references(manifest, skill),
         lambda: _versioning(manifest, previous),
     )
@@ -475,4 +496,19 @@ def lint_manifest(manifest: Any) -> list[dict]:
         warnings += _lint_name(manifest["name"], input_schema, effect)
     warnings += _lint_enums(input_schema, "$.input_schema")
     warnings += _lint_output(manifest)
+    warnings += _lint_errors(manifest)
     return warnings
+
+
+def _lint_errors(manifest: dict) -> list[dict]:
+    """A tool that declares no error codes leaves the model guessing what a refusal means."""
+    if manifest.get("errors"):
+        return []
+    return [
+        problem(
+            "$.errors",
+            "undocumented_errors",
+            "Declare the error codes the tool returns (errors: code, meaning, retryable), so the agent knows "
+            "what each means and whether retrying can help.",
+        )
+    ]

@@ -109,6 +109,8 @@ def span_attributes(error: CallError) -> dict[str, str]:
     attributes = {"airlock.error.code": error.code, "airlock.error.message": shown["message"]}
     if "downstream_message" in shown:
         attributes["airlock.error.downstream_message"] = shown["downstream_message"]
+    if "downstream_code" in shown:
+        attributes["airlock.error.downstream_code"] = shown["downstream_code"]
     if error.exception:
         attributes["exception.type"] = error.exception["type"]
         attributes["exception.message"] = error.exception["message"]

@@ -134,6 +134,7 @@ MANIFESTS = {
                 "approval": {"type": ["string", "null"]},
                 "format": {"type": "string"},
                 "definition": {"type": "object"},
+                "errors": {"type": "array", "items": {"type": "object"}},
             },
         },
     ),
@@ -241,6 +242,11 @@ def _describe(arguments: dict, *, callable_entries: list[dict]) -> dict:
         **_summary(entry),
         "format": fmt,
         "definition": RENDERERS[fmt](entry),
+        # The error codes the tool declares: what each means and whether retrying can help.
+        "errors": [
+            {"code": e["code"], "meaning": e["meaning"], "retryable": e["retryable"]}
+            for e in entry["manifest"].get("errors") or []
+        ],
     }
 
 

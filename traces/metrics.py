@@ -134,6 +134,7 @@ class SkillMetrics:
     repeated_extra_calls: int = 0
     max_repeats: int = 0
     contract_violations: int = 0
+    undeclared_error_codes: list[tuple[str, int]] = field(default_factory=list)
     result_bytes: int = 0
     run_result_bytes: int = 0
     calls_per_task: Spread = field(default_factory=Spread)
@@ -218,6 +219,7 @@ def skill_metrics(*, skill_name: str, since: datetime, until: datetime) -> Skill
     m.repeated_groups, m.repeated_extra_calls = len(repeats), sum(n - 1 for n in repeats)
     m.max_repeats = max(repeats, default=0)
     m.contract_violations = sum(1 for f in facts if f.contract_violation)
+    m.undeclared_error_codes = undeclared_error_codes(skill_name, since, until)
     m.result_bytes = sum(f.result_bytes for f in facts)
     per_run = per_run_figures(facts)
     run_bytes = _run_result_bytes(set(per_run), since, until)
@@ -227,6 +229,19 @@ def skill_metrics(*, skill_name: str, since: datetime, until: datetime) -> Skill
         [own / run_bytes[trace] for trace, (_, own) in per_run.items() if run_bytes.get(trace)]
     )
     return m
+
+
+UNDECLARED_CODE = "airlock.error.undeclared_code"
+
+
+def undeclared_error_codes(skill_name: str, since: datetime, until: datetime) -> list[tuple[str, int]]:
+    """Error codes the skill's service returned that its manifest's `errors` do not declare, most frequent first."""
+    spans = skill_call_spans(skill_name, since, until).filter(attributes__has_key=UNDECLARED_CODE)
+    counts: dict[str, int] = {}
+    for attributes in spans.values_list("attributes", flat=True)[:MAX_SAMPLES]:
+        code = str(attributes.get(UNDECLARED_CODE))
+        counts[code] = counts.get(code, 0) + 1
+    return sorted(counts.items(), key=lambda item: -item[1])
 
 
 def per_run_figures(facts: list[CallFact]) -> dict[int, tuple[int, int]]:

@@ -8,7 +8,7 @@ from lib import egress
 from runs.adapters.base import AdapterResult, InvocationContext
 from runs.errors import CallError, Transient, Unavailable, egress_refused
 from runs.plane.credentials import attached_headers
-from runs.plane.downstream_errors import HTTP_STATUS_CLASSES, message_of_body, refusal
+from runs.plane.downstream_errors import HTTP_STATUS_CLASSES, code_of_body, message_of_body, refusal
 
 
 def _retry_after(response: httpx.Response) -> int | None:
@@ -23,13 +23,18 @@ def error_for_status(response: httpx.Response) -> CallError:
     status = response.status_code
     message = f"The skill's service answered HTTP {status}."
     said = message_of_body(response.text, response.headers.get("Content-Type", "")) if 400 <= status < 500 else ""
+    own_code = code_of_body(response.text) if status >= 400 else None  # a code is no internal, even in a 5xx
     if status == 429:
-        return refusal("rate_limited", message, said=said, retry_after=_retry_after(response) or 1)
+        return refusal(
+            "rate_limited", message, said=said, downstream_code=own_code, retry_after=_retry_after(response) or 1
+        )
     if status in HTTP_STATUS_CLASSES:
-        return refusal(HTTP_STATUS_CLASSES[status], message, said=said)
+        return refusal(HTTP_STATUS_CLASSES[status], message, said=said, downstream_code=own_code)
     if status in (502, 503, 504):
-        return Transient(message, code="downstream_unavailable", retry_after=_retry_after(response))
-    return refusal("unavailable", message, said=said)
+        return Transient(
+            message, code="downstream_unavailable", retry_after=_retry_after(response), downstream_code=own_code
+        )
+    return refusal("unavailable", message, said=said, downstream_code=own_code)
 
 
 class HttpAdapter:

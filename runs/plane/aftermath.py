@@ -56,6 +56,14 @@ def record_aftermath(*, outcome: Outcome, trail: Trail, manifest: dict) -> None:
             body=f"Where: {trail.contract_violation}\nRun: {trail.run_id}, call {trail.call_id}.\n"
             "The agent got an internal error instead of the result.",
         )
+    if trail.undeclared_error_code:
+        notify_owners(
+            skill_name=trail.skill,
+            dedupe_key=f"undeclared-error:{trail.skill}:{trail.version}:{trail.undeclared_error_code}",
+            subject=f"{trail.skill} {trail.version} returned the undeclared error code {trail.undeclared_error_code}",
+            body=f"Run: {trail.run_id}, call {trail.call_id}.\nDeclare it in the manifest's errors (code, meaning, "
+            "retryable) so the agent knows what it means and whether retrying can help.",
+        )
     if error is not None and error.error_class == "timeout_unknown" and rows.call is not None:
         with transaction.atomic():
             hooks.open_reconciliation(call=rows.call, reason="timeout")

@@ -6,6 +6,10 @@ Written once for every adapter: the HTTP adapter's 4xx answers and the MCP adapt
 own words under `downstream_message`, with active content removed, secrets masked and at most
 `MESSAGE_CHARS` characters. The class comes from the HTTP status, the JSON-RPC code, or else from
 what the message says (`PHRASES`); what cannot be classed stays `unavailable`.
+
+A service's own error code (its JSON body's `code`, `error_code` or `error.code`) travels as
+`downstream_code`; `with_declared_meaning` adds what the manifest's `errors` say of it (`meaning`,
+`retryable`), or names the code as undeclared for the span, the metrics and the owners' alert.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ TRUNCATED = " …[truncated]"
 SCANNED_CHARS = 16 * MESSAGE_CHARS
 MESSAGE_KEYS = ("message", "detail", "error_description", "error", "errors", "title", "msg")
 MAX_DEPTH = 4
+CODE_KEYS = ("code", "error_code")
+CODE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$")  # as the manifest schema's errors[].code
 
 # Each class of refusal: the same error type and code whichever adapter met it.
 REFUSALS: dict[str, tuple[type[CallError], str]] = {
@@ -129,10 +135,49 @@ def _message_in(value: Any, depth: int) -> str:
     return ""
 
 
-def refusal(error_class: str, message: str, *, said: str, code: str | None = None, **extra: Any) -> CallError:
+def code_of_body(text: str) -> str | None:
+    """The service's own error code: a JSON body's `code` or `error_code`, at its top or under `error`."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    holders = (body, body.get("error")) if isinstance(body, dict) else ()
+    for holder in holders:
+        for key in CODE_KEYS if isinstance(holder, dict) else ():
+            value = holder.get(key)
+            if isinstance(value, str) and CODE_PATTERN.match(value):
+                return value
+    return None
+
+
+def refusal(
+    error_class: str, message: str, *, said: str, code: str | None = None, downstream_code: str | None = None, **extra
+) -> CallError:
     """The typed error for a refusal of `error_class`, carrying what the service said (when it said anything)."""
     error_type, default_code = REFUSALS[error_class]
-    return error_type(message, code=code or default_code, downstream_message=bounded(said) or None, **extra)
+    return error_type(
+        message,
+        code=code or default_code,
+        downstream_message=bounded(said) or None,
+        downstream_code=downstream_code,
+        **extra,
+    )
+
+
+def with_declared_meaning(error: CallError, declared: Any) -> str:
+    """Give an error that carries the service's own code the manifest's `meaning` and `retryable` for it.
+
+    Returns the code when the manifest does not declare it (the error stays typed as it was), else "".
+    """
+    code = error.extra.get("downstream_code")
+    if not code:
+        return ""
+    entry = next((e for e in declared or () if isinstance(e, dict) and e.get("code") == code), None)
+    if entry is None:
+        return code
+    error.extra["meaning"] = str(entry.get("meaning", ""))
+    error.extra["retryable"] = bool(entry.get("retryable"))
+    return ""
 
 
 def tool_refusal(tool: str, said: str, *, jsonrpc_code: int | None = None) -> CallError:
@@ -140,4 +185,10 @@ def tool_refusal(tool: str, said: str, *, jsonrpc_code: int | None = None) -> Ca
     error_class = class_of_message(said, jsonrpc_code=jsonrpc_code)
     code = "tool_error" if error_class == "unavailable" else None
     shown = "" if jsonrpc_code == JSONRPC_INTERNAL_ERROR else said
-    return refusal(error_class, f"The MCP tool {tool} reported an error.", said=shown, code=code)
+    return refusal(
+        error_class,
+        f"The MCP tool {tool} reported an error.",
+        said=shown,
+        code=code,
+        downstream_code=code_of_body(said),
+    )

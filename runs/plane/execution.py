@@ -26,7 +26,7 @@ from django.utils import timezone
 from lib import clock
 from runs import hooks
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, internal_from
-from runs.plane import aftermath, breakers, contracts, credentials
+from runs.plane import aftermath, breakers, contracts, credentials, downstream_errors
 from runs.plane.mcp_servers import connection_for
 
 if TYPE_CHECKING:
@@ -86,6 +86,7 @@ class Trail:
     outcome_unknown: bool = False
     job: dict | None = None
     contract_violation: str = ""
+    undeclared_error_code: str = ""
     finished: bool = False
 
     @property
@@ -104,6 +105,8 @@ class Trail:
             attributes["airlock.breaker.state"] = self.attempts[-1].breaker
         if self.contract_violation:
             attributes["airlock.contract_violation"] = self.contract_violation
+        if self.undeclared_error_code:
+            attributes["airlock.error.undeclared_code"] = self.undeclared_error_code
         return attributes
 
 
@@ -270,6 +273,8 @@ def finish(outcome: Outcome, *, manifest: dict, effect: str) -> Outcome:
     trail.finished = True
     if outcome.error is None and trail.job is None:
         _check_result(outcome, trail, manifest)
+    elif outcome.error is not None:
+        trail.undeclared_error_code = downstream_errors.with_declared_meaning(outcome.error, manifest.get("errors"))
     try:
         aftermath.record_aftermath(outcome=outcome, trail=trail, manifest=manifest)
     except Exception:  # observation and follow-up must not change what the agent gets

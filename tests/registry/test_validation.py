@@ -279,8 +279,31 @@ def test_compatible_changes_need_no_major_bump(owner_team):
     assert validate_manifest(body, skill=previous.skill, previous=previous) == []
 
 
+DECLARED_ERRORS = [{"code": "index_offline", "meaning": "The search index is being rebuilt.", "retryable": True}]
+
+
 def test_linter_passes_a_good_definition():
-    assert lint_manifest(manifest()) == []
+    assert lint_manifest(manifest(errors=DECLARED_ERRORS)) == []
+
+
+def test_linter_flags_a_manifest_that_declares_no_error_codes():
+    warnings = lint_manifest(manifest())
+    assert [(w["path"], w["code"]) for w in warnings] == [("$.errors", "undocumented_errors")]
+    assert "retryable" in warnings[0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("errors", "path", "code"),
+    [
+        ([{"code": "busy", "meaning": "Try later.", "retryable": "yes"}], "$.errors[0].retryable", "schema"),
+        ([{"code": "busy", "retryable": True}], "$.errors[0]", "schema"),
+        ([{"code": "has space", "meaning": "Bad code.", "retryable": False}], "$.errors[0].code", "schema"),
+        (DECLARED_ERRORS * 2, "$.errors[1].code", "duplicate_entry"),
+    ],
+)
+def test_malformed_error_declarations_are_refused_with_their_path(errors, path, code):
+    problems = validate_manifest(manifest(errors=errors))
+    assert any(p["path"] == path and p["code"] == code and p["message"] for p in problems), problems
 
 
 @pytest.mark.parametrize(

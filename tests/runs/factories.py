@@ -24,6 +24,7 @@ def manifest(
     timeout_ms: int = 5000,
     version: str = "1.0.0",
     rate_limit_per_minute: int | None = None,
+    errors: list[dict] | None = None,
 ) -> dict:
     body = {
         "skill_id": "skl_" + name.replace(".", "_"),
@@ -53,6 +54,8 @@ def manifest(
     }
     if rate_limit_per_minute is not None:
         body["execution"]["rate_limit_per_minute"] = rate_limit_per_minute
+    if errors is not None:
+        body["errors"] = errors
     return body
 
 

@@ -106,6 +106,7 @@ def test_a_422_reaches_the_model_with_the_tools_own_message(agent_client, acme, 
         "code": "downstream_rejected",
         "message": "The skill's service answered HTTP 422.",
         "downstream_message": "quantity must be at most 10 per order",
+        "downstream_code": "too_many",  # the service's own code (its meaning when the manifest declares it)
     }
     assert ToolCall.objects.get(run_id=run_id, call_id="c1").result["error"] == result["error"]
     span = _span(run_id)

@@ -19,7 +19,7 @@ from airlock_sdk.errors import AirlockError
 from airlock_sdk.results import ApprovalRequired, Error, Ok, Result
 from airlock_sdk.run import Run
 
-MODEL_ACTIONABLE_DETAILS = ("downstream_message", "meaning")
+MODEL_ACTIONABLE_DETAILS = ("downstream_message", "downstream_code", "meaning", "retryable")
 FINAL_REFUSALS = {"declined", "expired"}  # a person (or the deadline) said no: the call never runs
 
 
