@@ -34,6 +34,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from bench.common import Figure, percentile, print_table
+from lib.ranking_scores import first_rank, recall_at, reciprocal_rank
 
 SEED = 20261203
 SCALE_VERSIONS = int(os.environ.get("BENCH_DISCOVERY_SCALE_VERSIONS", "10000"))
@@ -583,11 +584,10 @@ class Outcome:
     leaks: list[str]
 
     def rank(self) -> int | None:
-        return next((i for i, name in enumerate(self.results, 1) if name in self.intent.expected), None)
+        return first_rank(self.results, self.intent.expected)
 
     def recall(self, k: int) -> float:
-        expected = set(self.intent.expected)
-        return len(expected & set(self.results[:k])) / min(k, len(expected))
+        return recall_at(self.results, self.intent.expected, k)
 
 
 @dataclass
@@ -619,7 +619,7 @@ def score(outcomes: list[Outcome]) -> Scores:
         answerable=len(answerable),
         recall_at_1=mean([o.recall(1) for o in answerable]),
         recall_at_5=mean([o.recall(5) for o in answerable]),
-        mrr=mean([1 / rank if (rank := o.rank()) else 0.0 for o in answerable]),
+        mrr=mean([reciprocal_rank(o.results, o.intent.expected) for o in answerable]),
         zero_result_precision=mean([not o.intent.expected for o in empty]) if empty else None,
         zero_result_recall=mean([not o.results for o in nothing]) if nothing else None,
         p95_ms=percentile([o.elapsed_ms for o in outcomes], 95),

@@ -100,3 +100,28 @@ class RolloutForm(forms.Form):
         if tenants:
             stage["tenants"] = tenants
         return stage
+
+
+class EvaluationUploadForm(forms.Form):
+    """An owner's labelled intents: one JSON object per line, {"intent": "...", "expected": ["ns.skill"]}."""
+
+    namespace = forms.ChoiceField()
+    name = forms.SlugField(max_length=80, initial="intents", help_text="Uploading under an existing name replaces it.")
+    file = forms.FileField(
+        allow_empty_file=True, help_text='JSONL: {"intent": "...", "expected": ["ns.skill", ...]} per line, up to 1 MB.'
+    )
+
+    def __init__(self, *args, namespaces: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["namespace"].choices = [(n, n) for n in namespaces]
+
+
+class SearchedIntentForm(forms.Form):
+    """Label one recorded zero-result search with the skill the user meant."""
+
+    search_id = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+    expected = forms.ChoiceField()
+
+    def __init__(self, *args, skills: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["expected"].choices = [(name, name) for name in skills]

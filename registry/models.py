@@ -343,3 +343,88 @@ class RolloutEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.skill_id}@{self.version}"
+
+
+class EvaluationSetQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "EvaluationSetQuerySet":
+        """A team's labelled intents are its own: its members and platform admins see them, nobody else."""
+        if not user.is_authenticated:
+            return self.none()
+        return self if user.is_superuser else self.filter(team__members=user)
+
+
+class EvaluationSet(models.Model):
+    """An owning team's labelled intents for one of its namespaces: what users type, and the skill they meant."""
+
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="evaluation_sets")
+    namespace = models.CharField(max_length=100)
+    name = models.CharField(max_length=80)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = EvaluationSetQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "name"], name="one_evaluation_set_name")]
+        ordering = ["namespace", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class IntentSource(models.TextChoices):
+    UPLOAD = "upload"
+    SEARCH = "search", "a recorded zero-result search"
+
+
+class LabelledIntent(models.Model):
+    """One request as a user phrased it and the skills that should answer it, best first."""
+
+    evaluation_set = models.ForeignKey(EvaluationSet, on_delete=models.CASCADE, related_name="intents")
+    intent = models.CharField(max_length=300)
+    expected = models.JSONField(help_text='Skill names, for example ["billing.create_refund_request"].')
+    line = models.PositiveIntegerField(null=True, blank=True, help_text="Its line in the uploaded file.")
+    source = models.CharField(max_length=16, choices=IntentSource.choices, default=IntentSource.UPLOAD)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["line", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.intent!r} -> {self.expected}"
+
+
+class EvaluationStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class OwnerEvaluation(models.Model):
+    """One run of an owner's labelled set against the current catalog; the runs of a set are its history."""
+
+    evaluation_set = models.ForeignKey(EvaluationSet, on_delete=models.CASCADE, related_name="runs")
+    status = models.CharField(max_length=16, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    snapshot_number = models.PositiveBigIntegerField(null=True, blank=True)
+    intents = models.PositiveIntegerField(default=0)
+    recall_at_1 = models.FloatField(null=True, blank=True)
+    recall_at_5 = models.FloatField(null=True, blank=True)
+    mrr = models.FloatField(null=True, blank=True)
+    leaks = models.PositiveIntegerField(null=True, blank=True, help_text="Results nobody may discover; must be 0.")
+    misses = models.JSONField(default=list, blank=True, help_text="Intents whose expected skill was not first.")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.evaluation_set} {self.status} at {self.created_at:%Y-%m-%d %H:%M}"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from registry import rollout_views, views
+from registry import evaluation_views, rollout_views, views
 
 app_name = "registry"
 
@@ -11,6 +11,10 @@ urlpatterns = [
     path("import/", views.import_mcp, name="import_mcp"),
     path("namespaces/", views.namespace_list, name="namespaces"),
     path("namespaces/<str:namespace>/decide/", views.namespace_decide, name="namespace_decide"),
+    path("evaluations/", evaluation_views.evaluation_list, name="evaluations"),
+    path("evaluations/<int:set_id>/", evaluation_views.evaluation_detail, name="evaluation"),
+    path("evaluations/<int:set_id>/run/", evaluation_views.evaluation_run, name="evaluation_run"),
+    path("evaluations/<int:set_id>/searches/", evaluation_views.evaluation_add_search, name="evaluation_add_search"),
     path("skills/<str:name>/", views.skill_detail, name="skill"),
     path("skills/<str:name>/diff/", views.skill_diff, name="diff"),
     path("skills/<str:name>/versions/new/", views.version_new, name="version_new"),

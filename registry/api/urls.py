@@ -1,6 +1,6 @@
 from django.urls import path
 
-from registry.api import namespace_views, rollout_views, views
+from registry.api import evaluation_views, namespace_views, rollout_views, views
 
 app_name = "registry_api"
 
@@ -10,6 +10,9 @@ urlpatterns = [
     path("namespaces", namespace_views.namespace_collection, name="namespaces"),
     path("namespaces/<str:namespace>/approve", namespace_views.namespace_approve, name="namespace-approve"),
     path("namespaces/<str:namespace>/decline", namespace_views.namespace_decline, name="namespace-decline"),
+    path("evaluations", evaluation_views.evaluation_collection, name="evaluations"),
+    path("evaluations/<int:set_id>", evaluation_views.evaluation_detail, name="evaluation-detail"),
+    path("evaluations/<int:set_id>/runs", evaluation_views.evaluation_run, name="evaluation-run"),
     path("skills/search", views.skill_search, name="skill-search"),
     path("skills/manifest-schema", views.manifest_schema_view, name="manifest-schema"),
     path("skills/validate", views.validate, name="skill-validate"),
