@@ -6,11 +6,15 @@ Idempotent: a skill that already exists is left alone.
 
 from __future__ import annotations
 
+import json
+
 from console.models import Team
-from registry.models import Skill
+from registry.discovery import search_skills
+from registry.models import EvaluationSet, Skill
 from registry.namespaces import assign_namespace, namespace_of, owning_claim
+from registry.owner_evaluations import request_owner_evaluation, run_owner_evaluation, upload_evaluation_set
 from registry.services import create_draft_version, deprecate_skill, publish_version
-from registry.snapshots import latest_snapshot
+from registry.snapshots import latest_index, latest_snapshot
 
 ALL_TENANTS = ["*"]
 
@@ -502,3 +506,35 @@ def seed(context) -> None:
     latest_snapshot()
     if created:
         context.lines.append(f"registry: published {len(created)} demo skills ({', '.join(created)})")
+    _seed_owner_evaluation(context)
+
+
+# The support-tools team's own labelled intents for its namespace, as an owner would upload them.
+SUPPORT_INTENTS = [
+    ("email the customer about their refund", "support.send_email"),
+    ("tell the customer we shipped a replacement", "support.send_email"),
+    ("send a reply", "support.send_email"),
+    ("read the customer's latest email", "support.read_inbound_email"),
+    ("what did the customer write to us", "support.read_inbound_email"),
+    ("mark the ticket as solved", "support.update_ticket_status"),
+    ("close ticket 4411", "support.update_ticket_status"),
+    ("escalate the ticket to tier two", "support.update_ticket_status"),
+]
+# What the demo's support agent searched and found nothing for: an owner can label it in one click.
+SUPPORT_MISSES = ["put the case on hold until the customer answers"]
+
+
+def _seed_owner_evaluation(context) -> None:
+    owner, agent = context.users.get("olivia"), context.agents.get("acme/support-bot")
+    if owner is None or EvaluationSet.objects.filter(namespace="support", name="user-intents").exists():
+        return
+    raw = "\n".join(json.dumps({"intent": text, "expected": [name]}) for text, name in SUPPORT_INTENTS).encode()
+    evaluation_set = upload_evaluation_set(namespace="support", name="user-intents", raw=raw, user=owner)
+    run = request_owner_evaluation(evaluation_set=evaluation_set, user=owner)
+    run_owner_evaluation(run.pk)  # at once, for the demo; with a worker the queued task then finds it done
+    if agent is not None:
+        for query in SUPPORT_MISSES:  # recorded by discovery itself, as the agent's search would be
+            search_skills(agent=agent, index=latest_index(), query=query, namespace="support")
+    context.lines.append(
+        f"registry: the support-tools team's labelled set support/user-intents ({len(SUPPORT_INTENTS)})"
+    )

@@ -89,6 +89,14 @@ def _acme_team(world: World) -> Team:
     return team
 
 
+def _acme_evaluation_set(world: World) -> dict:
+    """A labelled set of acme's skills team: the outsider belongs to no team that owns it."""
+    from registry.models import EvaluationSet
+
+    evaluation_set = EvaluationSet.objects.create(team=_acme_team(world), namespace="acme", name="intents")
+    return {"set_id": evaluation_set.pk}
+
+
 def _acme_teammate_kwargs(world: World) -> dict:
     team = _acme_team(world)
     team.members.add(mate := _acme_member(world))
@@ -134,6 +142,12 @@ ROUTES: list[Route] = [
     Route("console:team_member_add", lambda w: {"team_slug": _acme_team(w).slug}, "post"),
     Route("console:team_member_remove", lambda w: _acme_teammate_kwargs(w), "post"),
     Route("console:team_maintainer", lambda w: _acme_teammate_kwargs(w), "post"),
+    # registry: owners' evaluation sets belong to the owning team (tests/registry/test_owner_evaluations.py)
+    Route("registry:evaluation", _acme_evaluation_set),
+    Route("registry:evaluation_run", _acme_evaluation_set, "post"),
+    Route("registry:evaluation_add_search", _acme_evaluation_set, "post"),
+    Route("registry_api:evaluation-detail", _acme_evaluation_set),
+    Route("registry_api:evaluation-run", _acme_evaluation_set, "post"),
     # runs and policies (the gate)
     Route("runs:run_detail", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}),
     Route("runs_api:run_detail", lambda w: {"run_id": _gate_factories().run_for(w.acme_agent).pk}, client="agent"),

@@ -231,3 +231,15 @@ def test_one_click_labels_a_search_and_another_tenants_search_cannot_be_taken(cl
     assert added.intent == "reimburse a refund twice" and added.expected == [REFUND]
     assert client.post(url, {"search_id": searches["globex"].pk, "expected": REFUND}).status_code == 404
     assert billing_set.intents.filter(source="search").count() == 1
+
+
+def test_the_demo_seeds_a_labelled_set_with_a_run_and_a_search_to_label(client):
+    from airlock.demo import seed_all
+
+    demo = seed_all()
+    seed_all()  # idempotent
+    evaluation_set = EvaluationSet.objects.get(namespace="support", name="user-intents")
+    run = evaluation_set.runs.get()
+    assert run.status == "done" and run.intents == 8 and run.leaks == 0 and 0 < run.recall_at_1 <= run.recall_at_5
+    page = login(client, demo.users["olivia"]).get(reverse("registry:evaluation", args=[evaluation_set.pk]))
+    assert "put the case on hold until the customer answers" in _search_panel(page.content.decode())

@@ -171,6 +171,13 @@ def _namespace_claim(w: World) -> str:
     return NamespaceClaim.objects.get_or_create(namespace="reports", defaults={"team": team})[0].namespace
 
 
+def _evaluation_set(w: World):
+    """Labelled intents of acme's skills team: evaluation sets belong to the team that owns the namespace."""
+    from registry.models import EvaluationSet
+
+    return EvaluationSet.objects.create(team=w.acme_team, namespace="acme", name=f"set-{secrets.token_hex(3)}")
+
+
 def _teammate(w: World):
     """A second member of acme's skills team (acme's user is a member, not a maintainer)."""
     user = get_user_model().objects.create_user(f"acme-teammate-{secrets.token_hex(3)}", password="pw")
@@ -265,6 +272,7 @@ FILLERS: dict[tuple[str, ...], Filler] = {
     ("token",): lambda w: {"token": _invitation(w)[1]},
     ("namespace",): lambda w: {"namespace": _namespace_claim(w)},
     ("team_slug",): lambda w: {"team_slug": w.acme_team.slug},
+    ("set_id",): lambda w: {"set_id": _evaluation_set(w).pk},
     ("team_slug", "user_id"): lambda w: {"team_slug": w.acme_team.slug, "user_id": _teammate(w).pk},
     ("server_id",): lambda w: {"server_id": _mcp_server(w).pk},
     ("group_id",): lambda w: {"group_id": _approver_group(w).pk},
