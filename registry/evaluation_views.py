@@ -66,7 +66,12 @@ def evaluation_list(request: HttpRequest) -> HttpResponse:
 def evaluation_detail(request: HttpRequest, set_id: int) -> HttpResponse:
     evaluation_set = _get_set_for_user(request.user, set_id)
     skills = _namespace_skills(evaluation_set.namespace)
-    searches = evaluations.zero_result_searches(request.user, evaluation_set.namespace)
+    labelled = set(evaluation_set.intents.values_list("intent", flat=True))
+    searches = [
+        search
+        for search in evaluations.zero_result_searches(request.user, evaluation_set.namespace)
+        if search["query"] not in labelled
+    ]
     for search in searches:
         search["form"] = SearchedIntentForm(initial={"search_id": search["search_id"]}, skills=skills)
     runs = list(evaluation_set.runs.all()[:30])

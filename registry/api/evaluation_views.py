@@ -26,6 +26,13 @@ class EvaluationUploadSerializer(serializers.Serializer):
     )
 
 
+class EvaluationMissSerializer(serializers.Serializer):
+    intent = serializers.CharField()
+    expected = serializers.ListField(child=serializers.CharField())
+    got = serializers.ListField(child=serializers.CharField(), help_text="The first five results.")
+    rank = serializers.IntegerField(allow_null=True, help_text="Where the first expected skill came; null: not in 10.")
+
+
 class EvaluationRunSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     status = serializers.ChoiceField(choices=["queued", "running", "done", "failed"])
@@ -37,7 +44,7 @@ class EvaluationRunSerializer(serializers.Serializer):
     recall_at_5 = serializers.FloatField(allow_null=True)
     mrr = serializers.FloatField(allow_null=True)
     leaks = serializers.IntegerField(allow_null=True)
-    misses = serializers.ListField(child=serializers.DictField())
+    misses = EvaluationMissSerializer(many=True)
     error = serializers.CharField()
 
 
@@ -88,7 +95,9 @@ def _visible_set(request: Request, set_id: int) -> EvaluationSet:
     return get_object_or_404(EvaluationSet.objects.visible_to(request.user).select_related("team"), pk=set_id)
 
 
-@extend_schema(methods=["GET"], responses={200: EvaluationSetListSerializer}, tags=["registry"])
+@extend_schema(
+    methods=["GET"], operation_id="v1_evaluations_list", responses={200: EvaluationSetListSerializer}, tags=["registry"]
+)
 @extend_schema(
     methods=["POST"],
     request={"multipart/form-data": EvaluationUploadSerializer},
@@ -122,7 +131,11 @@ def evaluation_collection(request: Request) -> Response:
     return Response(set_data(evaluation_set), status=status.HTTP_201_CREATED)
 
 
-@extend_schema(responses={200: EvaluationSetSerializer, **error_responses(404)}, tags=["registry"])
+@extend_schema(
+    operation_id="v1_evaluations_detail",
+    responses={200: EvaluationSetSerializer, **error_responses(404)},
+    tags=["registry"],
+)
 @api_view(["GET"])
 @permission_classes([IsHuman])
 def evaluation_detail(request: Request, set_id: int) -> Response:

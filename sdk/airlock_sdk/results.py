@@ -31,7 +31,8 @@ class Error:
     """The call did not produce a result. `error_class` is one of the contract's classes:
     validation, authorization, approval_required, not_found, conflict, rate_limited, transient,
     timeout_unknown, unavailable, declined, expired, internal. `details["downstream_message"]` is
-    what the skill's service said when it refused the call."""
+    what the skill's service said when it refused the call; `details["meaning"]` and
+    `details["retryable"]` what the skill's manifest declares for the service's `downstream_code`."""
 
     call_id: str
     error_class: str
@@ -48,7 +49,12 @@ class Error:
 
     @property
     def retryable(self) -> bool:
-        """Whether trying the same call again later can help (never for timeout_unknown)."""
+        """Whether trying the same call again later can help: the skill's declaration for the service's own code
+        when there is one, else by class (never for timeout_unknown)."""
+        if self.error_class == "timeout_unknown":
+            return False
+        if isinstance(self.details.get("retryable"), bool):
+            return self.details["retryable"]
         return self.error_class in {"rate_limited", "transient", "unavailable"}
 
 

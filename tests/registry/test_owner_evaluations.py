@@ -229,6 +229,8 @@ def test_one_click_labels_a_search_and_another_tenants_search_cannot_be_taken(cl
     assert client.post(url, {"search_id": searches["acme"].pk, "expected": REFUND}).status_code == 302
     added = billing_set.intents.get(source="search")
     assert added.intent == "reimburse a refund twice" and added.expected == [REFUND]
+    page = client.get(reverse("registry:evaluation", args=[billing_set.pk])).content.decode()
+    assert "reimburse a refund twice" not in _search_panel(page)  # labelled: no longer offered
     assert client.post(url, {"search_id": searches["globex"].pk, "expected": REFUND}).status_code == 404
     assert billing_set.intents.filter(source="search").count() == 1
 

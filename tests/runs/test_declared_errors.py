@@ -133,3 +133,16 @@ def test_the_skill_and_review_pages_show_the_declared_errors(client, owner):
     assert 'data-testid="declared-errors"' in review and "order_shipped" in review and "will not help" in review
     page = client.get(reverse("registry:skill", args=["shop.lookup"])).content.decode()
     assert "No error codes declared" in page
+
+
+def test_the_sdk_reads_the_declared_retryable_over_the_class(agent_client, acme, service):
+    from airlock_sdk.results import result_from_dict
+
+    make_skill("shop.cancel", effect="write", errors=[SHIPPED], adapter=service.answer("/c", 503, {"code": "x1"}))
+    make_skill("shop.ledger", errors=[LOCKED], adapter=service.answer("/l", 409, {"code": "ledger_locked"}))
+    grant(acme, "shop.*")
+    undeclared = result_from_dict(_one_call(agent_client, "shop.cancel")[1])
+    declared = result_from_dict(_one_call(agent_client, "shop.ledger")[1])
+    assert undeclared.error_class == "transient" and undeclared.retryable  # by class: no declaration for x1
+    assert declared.error_class == "conflict" and declared.retryable  # the owner says a retry can help
+    assert declared.details["meaning"] == LOCKED["meaning"]
