@@ -83,6 +83,7 @@ def evaluation_detail(request: HttpRequest, set_id: int) -> HttpResponse:
             "runs": runs,
             "latest": next((run for run in runs if run.status == "done"), None),
             "intents": evaluation_set.intents.all()[:200],
+            "intent_count": evaluation_set.intents.count(),
             "builtin": DiscoveryEvaluation.objects.filter(namespace=evaluation_set.namespace),
             "searches": searches,
         },

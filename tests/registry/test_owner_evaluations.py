@@ -95,6 +95,27 @@ def test_the_owner_uploads_and_runs_from_the_console(client, owner, catalog, dja
     assert "billing" in listing and "1.00" in listing
 
 
+def test_the_list_page_costs_the_same_queries_for_one_set_or_six(client, owner, catalog):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    team = Team.objects.get(slug="support-tools")
+    login(client, owner)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(reverse("registry:evaluations")).status_code == 200
+        return len(captured)
+
+    EvaluationSet.objects.create(team=team, namespace="billing", name="set-0")
+    one = queries()
+    for n in range(1, 6):
+        OwnerEvaluation.objects.create(
+            evaluation_set=EvaluationSet.objects.create(team=team, namespace="billing", name=f"set-{n}")
+        )
+    assert queries() == one
+
+
 def test_a_run_delivered_twice_measures_once(owner, catalog):
     evaluation_set = EvaluationSet.objects.create(
         team=Team.objects.get(slug="support-tools"), namespace="billing", name="x"
