@@ -30,6 +30,8 @@ def _namespace_skills(namespace: str) -> list[str]:
 @login_required
 @require_http_methods(["GET", "POST"])
 def evaluation_list(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        evaluations.require_team_member(request.user)
     namespaces = evaluations.namespaces_for(request.user)
     form = EvaluationUploadForm(request.POST or None, request.FILES or None, namespaces=namespaces)
     problems: list[dict] = []

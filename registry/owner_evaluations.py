@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 
 from celery import shared_task
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
@@ -87,6 +88,13 @@ def namespaces_for(user) -> list[str]:
         for namespace in set(claimed) | set(with_skills)
         if (team := owner_team_of(namespace)) is not None and teams.filter(pk=team.pk).exists()
     )
+
+
+def require_team_member(user) -> None:
+    """Only a member of a skill-owning team (or a platform admin) uploads labelled intents: checked before the
+    body is read, so a member of no team gets 403 whatever they send."""
+    if not teams_for(user).exists():
+        raise PermissionDenied("Only members of a team that owns skills (or a platform admin) may upload intents.")
 
 
 def _team_for_upload(namespace: str, user) -> Team:

@@ -101,7 +101,7 @@ def _visible_set(request: Request, set_id: int) -> EvaluationSet:
 @extend_schema(
     methods=["POST"],
     request={"multipart/form-data": EvaluationUploadSerializer},
-    responses={201: EvaluationSetSerializer, **error_responses(400, 404)},
+    responses={201: EvaluationSetSerializer, **error_responses(400, 403, 404)},
     tags=["registry"],
 )
 @api_view(["GET", "POST"])
@@ -113,6 +113,7 @@ def evaluation_collection(request: Request) -> Response:
     if request.method == "GET":
         sets = EvaluationSet.objects.visible_to(request.user).select_related("team")
         return Response({"evaluation_sets": [set_data(s, runs=1) for s in sets]})
+    evaluations.require_team_member(request.user)
     body = EvaluationUploadSerializer(data=request.data)
     if not body.is_valid():
         return invalid_body(body, "invalid_upload")

@@ -200,6 +200,14 @@ def test_a_member_of_another_team_cannot_read_run_or_upload_in_the_console(clien
     assert not billing_set.runs.exists() and EvaluationSet.objects.count() == 1
 
 
+def test_a_member_of_no_team_gets_403_before_the_body_is_read(client, catalog, acme):
+    viewer = make_user("viewer", tenant=acme, roles=[Role.VIEWER])
+    login(client, viewer)
+    assert _upload_api(client, LABELLED).status_code == 403
+    assert _upload_console(client, LABELLED).status_code == 403
+    assert not EvaluationSet.objects.exists()
+
+
 def test_another_team_cannot_overwrite_a_set_by_reusing_its_name(client, rival, billing_set):
     login(client, rival)
     response = _upload_api(client, [{"intent": "approve my leave", "expected": ["hr.approve_leave"]}], namespace="hr")
