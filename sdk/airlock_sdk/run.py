@@ -111,6 +111,10 @@ class Run:
         here, and their shaped results returned. A batch sent without an answer is resent once
         with the same call ids (the gate replays, never re-executes, a call id it has seen);
         a second silence raises OutcomeUnknown.
+
+        While the gate cannot be reached, an agent whose bundle lets its role decide locally gets each
+        call decided here from that signed bundle (or first, with `local_first`), allowed client-executed
+        calls spooled and run (docs/sdk.md, "Local decisions").
         """
         prepared = [self._normalise(call) for call in calls]
         results: dict[str, Result] = {}
