@@ -30,6 +30,7 @@ FREE_FORM = {
     "Approval.edited_arguments": SKILL_ARGUMENTS + " (the approver's edited copy)",
     "CallResult.arguments": SKILL_ARGUMENTS + " (an approver's edit, to run on the agent's side)",
     "PipelineStepSpecRequest.arguments": SKILL_ARGUMENTS,
+    "LocalCallRequest.arguments": SKILL_ARGUMENTS + " (decided locally by the SDK, uploaded from its spool)",
     "CompensationRequest.arguments": SKILL_ARGUMENTS + " (of the compensating skill)",
     "Decision.arguments": SKILL_ARGUMENTS + " (masked, as the inbox shows a closed request)",
     "Decision.changes": "an edit's changes to " + SKILL_ARGUMENTS + " ({path, op, from, to}, masked)",
@@ -37,6 +38,7 @@ FREE_FORM = {
     "CallResult.content": SKILL_RESULT,
     "ClientResultRequest.content": SKILL_RESULT + " (run by the agent itself)",
     "JobCompleteRequest.result": SKILL_RESULT + " (of a long-running job)",
+    "LocalCallRequest.result": SKILL_RESULT + " (run by the agent while Airlock was unreachable)",
     "ConditionRequest.equals": "compared with a value of an earlier step's result: " + SKILL_RESULT,
     "ConditionRequest.not_equals": "compared with a value of an earlier step's result: " + SKILL_RESULT,
     # manifests and the JSON Schemas in them

@@ -376,7 +376,7 @@ class LocalCallSerializer(serializers.Serializer):
     decided_at = serializers.DateTimeField()
     status = serializers.ChoiceField(choices=["decided", "succeeded", "failed"])
     result = serializers.JSONField(required=False, allow_null=True)
-    error = serializers.DictField(required=False, allow_null=True)
+    error = ClientErrorSerializer(required=False, allow_null=True)
     finished_at = serializers.DateTimeField(required=False, allow_null=True)
     sequence = serializers.IntegerField(min_value=0, required=False)
 
