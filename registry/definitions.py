@@ -8,6 +8,9 @@ allows dots and keeps the skill name.
 from __future__ import annotations
 
 FORMATS = ("openai", "anthropic", "mcp")
+# What a model sends, inside a call's arguments, to ask for a view or the next page (runs.presenting);
+# offered only by skills that declare `output_views` or may page.
+VIEW_ARGUMENT, PAGE_ARGUMENT = "airlock_view", "airlock_page"
 
 
 def tool_name_for(skill_name: str) -> str:
@@ -18,14 +21,48 @@ def skill_name_for_tool(tool_name: str) -> str:
     return tool_name.replace("__", ".")
 
 
+def _views(manifest: dict) -> list[str]:
+    views = (manifest.get("output_views") or {}).get("views")
+    return sorted(views) if isinstance(views, dict) else []  # jsonb keeps no key order
+
+
+def description_for(manifest: dict) -> str:
+    """The skill's description, and what the model may ask of its result."""
+    text = manifest["description"]
+    views = _views(manifest)
+    if views:
+        default = (manifest.get("output_views") or {}).get("default") or views[0]
+        text += f" Result views: {', '.join(views)} (default {default}); ask for another with {VIEW_ARGUMENT}."
+    return text
+
+
+def parameters_for(manifest: dict) -> dict:
+    """The input schema, plus the view and page arguments of a skill that declares views or pages (any cut
+    result's `next` works through PAGE_ARGUMENT; the definitions of other skills stay as their owners wrote them)."""
+    schema = manifest["input_schema"]
+    views = _views(manifest)
+    declared = views or manifest.get("pagination")
+    if not declared or not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        return schema
+    extra: dict = {
+        PAGE_ARGUMENT: {
+            "type": "string",
+            "description": "The `next` value of an earlier result of this tool, to get its next page.",
+        }
+    }
+    if views:
+        extra[VIEW_ARGUMENT] = {"type": "string", "enum": views, "description": "Which view of the result to return."}
+    return {**schema, "properties": {**(schema.get("properties") or {}), **extra}}
+
+
 def openai_definition(entry: dict) -> dict:
     """A function tool for the OpenAI Responses API."""
     manifest = entry["manifest"]
     return {
         "type": "function",
         "name": tool_name_for(entry["name"]),
-        "description": manifest["description"],
-        "parameters": manifest["input_schema"],
+        "description": description_for(manifest),
+        "parameters": parameters_for(manifest),
         "strict": False,
     }
 
@@ -34,8 +71,8 @@ def anthropic_definition(entry: dict) -> dict:
     manifest = entry["manifest"]
     return {
         "name": tool_name_for(entry["name"]),
-        "description": manifest["description"],
-        "input_schema": manifest["input_schema"],
+        "description": description_for(manifest),
+        "input_schema": parameters_for(manifest),
     }
 
 
@@ -47,8 +84,8 @@ def mcp_definition(entry: dict) -> dict:
     return {
         "name": entry["name"],
         "title": entry["name"].rsplit(".", 1)[-1].replace("_", " ").capitalize(),
-        "description": manifest["description"],
-        "inputSchema": manifest["input_schema"],
+        "description": description_for(manifest),
+        "inputSchema": parameters_for(manifest),
         "outputSchema": manifest["output_schema"],
         "annotations": {
             "readOnlyHint": effect == "read",

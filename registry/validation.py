@@ -169,6 +169,42 @@ def _bounds(manifest: dict) -> list[dict]:
 DISCOVERY_LISTS = ("synonyms", "examples", "tags")
 
 
+def _result_presentation(manifest: dict) -> list[dict]:
+    """Views name a default that exists; a declared cursor goes back into an argument the skill takes,
+    and only a read is called again for a page."""
+    errors = []
+    views = manifest.get("output_views")
+    if views and views.get("default") is not None and views["default"] not in views["views"]:
+        errors.append(
+            problem(
+                "$.output_views.default",
+                "unknown_default_view",
+                f"The default view {views['default']!r} is not one of the views ({', '.join(views['views'])}).",
+            )
+        )
+    pagination = manifest.get("pagination")
+    if pagination:
+        inputs = (manifest.get("input_schema") or {}).get("properties") or {}
+        if pagination["cursor_argument"] not in inputs:
+            errors.append(
+                problem(
+                    "$.pagination.cursor_argument",
+                    "cursor_argument_undeclared",
+                    f"cursor_argument {pagination['cursor_argument']!r} must be a property of the input_schema.",
+                )
+            )
+        if (manifest.get("risk") or {}).get("effect") != "read":
+            errors.append(
+                problem(
+                    "$.pagination",
+                    "pagination_needs_read",
+                    "Only a read skill is called again for its next page; a list cut from another effect's result "
+                    "is paged from the stored result without a declared cursor.",
+                )
+            )
+    return errors
+
+
 def _discovery_terms(manifest: dict) -> list[dict]:
     """Owners' discovery words: no blank entry, no duplicate (case and spacing ignored)."""
     errors = []
@@ -311,6 +347,7 @@ def validate_manifest(manifest: Any, *, skill: Skill | None = None, previous: Sk
         lambda: _closed_objects(manifest),
         lambda: _risk_rules(manifest),
         lambda: _bounds(manifest),
+        lambda: _result_presentation(manifest),
         lambda: _discovery_terms(manifest),
         lambda: _declared_error_codes(manifest),
         lambda: _references(manifest, skill),
@@ -473,12 +510,15 @@ def _lint_output(manifest: dict) -> list[dict]:
         (returns_list or tool.startswith(("list_", "search_")))
         and not (inputs & PAGINATION_INPUTS)
         and "next_cursor" not in _object(output.get("properties"))
+        and not manifest.get("pagination")
     ):
         warnings.append(
             problem(
                 "$.input_schema",
                 "no_pagination",
-                "A list result needs a bound and a way to page (limit and cursor / next_cursor).",
+                "A list result needs a bound and a way to page: take a limit and a cursor, and declare "
+                "`pagination` (cursor_field, cursor_argument) so that the model gets a `next` handle it can "
+                "follow; a list cut to result_limit_bytes is paged from the stored result (docs/registry.md, Pages).",
             )
         )
     return warnings

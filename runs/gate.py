@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from lib.canonical import sha256_of
 from lib.sealing import seal
@@ -30,6 +31,7 @@ from runs import (
     hooks,
     lifecycle,
     meta_tools,
+    presenting,
     ratelimit,
     recording,
     tool_list,
@@ -64,6 +66,7 @@ class Planned:
     idempotency_record: IdempotencyRecord | None = None
     outcome: execution.Outcome | None = None
     call_id_reused: bool = False
+    presentation: presenting.Presentation | None = None  # the view and page it asked for
 
     @property
     def effect(self) -> str:
@@ -323,8 +326,15 @@ def _new_tool_call(plan: Planned, state: BatchState, sha: str) -> ToolCall:
         arguments_sha256=sha,
         idempotency_key=plan.idempotency_key,
         warnings=plan.warnings,
-        decision=_recorded(state),
+        decision={**_recorded(state), **_asked(plan)},
     )
+
+
+def _asked(plan: Planned) -> dict:
+    """The view and page a call asked for, kept with it: its result is presented from them (an approved
+    call's too, when a worker executes it later)."""
+    shown = plan.presentation
+    return {"presentation": shown.recorded()} if shown is not None and (shown.view or shown.page) else {}
 
 
 def _decide(plan: Planned, state: BatchState) -> None:
@@ -337,6 +347,9 @@ def _decide(plan: Planned, state: BatchState) -> None:
                 taint if isinstance(taint, str) else f"agent marked call {plan.call_id}", limit=300
             )
         _resolve(plan, state)
+        plan.presentation, plan.arguments = presenting.requested(
+            plan.raw, plan.arguments, skill=plan.skill, run_id=str(state.run.pk)
+        )
         validate_arguments(
             skill_version_id=plan.skill.skill_version_id or plan.skill.name,
             schema=plan.skill.manifest.get("input_schema"),
@@ -499,6 +512,9 @@ def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
             generation=state.generation,
         )
         _settle_read(plan, outcome, run)
+    for plan in [p for p in allowed if p.presentation is not None and p.presentation.from_store]:
+        allowed.remove(plan)  # a page of a kept result: read from the record, the tool never runs again
+        _settle_read(plan, _stored_page(plan, run), run)
     reads = [plan for plan in allowed if plan.effect in execution.READ_EFFECTS]
     others = [plan for plan in allowed if plan.effect not in execution.READ_EFFECTS]
     # Reads were authorized a moment ago, in this request, from live rows; they change nothing.
@@ -511,10 +527,20 @@ def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
         _guarded(plan, state, lambda p=plan: _execute_write(p, state))
 
 
+def _stored_page(plan: Planned, run: Run) -> execution.Outcome:
+    outcome = execution.Outcome(started_at=timezone.now())
+    try:
+        outcome.content = presenting.page_content(plan.presentation, run_id=str(run.pk))
+    except CallError as exc:
+        outcome.error = exc
+    outcome.finished_at = timezone.now()
+    return outcome
+
+
 def _settle_read(plan: Planned, outcome: execution.Outcome, run: Run) -> None:
     plan.outcome = outcome
     plan.result = recording.apply_outcome(
-        call=plan.tool_call, skill=plan.skill, outcome=outcome, warnings=plan.warnings
+        call=plan.tool_call, skill=plan.skill, outcome=outcome, warnings=plan.warnings, arguments=plan.arguments
     )
     lifecycle.first_status(plan.tool_call, recording.outcome_status(outcome))
     _note_untrusted(plan, run)
@@ -563,6 +589,7 @@ def _execute_write(plan: Planned, state: BatchState) -> None:
         outcome=plan.outcome,
         warnings=plan.warnings,
         key_record=plan.idempotency_record,
+        arguments=plan.arguments,
     )
     _note_untrusted(plan, state.run)
 
@@ -600,7 +627,8 @@ def process_batch(
                 continue
             if plan.decision.verdict == "deny":
                 _deny(plan)
-            elif plan.decision.verdict == "confirm":
+            elif plan.decision.verdict == "confirm" and not plan.presentation.from_store:
+                # A page of a kept result was covered by the approval of the call that produced it.
                 _confirm(plan, state)
             else:
                 allowed.append(plan)

@@ -147,6 +147,28 @@ class ToolCall(models.Model):
         return f"{self.name} ({self.call_id})"
 
 
+class StoredResultQuerySet(TenantScopedQuerySet):
+    tenant_field = "run__tenant"
+
+
+class StoredResult(models.Model):
+    """A result longer than one answer, kept whole (redacted, before any view or cut) so that the model can
+    read the rest page by page with the `next` handle it was given (runs.pagination). It lives as long as
+    its run's record: retention deletes it with the run."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="stored_results")
+    call_id = models.CharField(max_length=200, help_text="The call whose result this is.")
+    skill_name = models.CharField(max_length=200)
+    content = models.JSONField(help_text="The whole result, redacted.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = StoredResultQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.skill_name} ({self.call_id})"
+
+
 class IdempotencyRecord(models.Model):
     """The first outcome for an idempotency key in a tenant, returned again for a repeat."""
 

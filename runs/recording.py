@@ -15,7 +15,7 @@ from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, T
 from runs.errors import span_attributes as error_span_attributes
 from runs.execution import Outcome
 from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
-from runs.shaping import shape
+from runs.presenting import present
 from traces.models import Span
 from traces.recording import recording_spans, save_spans, unsaved_span
 
@@ -51,8 +51,11 @@ def outcome_status(outcome: Outcome) -> str:
     return CallStatus.TIMEOUT_UNKNOWN if outcome.error.error_class == "timeout_unknown" else CallStatus.FAILED
 
 
-def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, warnings: list[str]) -> dict:
-    """Shape the outcome into the contract's result and set it on the call (its state moves in runs.lifecycle)."""
+def apply_outcome(
+    *, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, warnings: list[str], arguments: dict | None = None
+) -> dict:
+    """Shape the outcome into the contract's result and set it on the call (its state moves in runs.lifecycle).
+    `arguments`: the call's own (unredacted), which a `next` handle carries; without them no handle is issued."""
     call.started_at, call.finished_at = outcome.started_at or call.started_at, outcome.finished_at
     tried = len(getattr(outcome.trail, "attempts", None) or ()) or 1  # retries happen in reliability/
     call.attempts = (call.attempts or 0) + tried
@@ -62,11 +65,8 @@ def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, war
         call.error_class = error.error_class
         result = {"call_id": call.call_id, "status": "error", "is_error": True, "error": error.as_error()}
     else:
-        shaped = shape(
-            outcome.content,
-            skill.manifest.get("execution", {}).get("result_limit_bytes"),
-            output_schema=skill.manifest.get("output_schema"),
-        )
+        presented = present(content=outcome.content, skill=skill, call=call, arguments=arguments)
+        shaped = presented.shaped
         call.error_class = ""
         call.truncated, call.result_bytes = shaped.truncated, shaped.size
         call.decision = {**(call.decision or {}), "shaping": shaped.summary}
@@ -85,16 +85,23 @@ def apply_outcome(*, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, war
         if shaped.truncated:
             result["truncation"] = shaped.truncation
             result["warnings"].append(shaped.truncation["message"])
+        result.update(presented.envelope)  # the view it is, the others, and `next` when there is more
     call.result = result
     call.sealed_arguments = ""
     return result
 
 
 def record_execution(
-    *, call: ToolCall, skill: ResolvedSkill, outcome: Outcome, warnings: list[str], key_record: IdempotencyRecord | None
+    *,
+    call: ToolCall,
+    skill: ResolvedSkill,
+    outcome: Outcome,
+    warnings: list[str],
+    key_record: IdempotencyRecord | None,
+    arguments: dict | None = None,
 ) -> dict:
     """A claimed call's outcome, committed with its idempotency record before anything else happens."""
-    result = apply_outcome(call=call, skill=skill, outcome=outcome, warnings=warnings)
+    result = apply_outcome(call=call, skill=skill, outcome=outcome, warnings=warnings, arguments=arguments)
     with transaction.atomic():
         if lifecycle.finish_execution(
             call, status=outcome_status(outcome), **{name: getattr(call, name) for name in OUTCOME_FIELDS}

@@ -135,7 +135,12 @@ def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:
             context=invocation_context(call.run, call),
         )
         result = recording.record_execution(
-            call=call, skill=skill, outcome=outcome, warnings=list(call.warnings or []), key_record=_key_record(call)
+            call=call,
+            skill=skill,
+            outcome=outcome,
+            warnings=list(call.warnings or []),
+            key_record=_key_record(call),
+            arguments=arguments,
         )
     except Exception:
         logger.exception("Approved call %s failed around its execution", call.pk)

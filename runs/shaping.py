@@ -73,7 +73,12 @@ def shape(content: Any, limit: int | None, *, output_schema: dict | None = None)
         rest = {k: v for k, v in content.items() if k != key}
         kept = _fit_list(content[key], budget - _size(rest))
         cut = {**rest, key: kept}
-        note = {"cut": f"items of '{key}'", "returned_items": len(kept), "total_items": len(content[key])}
+        note = {
+            "cut": f"items of '{key}'",
+            "items_field": key,  # where the rest is, for the pages that follow (runs.pagination)
+            "returned_items": len(kept),
+            "total_items": len(content[key]),
+        }
     else:
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
         cut = text.encode()[:budget].decode(errors="ignore")

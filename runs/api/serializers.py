@@ -46,6 +46,10 @@ class ProposedCallSerializer(serializers.Serializer):
     arguments = serializers.DictField(required=False)
     idempotency_key = serializers.CharField(required=False)
     taint = TaintField(required=False, help_text="true, or a string saying what untrusted content was read")
+    view = serializers.CharField(required=False, help_text="One of the skill's output_views; its default otherwise.")
+    page = serializers.CharField(
+        required=False, help_text="The `next` handle of an earlier result of this skill in this run: its next page."
+    )
 
 
 @extend_schema_field(ProposedCallSerializer)
@@ -239,6 +243,7 @@ class TruncationSerializer(serializers.Serializer):
     total_items = serializers.IntegerField(required=False)
     returned_chars = serializers.IntegerField(required=False)
     total_chars = serializers.IntegerField(required=False)
+    items_field = serializers.CharField(required=False, help_text="The field whose list was cut.")
     limit_bytes = serializers.IntegerField()
     original_bytes = serializers.IntegerField()
     message = serializers.CharField()
@@ -249,6 +254,15 @@ class ProvenanceSerializer(serializers.Serializer):
     adapter = serializers.CharField()
     untrusted = serializers.BooleanField()
     active_content_removed = serializers.IntegerField()
+
+
+class PagingSerializer(serializers.Serializer):
+    source = serializers.CharField(help_text="stored (the kept result) or tool (the tool's own cursor).")
+    offset = serializers.IntegerField(help_text="Items of the whole result before this page.")
+    returned_items = serializers.IntegerField(required=False)
+    total_items = serializers.IntegerField(required=False)
+    last_page = serializers.BooleanField()
+    message = serializers.CharField(required=False, help_text="How to get the next page.")
 
 
 class ReconciledSerializer(serializers.Serializer):
@@ -271,6 +285,11 @@ class CallResultSerializer(serializers.Serializer):
     truncation = TruncationSerializer(required=False)
     warnings = serializers.ListField(child=serializers.CharField(), required=False)
     provenance = ProvenanceSerializer(required=False)
+    view = serializers.CharField(required=False, help_text="ok: which of the skill's output_views this is.")
+    other_views = serializers.ListField(child=serializers.CharField(), required=False)
+    views_note = serializers.CharField(required=False)
+    next = serializers.CharField(required=False, help_text="ok: send it as the call's `page` for the next page.")
+    paging = PagingSerializer(required=False)
     error = CallErrorSerializer(required=False)
     approval_id = serializers.IntegerField(required=False)
     proposed_action = ProposedActionSerializer(required=False)

@@ -19,6 +19,10 @@ class Ok:
     warnings: list[Any] = field(default_factory=list)
     executed_locally: bool = False
     provenance: dict[str, Any] | None = None
+    view: str | None = None  # which of the skill's views this is; `other_views` names the rest
+    other_views: list[str] = field(default_factory=list)
+    next: str | None = None  # the handle of the next page: `run.next_page(result)` follows it
+    paging: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     decided_locally: bool = False  # decided from the signed bundle while Airlock was unreachable (spooled)
 
@@ -88,6 +92,10 @@ def result_from_dict(data: dict[str, Any]) -> Result | dict[str, Any]:
             truncated=bool(data.get("truncated")),
             warnings=list(data.get("warnings") or []),
             provenance=data.get("provenance") if isinstance(data.get("provenance"), dict) else None,
+            view=data.get("view") if isinstance(data.get("view"), str) else None,
+            other_views=list(data.get("other_views") or []),
+            next=data.get("next") if isinstance(data.get("next"), str) else None,
+            paging=data.get("paging") if isinstance(data.get("paging"), dict) else None,
             raw=data,
         )
     if status == "approval_required":

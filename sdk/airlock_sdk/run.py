@@ -86,14 +86,14 @@ class Run:
             "name": call["name"],
             "arguments": dict(call.get("arguments") or {}),
         }
-        for key in ("version", "idempotency_key", "taint"):
+        for key in ("version", "idempotency_key", "taint", "view", "page"):
             if call.get(key) not in (None, ""):
                 body[key] = call[key]
         return body
 
     def _local_errors(self, call: dict) -> list[dict] | None:
         cache = self.airlock.cache
-        if cache is None or cache.snapshot is None:
+        if cache is None or cache.snapshot is None or "page" in call:  # a page runs with the first call's arguments
             return None
         # Only a schema we know to be the one the gate will use: the run's pinned snapshot, or an exact version.
         if "version" not in call and cache.snapshot.number != self.snapshot:
@@ -309,6 +309,16 @@ class Run:
     def describe_tool(self, name: str, *, format: str = "openai") -> Result:
         """The full definition of one tool find_tools returned, in `format`, through the gate."""
         return self.call([{"name": "describe_tool", "arguments": {"name": name, "format": format}}])[0]
+
+    def next_page(self, result: Ok, *, view: str | None = None) -> Result | None:
+        """The next page of a result that has one (`result.next`), through the gate like any call; None
+        when it was the last. The page keeps the first call's arguments and view unless `view` names another."""
+        if result.next is None:
+            return None
+        call: dict[str, Any] = {"name": result.skill["name"], "page": result.next}
+        if view:
+            call["view"] = view
+        return self.call([call])[0]
 
     def _finish(self, raw: dict, call: dict | None) -> Result:
         typed = result_from_dict(raw)

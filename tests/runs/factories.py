@@ -25,6 +25,7 @@ def manifest(
     version: str = "1.0.0",
     rate_limit_per_minute: int | None = None,
     errors: list[dict] | None = None,
+    extra: dict | None = None,
 ) -> dict:
     body = {
         "skill_id": "skl_" + name.replace(".", "_"),
@@ -56,7 +57,7 @@ def manifest(
         body["execution"]["rate_limit_per_minute"] = rate_limit_per_minute
     if errors is not None:
         body["errors"] = errors
-    return body
+    return {**body, **(extra or {})}
 
 
 def make_skill(

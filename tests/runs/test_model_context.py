@@ -7,16 +7,21 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from airlock_sdk import Airlock, Ok
+from django.urls import reverse
+from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
 from approvals.services import decide_approval
 from console.services import create_agent
+from lib.sealing import seal
 from reliability.services import register_mcp_server
 from runs.adapters.python import register
 from runs.models import RunEvent, ToolCall
 from runs.plane import breakers
 from runs.plane.downstream_errors import MESSAGE_CHARS, TRUNCATED
 from runs.plane.mcp_servers import call_tool, connection_for
+from tests.browser.conftest import asgi_live_server  # noqa: F401 - the real ASGI app, live, for the SDK
 from tests.mcp_gateway.conftest import mcp_client, mcp_live_server  # noqa: F401 - Airlock's MCP gateway, live
 from tests.reliability.conftest import mcp_url  # noqa: F401 - the fixture: a real MCP server in a subprocess
 from tests.runs.conftest import call, post_calls, start_run
@@ -317,3 +322,315 @@ def test_an_internal_exception_reaches_the_span_and_nothing_of_it_the_model(agen
     assert attributes["exception.message"].startswith("'no ledger for api_key=")
     assert SECRET not in json.dumps(attributes)
     assert attributes["airlock.error.code"] == "internal"
+
+
+# Parts 1 and 2: views of a result, and pages the model can follow ---------------------------------------
+# A skill declares `output_views` (named field sets, a default) and maybe `pagination` (the tool's cursor).
+# The model asks for a view, and follows `next` with `page` (or `airlock_view` / `airlock_page` inside the
+# arguments, as a tool definition offers them); a list cut to the limit is paged from the kept result.
+
+INBOX_SIZE = 500
+executions = {"inbox": 0, "export": 0, "feed": []}
+
+
+def _messages() -> list[dict]:
+    return [
+        {"id": f"m-{n}", "subject": f"Order {n}", "from": f"c{n}@example.org", "body": "Hello " * 5, "pin": "4242"}
+        for n in range(INBOX_SIZE)
+    ]
+
+
+@register("test.inbox", effect="read")
+def inbox(*, arguments, context):
+    executions["inbox"] += 1
+    return {"folder": arguments.get("folder", "in"), "messages": _messages(), "total": INBOX_SIZE}
+
+
+@register("test.export", effect="write")
+def export(*, arguments, context):
+    executions["export"] += 1
+    return _messages()
+
+
+@register("test.feed", effect="read")
+def feed(*, arguments, context):
+    """A tool that pages itself: 3 pages of 10, the cursor in `next_cursor`."""
+    executions["feed"].append(arguments.get("cursor"))
+    page = int(arguments.get("cursor") or 0)
+    items = [{"id": page * 10 + n, "title": f"item {page * 10 + n}"} for n in range(10)]
+    return {"items": items, "next_cursor": str(page + 1) if page < 2 else None}
+
+
+@pytest.fixture(autouse=True)
+def _counted():
+    executions.update({"inbox": 0, "export": 0, "feed": []})
+
+
+INBOX_SCHEMA = {
+    "type": "object",
+    "properties": {"folder": {"type": "string"}},
+    "required": ["folder"],
+    "additionalProperties": False,
+}
+INBOX_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "messages": {"type": "array", "items": {"type": "object", "properties": {"pin": {"x-airlock-sensitive": True}}}}
+    },
+}
+LISTED = {"output_schema": {"type": "array"}}
+VIEWS = {"default": "summary", "views": {"summary": ["messages[].id", "messages[].subject", "total"], "full": "*"}}
+
+
+def _inbox_skill(**extra):
+    body = {"output_views": VIEWS, **extra}
+    version = make_skill(
+        "mail.inbox", adapter="python:test.inbox", schema=INBOX_SCHEMA, result_limit_bytes=4096, extra=body
+    )
+    version.manifest["output_schema"] = INBOX_OUTPUT
+    version.save(update_fields=["manifest"])
+    from registry.snapshots import publish_snapshot
+
+    publish_snapshot(reason="inbox output schema")
+    return version
+
+
+def _follow(agent_client, run_id: str, name: str, first: dict, **how) -> list[dict]:
+    """Every page, by following `next` as the model would, from the first result on."""
+    pages, result = [first], first
+    while result.get("next"):
+        n = len(pages)
+        response = post_calls(agent_client, run_id, [call(f"p{n}", name, {}, page=result["next"], **how)])
+        result = response.json()["results"][0]
+        assert result["status"] == "ok", result
+        pages.append(result)
+        assert n < 200, "the pages never end"
+    return pages
+
+
+def test_a_500_row_result_becomes_a_first_page_whose_next_reaches_every_row_exactly_once(agent_client, acme):
+    _inbox_skill()
+    grant(acme, "mail.*")
+    run = start_run(agent_client)
+    first = post_calls(agent_client, run["run_id"], [call("c1", "mail.inbox", {"folder": "in"})]).json()["results"][0]
+    assert first["truncated"] is True and first["next"]
+    assert first["truncation"]["total_items"] == INBOX_SIZE and first["truncation"]["items_field"] == "messages"
+    assert "airlock_page" in first["truncation"]["message"] and first["truncation"]["message"] in first["warnings"]
+    assert first["paging"]["offset"] == 0 and first["paging"]["last_page"] is False
+
+    pages = _follow(agent_client, run["run_id"], "mail.inbox", first)
+
+    ids = [message["id"] for page in pages for message in page["content"]["messages"]]
+    assert ids == [f"m-{n}" for n in range(INBOX_SIZE)]  # every row, once, in order
+    assert len(pages) >= 4 and pages[-1]["paging"]["last_page"] is True and "next" not in pages[-1]
+    assert all(set(page["content"]) == {"messages", "total"} for page in pages)  # each page in the view asked
+    assert executions["inbox"] == 1  # the pages came from the kept result
+    assert all(page["view"] == "summary" for page in pages)
+    kept = ToolCall.objects.get(run_id=run["run_id"], call_id="p1")
+    assert kept.decision["presentation"]["page"]["source"] == "stored" and kept.status == "succeeded"
+
+
+def test_a_view_returns_only_its_fields_and_says_how_to_get_the_rest(agent_client, acme):
+    _inbox_skill()
+    grant(acme, "mail.*")
+    run = start_run(agent_client)
+    calls = [call("c1", "mail.inbox", {"folder": "in"}), call("c2", "mail.inbox", {"folder": "in"}, view="full")]
+    summary, full = post_calls(agent_client, run["run_id"], calls).json()["results"]
+    assert summary["view"] == "summary" and summary["other_views"] == ["full"]
+    assert "airlock_view" in summary["views_note"] and "full" in summary["views_note"]
+    assert set(summary["content"]) == {"messages", "total"}
+    assert all(set(message) == {"id", "subject"} for message in summary["content"]["messages"])
+    assert full["view"] == "full" and full["other_views"] == ["summary"]
+    assert set(full["content"]["messages"][0]) == {"id", "subject", "from", "body", "pin"}
+    assert full["content"]["messages"][0]["pin"] != "4242"  # a view never shows what redaction hides
+    assert len(full["content"]["messages"]) < len(summary["content"]["messages"])  # fewer fields, more rows
+
+
+def test_the_model_asks_for_a_view_and_a_page_inside_the_arguments_its_tool_definition_offers(agent_client, acme):
+    _inbox_skill()
+    grant(acme, "mail.*")
+    run = start_run(agent_client)
+    tools = agent_client.get(reverse("runs_api:tools"), {"run_id": run["run_id"], "format": "openai"}).json()["tools"]
+    definition = next(tool for tool in tools if tool["name"] == "mail__inbox")
+    assert definition["parameters"]["properties"]["airlock_view"]["enum"] == ["full", "summary"]
+    assert "airlock_page" in definition["parameters"]["properties"] and "Result views" in definition["description"]
+    first = post_calls(
+        agent_client, run["run_id"], [call("c1", "mail.inbox", {"folder": "in", "airlock_view": "full"})]
+    )
+    first = first.json()["results"][0]
+    assert first["view"] == "full"
+    page = {"folder": "in", "airlock_page": first["next"]}
+    second = post_calls(agent_client, run["run_id"], [call("c2", "mail.inbox", page)]).json()["results"][0]
+    assert second["view"] == "full" and second["paging"]["offset"] == first["truncation"]["returned_items"]
+    assert ToolCall.objects.get(run_id=run["run_id"], call_id="c2").arguments == {"folder": "in"}
+
+
+def test_an_unknown_view_is_a_typed_error_listing_the_views(agent_client, acme):
+    _inbox_skill()
+    grant(acme, "mail.*")
+    run = start_run(agent_client)
+    response = post_calls(agent_client, run["run_id"], [call("c1", "mail.inbox", {"folder": "in"}, view="everything")])
+    error = response.json()["results"][0]["error"]
+    assert (error["class"], error["code"], error["views"]) == ("validation", "unknown_view", ["full", "summary"])
+    assert executions["inbox"] == 0
+
+
+def _first_page(agent_client, run_id: str) -> dict:
+    response = post_calls(agent_client, run_id, [call("c1", "mail.inbox", {"folder": "in"})])
+    return response.json()["results"][0]
+
+
+def test_the_handle_of_run_a_is_refused_in_run_b(agent_client, acme):
+    _inbox_skill()
+    grant(acme, "mail.*")
+    run_a, run_b = start_run(agent_client), start_run(agent_client)
+    handle = _first_page(agent_client, run_a["run_id"])["next"]
+    response = post_calls(agent_client, run_b["run_id"], [call("c1", "mail.inbox", {}, page=handle)])
+    error = response.json()["results"][0]["error"]
+    assert (error["class"], error["code"]) == ("validation", "page_of_another_run")
+    assert "messages" not in json.dumps(response.json())
+
+
+def test_a_handle_of_another_tenants_run_is_refused(agent_client, acme, globex):
+    _inbox_skill()
+    grant(acme, "mail.*")
+    grant(globex, "mail.*")
+    theirs = APIClient()
+    theirs.credentials(HTTP_AUTHORIZATION=f"Bearer {create_agent(tenant=globex, name='g', role='support')[1]}")
+    handle = _first_page(theirs, start_run(theirs)["run_id"])["next"]
+    run = start_run(agent_client)
+    error = post_calls(agent_client, run["run_id"], [call("c1", "mail.inbox", {}, page=handle)]).json()["results"][0]
+    assert error["error"]["code"] == "page_of_another_run"
+
+
+@pytest.mark.parametrize("tamper", ["flip", "truncate", "foreign_seal", "not_text"])
+def test_a_tampered_or_forged_handle_is_refused(agent_client, acme, tamper):
+    _inbox_skill()
+    grant(acme, "mail.*")
+    run = start_run(agent_client)
+    handle = _first_page(agent_client, run["run_id"])["next"]
+    forged = {
+        "flip": handle[:40] + ("A" if handle[40] != "A" else "B") + handle[41:],
+        "truncate": handle[:-8],
+        # sealed with the deployment's key, as approved arguments are, but not a page Airlock issued
+        "foreign_seal": seal({"run": run["run_id"], "skill": "mail.inbox", "source": "stored", "offset": 0}),
+        "not_text": 12,
+    }[tamper]
+    response = post_calls(agent_client, run["run_id"], [call("c2", "mail.inbox", {}, page=forged)])
+    error = response.json()["results"][0]["error"]
+    assert error["class"] == "validation" and error["code"] in ("invalid_page", "malformed_call")
+    assert executions["inbox"] == 1
+
+
+def test_a_handle_for_another_skill_or_with_other_arguments_is_refused(agent_client, acme):
+    _inbox_skill()
+    make_skill("mail.archive", adapter="python:test.inbox", schema=INBOX_SCHEMA)
+    grant(acme, "mail.*")
+    run = start_run(agent_client)
+    handle = _first_page(agent_client, run["run_id"])["next"]
+    results = post_calls(
+        agent_client,
+        run["run_id"],
+        [call("c2", "mail.archive", {}, page=handle), call("c3", "mail.inbox", {"folder": "spam"}, page=handle)],
+    ).json()["results"]
+    assert [r["error"]["code"] for r in results] == ["page_of_another_skill", "page_arguments_differ"]
+
+
+def test_paging_a_write_skill_never_calls_the_tool_again(agent_client, acme):
+    make_skill("mail.export", effect="write", adapter="python:test.export", result_limit_bytes=4096, extra=LISTED)
+    grant(acme, "mail.*")
+    run = start_run(agent_client)
+    first = post_calls(agent_client, run["run_id"], [call("c1", "mail.export", {"to": "archive"})]).json()["results"][0]
+    assert first["truncated"] and first["paging"]["source"] == "stored"
+
+    pages = _follow(agent_client, run["run_id"], "mail.export", first)
+
+    assert [row["id"] for page in pages for row in page["content"]] == [f"m-{n}" for n in range(INBOX_SIZE)]
+    assert executions["export"] == 1
+    assert ToolCall.objects.filter(run_id=run["run_id"], status="succeeded").count() == len(pages)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_of_a_skill_that_needs_approval_is_not_run_or_asked_again(agent_client, acme, approver):
+    make_skill(
+        "mail.export",
+        effect="write",
+        approval="required",
+        adapter="python:test.export",
+        result_limit_bytes=4096,
+        extra=LISTED,
+    )
+    grant(acme, "mail.*")
+    run_id, pending = _one_call(agent_client, "mail.export", {"to": "archive"})
+    decide_approval(approval=ApprovalRequest.objects.get(pk=pending["approval_id"]), user=approver, decision="approve")
+    first = ToolCall.objects.get(run_id=run_id, call_id="c1").result
+    assert first["next"] and first["paging"]["source"] == "stored"
+
+    second = post_calls(agent_client, run_id, [call("c2", "mail.export", {}, page=first["next"])]).json()["results"][0]
+
+    assert second["status"] == "ok" and second["content"][0]["id"] == f"m-{first['truncation']['returned_items']}"
+    assert executions["export"] == 1 and ApprovalRequest.objects.count() == 1
+
+
+def test_a_tools_own_cursor_becomes_a_next_handle_that_calls_the_read_again(agent_client, acme):
+    schema = {"type": "object", "properties": {"cursor": {"type": ["string", "null"]}}, "additionalProperties": False}
+    paging = {"cursor_field": "next_cursor", "cursor_argument": "cursor", "items": "items"}
+    make_skill("news.feed", adapter="python:test.feed", schema=schema, extra={"pagination": paging})
+    grant(acme, "news.*")
+    run = start_run(agent_client)
+    first = post_calls(agent_client, run["run_id"], [call("c1", "news.feed", {})]).json()["results"][0]
+    assert (
+        first["truncated"] is False
+        and first["paging"]["source"] == "tool"
+        and "airlock_page" in first["paging"]["message"]
+    )
+
+    pages = _follow(agent_client, run["run_id"], "news.feed", first)
+
+    assert [item["id"] for page in pages for item in page["content"]["items"]] == list(range(30))
+    assert executions["feed"] == [None, "1", "2"]  # validated and run like any call, with the tool's cursor
+    assert "next" not in pages[-1]
+
+
+# Through the SDK and the MCP gateway -----------------------------------------------------------------------
+
+
+def test_through_the_sdk_a_view_and_the_next_page(asgi_live_server, acme, agent_and_key):  # noqa: F811
+    _inbox_skill()
+    grant(acme, "mail.*")
+    with Airlock(asgi_live_server.url, agent_and_key[1], retries=1) as airlock:
+        run = airlock.start_run(end_user="u-1", task="read the inbox")
+        first = run.call([{"name": "mail.inbox", "arguments": {"folder": "in"}, "view": "full"}])[0]
+        assert isinstance(first, Ok) and first.view == "full" and first.other_views == ["summary"] and first.next
+        rows, page = list(first.content["messages"]), first
+        while page.next:
+            page = run.next_page(page)
+            assert isinstance(page, Ok) and page.view == "full"
+            rows += page.content["messages"]
+    assert [row["id"] for row in rows] == [f"m-{n}" for n in range(INBOX_SIZE)]
+    assert executions["inbox"] == 1
+
+
+async def _inbox_over_mcp(url: str, key: str) -> tuple[list, list]:
+    async with mcp_client(url, key) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        first = await client.call_tool("mail.inbox", {"folder": "in", "airlock_view": "summary"})
+        results = [first]
+        while results[-1].structured_content.get("next"):
+            handle = results[-1].structured_content["next"]
+            results.append(await client.call_tool("mail.inbox", {"folder": "in", "airlock_page": handle}))
+        return tools["mail.inbox"], results
+
+
+def test_through_the_mcp_gateway_the_model_reads_a_view_and_follows_next(mcp_live_server, acme):  # noqa: F811
+    _inbox_skill()
+    grant(acme, "mail.*")
+    key = create_agent(tenant=acme, name="mcp-bot", role="support")[1]
+    tool, results = asyncio.run(_inbox_over_mcp(mcp_live_server.url, key))
+    assert tool.input_schema["properties"]["airlock_view"]["enum"] == ["full", "summary"]
+    assert "airlock_page" in tool.input_schema["properties"]
+    first_text = " ".join(block.text for block in results[0].content)
+    assert f"airlock_page={results[0].structured_content['next']}" in first_text and "airlock_view" in first_text
+    rows = [m["id"] for r in results for m in r.structured_content["content"]["messages"]]
+    assert rows == [f"m-{n}" for n in range(INBOX_SIZE)]
+    assert all(set(m) == {"id", "subject"} for r in results for m in r.structured_content["content"]["messages"])
