@@ -35,7 +35,7 @@ from reliability.models import (
     ReconciliationItem,
     ReconciliationStatus,
 )
-from runs.models import CallStatus, IdempotencyRecord, Run, RunEvent, RunStatus, ToolCall
+from runs.models import CallStatus, IdempotencyRecord, Run, RunEvent, RunStatus, StoredResult, ToolCall
 
 CLOSED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STOPPED)
 LIVE_CALL_STATUSES = (CallStatus.EXECUTING, CallStatus.AWAITING_APPROVAL)
@@ -105,6 +105,7 @@ def _owned_rows(run_ids: list | QuerySet) -> list[tuple[str | None, QuerySet]]:
         (None, PipelineStep.objects.filter(pipeline__run_id__in=run_ids)),
         (None, Pipeline.objects.filter(run_id__in=run_ids)),
         (None, LongJob.objects.filter(run_id__in=run_ids)),
+        (None, StoredResult.objects.filter(run_id__in=run_ids)),  # the kept results pages are read from
         ("calls", ToolCall.objects.filter(run_id__in=run_ids)),
     ]
 

@@ -1,5 +1,7 @@
 """Manifest validation: each malformed manifest gets its exact error, with a JSON path."""
 
+import copy
+
 import pytest
 
 from registry.validation import lint_manifest, validate_manifest
@@ -336,3 +338,46 @@ def test_linter_flags_undocumented_empty_result():
     body = manifest(description="Search published product documentation. Use for API guidance. No side effects.")
     body["output_schema"] = {"type": "object", "properties": {"title": {"type": "string", "description": "Title."}}}
     assert "empty_result_undocumented" in [w["code"] for w in lint_manifest(body)]
+
+
+VIEWS = {"default": "titles", "views": {"titles": ["results[].title"], "full": "*"}}
+PAGES = {"cursor_field": "next_cursor", "cursor_argument": "cursor", "items": "results"}
+
+
+def _paged(body: dict) -> dict:
+    body["input_schema"]["properties"]["cursor"] = {"type": "string", "description": "next_cursor of a page."}
+    return {**body, "output_views": copy.deepcopy(VIEWS), "pagination": dict(PAGES)}
+
+
+def test_views_and_a_declared_cursor_publish(owner_team):
+    body = _paged(manifest())
+    assert validate_manifest(body) == []
+    assert "no_pagination" not in [w["code"] for w in lint_manifest(body)]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path", "code"),
+    [
+        (_set("output_views.default", "everything"), "$.output_views.default", "unknown_default_view"),
+        (_set("output_views.views.titles", ["results..title"]), "$.output_views.views.titles", "schema"),
+        (_set("output_views.views.titles", "all"), "$.output_views.views.titles", "schema"),
+        (
+            _set("pagination.cursor_argument", "page_token"),
+            "$.pagination.cursor_argument",
+            "cursor_argument_undeclared",
+        ),
+        (_set("risk.effect", "write"), "$.pagination", "pagination_needs_read"),
+    ],
+)
+def test_a_view_or_cursor_that_cannot_work_is_refused(owner_team, mutate, path, code):
+    body = _paged(manifest())
+    mutate(body)
+    errors = validate_manifest(body)
+    assert (errors[0]["path"], errors[0]["code"]) == (path, code), errors
+
+
+def test_the_pagination_warning_points_at_next_handles():
+    body = manifest()
+    del body["output_schema"]["properties"]["next_cursor"], body["input_schema"]["properties"]["max_results"]
+    warning = next(w for w in lint_manifest(body) if w["code"] == "no_pagination")
+    assert "`pagination`" in warning["message"] and "`next` handle" in warning["message"]

@@ -15,7 +15,8 @@ from console.management.commands.run_periodic import load_schedule
 from reliability.models import ReconciliationItem, ReconciliationStatus
 from retention import tasks
 from retention.services import count_expired, expired_runs, purge_expired_records
-from runs.models import CallStatus, IdempotencyRecord, Run, RunEvent, RunStatus, ToolCall
+from runs.models import CallStatus, IdempotencyRecord, Run, RunEvent, RunStatus, StoredResult, ToolCall
+from runs.pagination import keep_full_result
 from tests.retention.factories import SECRET_VALUES, close, closed_run, open_run, retention_periods, statements
 
 pytestmark = pytest.mark.django_db
@@ -237,3 +238,12 @@ def test_the_rule_is_one_queryset(world, acme, agent):
     gone = world()
     open_run(tenant=acme, agent=agent)
     assert list(expired_runs().values_list("pk", flat=True)) == [gone.run.pk]
+
+
+def test_an_old_closed_runs_kept_results_go_with_it(world):
+    w = world(calls=1)
+    kept = keep_full_result(run_id=str(w.run.pk), call_id="c1", skill_name="mail.inbox", content=[1, 2, 3])
+
+    purge_expired_records()
+
+    assert not StoredResult.objects.filter(pk=kept).exists()
