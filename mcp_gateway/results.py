@@ -9,10 +9,10 @@ import json
 
 import mcp_types as types
 from airlock_sdk import fencing
+from airlock_sdk.results import more_for_model
 
 from mcp_gateway.calls import ApprovalState
 from mcp_gateway.catalog import CHECK_APPROVAL
-from registry.definitions import PAGE_ARGUMENT
 
 
 def _text(value: object) -> types.TextContent:
@@ -33,7 +33,7 @@ def from_gate(result: dict) -> types.CallToolResult:
         content = [_text(fencing.for_model(result.get("content"), origin) if origin else result.get("content"))]
         if result.get("warnings"):
             content.append(_text("Airlock warnings: " + " ".join(result["warnings"])))
-        content += _more(result)
+        content += [_text(line) for line in more_for_model(result)]  # other views, the next page
         return types.CallToolResult(content=content, structured_content=result, is_error=False)
     if result.get("status") == "execute_locally":
         return error(
@@ -49,19 +49,6 @@ def from_gate(result: dict) -> types.CallToolResult:
         text += f" Meaning: {failure['meaning']}"
         text += " Retrying later can help." if failure.get("retryable") else " Retrying will not help."
     return types.CallToolResult(content=[_text(text)], structured_content=result, is_error=True)
-
-
-def _more(result: dict) -> list[types.TextContent]:
-    """How the model gets the rest: other views, and the handle of the next page (the tool's definition
-    offers the arguments that take them: registry.definitions)."""
-    more = []
-    if result.get("views_note"):
-        more.append(_text(result["views_note"]))
-    if result.get("next"):
-        more.append(_text(f"{PAGE_ARGUMENT}={result['next']}"))
-        if not result.get("truncated"):  # a cut result's warning already says how to page
-            more.insert(-1, _text((result.get("paging") or {}).get("message", "")))
-    return more
 
 
 def pending(state: ApprovalState, *, waited_s: float) -> types.CallToolResult:

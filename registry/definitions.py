@@ -7,10 +7,9 @@ allows dots and keeps the skill name.
 
 from __future__ import annotations
 
+from airlock_sdk.results import PAGE_ARGUMENT, VIEW_ARGUMENT  # offered by skills with views or pages
+
 FORMATS = ("openai", "anthropic", "mcp")
-# What a model sends, inside a call's arguments, to ask for a view or the next page (runs.presenting);
-# offered only by skills that declare `output_views` or may page.
-VIEW_ARGUMENT, PAGE_ARGUMENT = "airlock_view", "airlock_page"
 
 
 def tool_name_for(skill_name: str) -> str:

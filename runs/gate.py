@@ -530,7 +530,7 @@ def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
 def _stored_page(plan: Planned, run: Run) -> execution.Outcome:
     outcome = execution.Outcome(started_at=timezone.now())
     try:
-        outcome.content = presenting.page_content(plan.presentation, run_id=str(run.pk))
+        outcome.content, outcome.provenance = presenting.page_content(plan.presentation, run_id=str(run.pk))
     except CallError as exc:
         outcome.error = exc
     outcome.finished_at = timezone.now()

@@ -161,6 +161,7 @@ class StoredResult(models.Model):
     call_id = models.CharField(max_length=200, help_text="The call whose result this is.")
     skill_name = models.CharField(max_length=200)
     content = models.JSONField(help_text="The whole result, redacted.")
+    provenance = models.JSONField(null=True, blank=True, help_text="Where it came from, as its first page said.")
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = StoredResultQuerySet.as_manager()

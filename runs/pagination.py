@@ -98,12 +98,12 @@ def arguments_for(page: PageRequest, given: dict, manifest: dict) -> dict:
     return dict(page.arguments)
 
 
-def stored_content(page: PageRequest, *, run_id: str) -> Any:
-    """The whole result a stored page is read from."""
-    stored = StoredResult.objects.filter(pk=page.stored_id, run_id=run_id).values_list("content", flat=True).first()
-    if stored is None:
+def stored_content(page: PageRequest, *, run_id: str) -> tuple[Any, dict | None]:
+    """The whole result a stored page is read from, and its provenance (so every page is fenced alike)."""
+    kept = StoredResult.objects.filter(pk=page.stored_id, run_id=run_id).values_list("content", "provenance").first()
+    if kept is None:
         raise NotFound("The result this page belongs to is no longer kept; call the skill again.", code="page_expired")
-    return stored
+    return kept
 
 
 def rest_of(content: Any, items_field: str, offset: int) -> Any:
@@ -115,9 +115,14 @@ def rest_of(content: Any, items_field: str, offset: int) -> Any:
     return content
 
 
-def keep_full_result(*, run_id: str, call_id: str, skill_name: str, content: Any) -> str:
+def keep_full_result(
+    *, run_id: str, call_id: str, skill_name: str, content: Any, provenance: dict | None = None
+) -> str:
     """Store a whole (already redacted) result for its pages; its id goes into the handles."""
-    return str(StoredResult.objects.create(run_id=run_id, call_id=call_id, skill_name=skill_name, content=content).pk)
+    kept = StoredResult.objects.create(
+        run_id=run_id, call_id=call_id, skill_name=skill_name, content=content, provenance=provenance
+    )
+    return str(kept.pk)
 
 
 def _handle(*, run_id: str, skill_name: str, arguments: dict, view: str, **where: Any) -> str:
@@ -144,6 +149,7 @@ def following(
     call_id: str,
     arguments: dict | None,
     view: str,
+    provenance: dict | None = None,
 ) -> dict:
     """`next` and a `paging` note for the result, when there is more to read; {} otherwise.
 
@@ -165,6 +171,7 @@ def following(
                 call_id=call_id,
                 skill_name=name,
                 content=redact(whole, schema=schema if isinstance(schema, dict) else None),
+                provenance=provenance,
             )
         returned = note["returned_items"]
         total = offset + note["total_items"]

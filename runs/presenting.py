@@ -60,8 +60,8 @@ def requested(raw: dict, arguments: dict, *, skill: ResolvedSkill, run_id: str) 
     return Presentation(view=projection.chosen(skill.manifest, view), page=opened), arguments
 
 
-def page_content(presentation: Presentation, *, run_id: str) -> Any:
-    """The whole kept result a stored page is cut from (NotFound once it is no longer kept)."""
+def page_content(presentation: Presentation, *, run_id: str) -> tuple[Any, dict | None]:
+    """The whole kept result a stored page is cut from, and its provenance (NotFound once no longer kept)."""
     return pagination.stored_content(presentation.page, run_id=run_id)
 
 
@@ -71,7 +71,9 @@ class Presented:
     envelope: dict  # view, other_views, next, paging: added to the result the model gets
 
 
-def present(*, content: Any, skill: ResolvedSkill, call: ToolCall, arguments: dict | None) -> Presented:
+def present(
+    *, content: Any, skill: ResolvedSkill, call: ToolCall, arguments: dict | None, provenance: dict | None = None
+) -> Presented:
     """Project, redact and cut one result; say which view it is and where the rest is.
     `content` is what the tool returned, or for a stored page the whole kept result."""
     manifest = skill.manifest
@@ -95,6 +97,7 @@ def present(*, content: Any, skill: ResolvedSkill, call: ToolCall, arguments: di
         call_id=call.call_id,
         arguments=arguments,
         view=view,
+        provenance=provenance,
     )
     if more.get("next") and shaped.truncated:
         shaped.truncation["message"] = more["paging"]["message"]

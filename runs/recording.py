@@ -65,7 +65,9 @@ def apply_outcome(
         call.error_class = error.error_class
         result = {"call_id": call.call_id, "status": "error", "is_error": True, "error": error.as_error()}
     else:
-        presented = present(content=outcome.content, skill=skill, call=call, arguments=arguments)
+        presented = present(
+            content=outcome.content, skill=skill, call=call, arguments=arguments, provenance=outcome.provenance
+        )
         shaped = presented.shaped
         call.error_class = ""
         call.truncated, call.result_bytes = shaped.truncated, shaped.size

@@ -78,6 +78,24 @@ class ApprovalRequired:
 
 
 Result = Ok | Error | ApprovalRequired
+# What a model sends inside a call's arguments to ask for a view or the next page: Airlock's tool
+# definitions offer them (registry.definitions) and its gate lifts them out (runs.presenting).
+VIEW_ARGUMENT, PAGE_ARGUMENT = "airlock_view", "airlock_page"
+
+
+def more_for_model(result: dict[str, Any]) -> list[str]:
+    """The lines that tell a model how to get the rest of an ok result: the other views, and the handle of
+    the next page with how to send it. Every adapter that gives a model a result appends them (the SDK's
+    integrations, the MCP gateway), so the model reads the same thing through each."""
+    lines = []
+    if isinstance(result.get("views_note"), str):
+        lines.append(result["views_note"])
+    if isinstance(result.get("next"), str):
+        paging = result.get("paging") if isinstance(result.get("paging"), dict) else {}
+        if paging.get("message"):
+            lines.append(str(paging["message"]))
+        lines.append(f"{PAGE_ARGUMENT}={result['next']}")
+    return lines
 
 
 def result_from_dict(data: dict[str, Any]) -> Result | dict[str, Any]:

@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from airlock_sdk import Airlock, Ok
+from airlock_sdk.integrations.turns import render
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -425,6 +426,7 @@ def test_a_500_row_result_becomes_a_first_page_whose_next_reaches_every_row_exac
     assert len(pages) >= 4 and pages[-1]["paging"]["last_page"] is True and "next" not in pages[-1]
     assert all(set(page["content"]) == {"messages", "total"} for page in pages)  # each page in the view asked
     assert executions["inbox"] == 1  # the pages came from the kept result
+    assert all(page["provenance"] == first["provenance"] for page in pages)  # every page fenced as the first
     assert all(page["view"] == "summary" for page in pages)
     kept = ToolCall.objects.get(run_id=run["run_id"], call_id="p1")
     assert kept.decision["presentation"]["page"]["source"] == "stored" and kept.status == "succeeded"
@@ -602,6 +604,8 @@ def test_through_the_sdk_a_view_and_the_next_page(asgi_live_server, acme, agent_
         run = airlock.start_run(end_user="u-1", task="read the inbox")
         first = run.call([{"name": "mail.inbox", "arguments": {"folder": "in"}, "view": "full"}])[0]
         assert isinstance(first, Ok) and first.view == "full" and first.other_views == ["summary"] and first.next
+        read_back = render(first)  # what the OpenAI Agents and LangGraph integrations give the model
+        assert read_back.endswith(f"airlock_page={first.next}") and "airlock_view" in read_back
         rows, page = list(first.content["messages"]), first
         while page.next:
             page = run.next_page(page)

@@ -16,7 +16,7 @@ from typing import Any
 
 from airlock_sdk import fencing
 from airlock_sdk.errors import AirlockError
-from airlock_sdk.results import ApprovalRequired, Error, Ok, Result
+from airlock_sdk.results import ApprovalRequired, Error, Ok, Result, more_for_model
 from airlock_sdk.run import Run
 
 MODEL_ACTIONABLE_DETAILS = ("downstream_message", "downstream_code", "meaning", "retryable")
@@ -72,8 +72,10 @@ def render(result: Result) -> str:
     came from: airlock_sdk.fencing, the same text the MCP gateway gives), or the error with its class."""
     if isinstance(result, Ok):
         if result.provenance is not None:
-            return fencing.for_model(result.content, result.provenance)
-        return result.content if isinstance(result.content, str) else json.dumps(result.content, default=str)
+            text = fencing.for_model(result.content, result.provenance)
+        else:
+            text = result.content if isinstance(result.content, str) else json.dumps(result.content, default=str)
+        return "\n\n".join([text, *more_for_model(result.raw)])  # other views, and the next page's handle
     if isinstance(result, ApprovalRequired):
         return json.dumps(
             {
