@@ -383,10 +383,14 @@ LISTED = {"output_schema": {"type": "array"}}
 VIEWS = {"default": "summary", "views": {"summary": ["messages[].id", "messages[].subject", "total"], "full": "*"}}
 
 
-def _inbox_skill(**extra):
-    body = {"output_views": VIEWS, **extra}
+def _inbox_skill(untrusted_output: bool = False):
     version = make_skill(
-        "mail.inbox", adapter="python:test.inbox", schema=INBOX_SCHEMA, result_limit_bytes=4096, extra=body
+        "mail.inbox",
+        adapter="python:test.inbox",
+        schema=INBOX_SCHEMA,
+        result_limit_bytes=4096,
+        untrusted_output=untrusted_output,
+        extra={"output_views": VIEWS},
     )
     version.manifest["output_schema"] = INBOX_OUTPUT
     version.save(update_fields=["manifest"])
@@ -410,7 +414,7 @@ def _follow(agent_client, run_id: str, name: str, first: dict, **how) -> list[di
 
 
 def test_a_500_row_result_becomes_a_first_page_whose_next_reaches_every_row_exactly_once(agent_client, acme):
-    _inbox_skill()
+    _inbox_skill(untrusted_output=True)  # its pages must reach the model fenced, as its first page does
     grant(acme, "mail.*")
     run = start_run(agent_client)
     first = post_calls(agent_client, run["run_id"], [call("c1", "mail.inbox", {"folder": "in"})]).json()["results"][0]
@@ -426,6 +430,7 @@ def test_a_500_row_result_becomes_a_first_page_whose_next_reaches_every_row_exac
     assert len(pages) >= 4 and pages[-1]["paging"]["last_page"] is True and "next" not in pages[-1]
     assert all(set(page["content"]) == {"messages", "total"} for page in pages)  # each page in the view asked
     assert executions["inbox"] == 1  # the pages came from the kept result
+    assert first["provenance"]["untrusted"] is True
     assert all(page["provenance"] == first["provenance"] for page in pages)  # every page fenced as the first
     assert all(page["view"] == "summary" for page in pages)
     kept = ToolCall.objects.get(run_id=run["run_id"], call_id="p1")
