@@ -498,6 +498,9 @@ def invocation_context(run: Run, call: ToolCall) -> InvocationContext:
 
 def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
     run = state.run
+    for plan in [p for p in allowed if p.presentation is not None and p.presentation.from_store]:
+        allowed.remove(plan)  # a page of a kept result: read from the record, the tool never runs again
+        _settle_read(plan, _stored_page(plan, run), run)
     for plan in [p for p in allowed if client_exec.is_client_skill(p.skill.manifest)]:
         allowed.remove(plan)  # the agent's SDK runs it and posts the result (runs/client_exec.py)
         _guarded(plan, state, lambda p=plan: _issue_client_token(p))
@@ -512,9 +515,6 @@ def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
             generation=state.generation,
         )
         _settle_read(plan, outcome, run)
-    for plan in [p for p in allowed if p.presentation is not None and p.presentation.from_store]:
-        allowed.remove(plan)  # a page of a kept result: read from the record, the tool never runs again
-        _settle_read(plan, _stored_page(plan, run), run)
     reads = [plan for plan in allowed if plan.effect in execution.READ_EFFECTS]
     others = [plan for plan in allowed if plan.effect not in execution.READ_EFFECTS]
     # Reads were authorized a moment ago, in this request, from live rows; they change nothing.
