@@ -163,4 +163,6 @@ def test_the_schema_only_shapes_of_the_hot_paths_name_the_fields_their_parsers_t
         "arguments",
         "idempotency_key",
         "taint",
+        "view",  # runs.presenting.requested
+        "page",
     }
