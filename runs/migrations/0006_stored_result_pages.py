@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0004_run_stopped'),
+        ('runs', '0005_local_decisions'),
     ]
 
     operations = [
