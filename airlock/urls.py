@@ -25,6 +25,7 @@ urlpatterns = [
     path("", include(([path("", views.home, name="home"), *console_urls.urlpatterns], "console"))),
     path("healthz", console_views.healthz, name="healthz"),
     path("v1/", include("traces.otlp_urls")),
+    path("registry/", include("runs.trial_urls")),  # a version's try page, beside its registry pages
     path("registry/", include("registry.urls")),
     path("policies/", include("policies.urls")),
     path("runs/", include("runs.urls")),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from console.models import Team
+from registry import hooks
 from registry.discovery import search_skills
 from registry.models import EvaluationSet, Skill
 from registry.namespaces import assign_namespace, namespace_of, owning_claim
@@ -503,6 +504,7 @@ def seed(context) -> None:
             deprecate_skill(
                 skill=Skill.objects.get(name=name), user=author, replacement=Skill.objects.get(name=replacement)
             )
+    _seed_refund_draft(author)
     latest_snapshot()
     if created:
         context.lines.append(f"registry: published {len(created)} demo skills ({', '.join(created)})")
@@ -538,3 +540,42 @@ def _seed_owner_evaluation(context) -> None:
     context.lines.append(
         f"registry: the support-tools team's labelled set support/user-intents ({len(SUPPORT_INTENTS)})"
     )
+
+
+REFUND_DRAFT = "1.1.0"
+REFUND_TESTS = [
+    {
+        "name": "a refund within the order total",
+        "arguments": {"order_id": "ord_5001", "amount_cents": 1200, "currency": "EUR", "reason_code": "damaged"},
+        "role": "support",
+        "verdict": "confirm",
+    },
+    {
+        "name": "a negative amount is refused",
+        "arguments": {"order_id": "ord_5001", "amount_cents": -5, "currency": "EUR", "reason_code": "damaged"},
+        "valid": False,
+        "error_fields": ["amount_cents"],
+    },
+    {
+        "name": "marketing agents may not ask for refunds",
+        "arguments": {"order_id": "ord_5001", "amount_cents": 1200, "currency": "EUR", "reason_code": "goodwill"},
+        "role": "marketing",
+        "verdict": "deny",
+    },
+]
+
+
+def _seed_refund_draft(author) -> None:
+    """A draft of the refund skill with a sandbox and tests, so the try page has something to show."""
+    skill = Skill.objects.filter(name="billing.create_refund_request").first()
+    if skill is None or skill.versions.filter(version=REFUND_DRAFT).exists():
+        return
+    base = next(m for m in CATALOG if m["name"] == skill.name)
+    manifest = {
+        **base,
+        "version": REFUND_DRAFT,
+        "execution": {**base["execution"], "sandbox": "python:demo.sandbox_refund_request"},
+        "tests": REFUND_TESTS,
+    }
+    draft = create_draft_version(manifest=manifest, author=author, skill=skill)
+    hooks.run_skill_tests(version=draft, trigger="command", user=author)

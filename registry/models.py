@@ -428,3 +428,71 @@ class OwnerEvaluation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.evaluation_set} {self.status} at {self.created_at:%Y-%m-%d %H:%M}"
+
+
+# --- owners' tries and skill tests (registry.trials, runs.trials) --------------------------------
+
+
+class TryOutcome(models.TextChoices):
+    OK = "ok"
+    INVALID = "invalid"  # the arguments failed the input schema: nothing was called
+    ERROR = "error"  # the target answered with a typed error, or the result broke output_schema
+
+
+class SkillTry(models.Model):
+    """One owner's call of a version against its sandbox (or, for a read, its real target): never a run's
+    call, so it counts in no production figure. Arguments and result are stored redacted and shaped."""
+
+    version = models.ForeignKey(SkillVersion, on_delete=models.CASCADE, related_name="tries")
+    tried_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    tenant = models.ForeignKey(
+        "console.Tenant",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Whose grants and policies gave the verdict; empty: no tenant.",
+    )
+    agent_role = models.CharField(max_length=64, blank=True)
+    target = models.CharField(max_length=500, help_text="The adapter actually called (the sandbox, or a read's own).")
+    via = models.CharField(max_length=16, help_text="console, api or test.")
+    arguments = models.JSONField(default=dict)
+    outcome = models.CharField(max_length=16, choices=TryOutcome.choices)
+    error_code = models.CharField(max_length=64, blank=True)
+    verdict = models.CharField(max_length=16, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    why = models.JSONField(default=dict, help_text="Validation, verdict, target and shaping, for the why panel.")
+    span = models.JSONField(default=dict, help_text="Timing and attempts of the execution.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"try of {self.version} by {self.tried_by_id}: {self.outcome}"
+
+
+class SkillTestRun(models.Model):
+    """The outcome of a version's manifest `tests` for one manifest: publishing needs a passing one."""
+
+    version = models.ForeignKey(SkillVersion, on_delete=models.CASCADE, related_name="test_runs")
+    manifest_sha256 = models.CharField(max_length=64)
+    trigger = models.CharField(max_length=16, help_text="publish, console or command.")
+    ran_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    passed = models.BooleanField()
+    results = models.JSONField(default=list, help_text="One {name, passed, failures} per test, in manifest order.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"tests of {self.version}: {'passed' if self.passed else 'failed'}"
+
+    @property
+    def failures(self) -> list[dict]:
+        return [result for result in self.results if not result["passed"]]

@@ -12,7 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.models import Team
-from registry import contracts, namespaces, review
+from lib.canonical import sha256_of
+from registry import contracts, hooks, namespaces, review, trials
 from registry.models import (
     LIFECYCLE_MANIFEST_KEYS,
     PUBLISHED_STATUSES,
@@ -65,6 +66,8 @@ def check_manifest(*, manifest: dict, skill: Skill | None = None) -> list[dict]:
         errors += namespaces.namespace_problems(name, team_slug)
     if well_formed:
         errors += contracts.contract_problems(manifest, team_slug if isinstance(team_slug, str) else None)
+        errors += trials.sandbox_problems(manifest, team_slug if isinstance(team_slug, str) else None)
+        errors += trials.test_problems(manifest)
     if skill is not None and isinstance(manifest.get("ownership"), dict):
         team = manifest["ownership"].get("team")
         if team not in (None, skill.owner_team.slug):
@@ -198,13 +201,53 @@ def _publishable_draft(version: SkillVersion) -> SkillVersion:
     return version
 
 
-@transaction.atomic
+def test_failures(tested) -> list[dict]:
+    """A failed test run as the errors publishing answers with, one per failing test."""
+    return [
+        problem(
+            f"$.tests[{index}]",
+            "skill_test_failed",
+            f"Test {result['name']!r} failed: {'; '.join(result['failures'])}",
+        )
+        for index, result in enumerate(tested.results)
+        if not result["passed"]
+    ]
+
+
+def _passing_tests(version: SkillVersion, user) -> str | None:
+    """Run the draft's manifest tests (outside the publishing transaction, so a failure stays recorded on
+    the version); the manifest hash they passed for, or None when it has no tests."""
+    if not version.manifest.get("tests"):
+        return None
+    tested = hooks.run_skill_tests(version=version, trigger="publish", user=user)
+    if not tested.passed:
+        raise ManifestInvalid(test_failures(tested))
+    return tested.manifest_sha256
+
+
+def _still_tested(version: SkillVersion, tested_sha: str | None) -> None:
+    if version.manifest.get("tests") and sha256_of(version.manifest) != tested_sha:
+        raise ManifestInvalid(
+            [problem("$.tests", "tests_stale", "The draft changed while its tests ran; publish it again.")]
+        )
+
+
 def publish_version(*, version: SkillVersion, user) -> SkillVersion:
     """Make a draft active, or put it in review when `review_reasons` finds a reason (the previous
-    active version keeps serving until another person approves)."""
+    active version keeps serving until another person approves). A draft with `tests` must pass them
+    first; the failures are kept on the version (`SkillTestRun`) and returned as errors."""
+    version = SkillVersion.objects.select_related("skill__owner_team").get(pk=version.pk)
+    _require_owner(version.skill, user)
+    _publishable_draft(version)
+    return _publish_tested(version=version, user=user, tested_sha=_passing_tests(version, user))
+
+
+@transaction.atomic
+def _publish_tested(*, version: SkillVersion, user, tested_sha: str | None) -> SkillVersion:
     version = SkillVersion.objects.select_for_update().select_related("skill__owner_team").get(pk=version.pk)
     _require_owner(version.skill, user)
     _publishable_draft(version)
+    _still_tested(version, tested_sha)
     reasons = review_reasons(version)
     if reasons:
         version.status = VersionStatus.IN_REVIEW
@@ -214,15 +257,22 @@ def publish_version(*, version: SkillVersion, user) -> SkillVersion:
     return _activate(version)
 
 
-@transaction.atomic
 def publish_as_operator(*, version: SkillVersion, command: str) -> SkillVersion:
     """An operator's command at the shell (`simulate_agents`) publishes without a second person.
 
     Whoever runs manage.py already holds the database and the signing key, so a review would
     protect nothing; the reasons are still kept on the version and the snapshot names the command.
+    The manifest's tests still gate it: they say whether the version works, not who may ship it.
     """
+    _publishable_draft(version)
+    return _publish_as_operator(version=version, command=command, tested_sha=_passing_tests(version, None))
+
+
+@transaction.atomic
+def _publish_as_operator(*, version: SkillVersion, command: str, tested_sha: str | None) -> SkillVersion:
     version = SkillVersion.objects.select_for_update().select_related("skill__owner_team").get(pk=version.pk)
     _publishable_draft(version)
+    _still_tested(version, tested_sha)
     version.review_reasons = review_reasons(version)
     version.save(update_fields=["review_reasons"])
     return _activate(version, reason=f"published {version.skill.name}@{version.version} by {command}")

@@ -241,6 +241,21 @@ def create_refund_request(*, arguments: dict, context: InvocationContext) -> dic
     return _once(context, create)
 
 
+@register("demo.sandbox_refund_request", effect="read", teams=("billing-platform",))
+def sandbox_refund_request(*, arguments: dict, context: InvocationContext) -> dict:
+    """create_refund_request's sandbox: the same checks and answer shape, and no refund is stored."""
+    order = _state["orders"].get(arguments["order_id"])
+    if order is None:
+        raise NotFound(f"No order {arguments['order_id']}.", code="no_such_order")
+    if arguments["amount_cents"] > order["total_cents"] or arguments["currency"] != order["currency"]:
+        raise ValidationFailed(
+            "The refund must not exceed the order total, in the order's currency.",
+            code="refund_exceeds_order",
+            fields=[{"field": "amount_cents", "message": "exceeds the order total"}],
+        )
+    return {"refund_request_id": "rr_sandbox", "status": "pending"}
+
+
 @register("demo.send_email", effect="external", approval="required", teams=("support-tools",))
 def send_email(*, arguments: dict, context: InvocationContext) -> dict:
     def send() -> dict:

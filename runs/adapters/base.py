@@ -17,6 +17,7 @@ class InvocationContext:
     end_user: str
     idempotency_key: str = ""
     timeout_s: float = 10.0
+    trial: bool = False  # an owner's try or skill test (runs.trials): no run, no breaker, nothing recorded after
 
 
 @dataclass

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.api import client_results, events, local_calls, tools, views
+from runs.api import client_results, events, local_calls, tools, trials, views
 
 app_name = "runs_api"
 
@@ -14,4 +14,6 @@ urlpatterns = [
     path("runs/<uuid:run_id>/local-calls", local_calls.upload_local_calls, name="local_calls"),
     path("runs/<uuid:run_id>/events", events.run_events, name="run_events"),
     path("runs/<uuid:run_id>/calls/<str:call_id>/result", client_results.report_client_result, name="client_result"),
+    path("skills/<str:name>/versions/<str:version>/try", trials.version_try, name="version_try"),
+    path("skills/<str:name>/versions/<str:version>/tries", trials.version_tries, name="version_tries"),
 ]

@@ -88,6 +88,7 @@ class Trail:
     contract_violation: str = ""
     undeclared_error_code: str = ""
     finished: bool = False
+    trial: bool = False
 
     @property
     def may_retry(self) -> bool:
@@ -95,7 +96,8 @@ class Trail:
 
     @property
     def uses_breaker(self) -> bool:
-        return not self.adapter.startswith(("python:", "client:"))
+        # A try must not open (or close) the circuit that agents' calls of the same service go through.
+        return not self.trial and not self.adapter.startswith(("python:", "client:"))
 
     def span_attributes(self) -> dict[str, Any]:
         """What the call's own span shows of its execution: attempts, breaker, contract."""
@@ -136,6 +138,7 @@ def prepare(*, manifest: dict, context: InvocationContext) -> Trail:
         call_id=context.call_id,
         idempotency_key=context.idempotency_key,
         untrusted=bool(manifest.get("risk", {}).get("untrusted_output")),
+        trial=context.trial,
     )
     try:
         trail.headers = credentials.resolve_headers(
@@ -275,6 +278,8 @@ def finish(outcome: Outcome, *, manifest: dict, effect: str) -> Outcome:
         _check_result(outcome, trail, manifest)
     elif outcome.error is not None:
         trail.undeclared_error_code = downstream_errors.with_declared_meaning(outcome.error, manifest.get("errors"))
+    if trail.trial:  # no run or call to hang spans, reconciliations or jobs on; owners see the try itself
+        return outcome
     try:
         aftermath.record_aftermath(outcome=outcome, trail=trail, manifest=manifest)
     except Exception:  # observation and follow-up must not change what the agent gets
