@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from console.models import Team
 from policies.models import Grant
 from registry import services
-from registry.models import SkillTry
+from registry.models import Skill, SkillTry, SkillVersion
 from runs import demo_tools
 from runs.adapters.python import register
 from runs.models import Run, ToolCall
@@ -115,8 +115,6 @@ def test_a_destructive_draft_without_a_sandbox_cannot_be_tried(owner_team):
     author = make_user("dev", tenant=None)
     platform = Team.objects.create(slug="developer-platform", name="Dev platform")
     platform.members.add(author)
-    from registry.models import Skill, SkillVersion
-
     skill = Skill.objects.create(
         skill_id="skl_admin_erase_user", name="admin.erase_user", namespace="admin", owner_team=platform
     )

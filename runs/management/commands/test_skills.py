@@ -13,6 +13,10 @@ from runs import trials
 class Command(BaseCommand):
     help = "Run skill versions' manifest tests against their sandboxes; exit 1 on any failure."
 
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs):
+        # --version is this command's own option (a skill version), not Django's: the later definition wins.
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
     def add_arguments(self, parser) -> None:
         parser.add_argument("--skill", default="", help="Only this skill (its full name).")
         parser.add_argument("--version", dest="version_label", default="", help="Only this version (needs --skill).")
