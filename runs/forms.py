@@ -1,4 +1,7 @@
+import json
+
 from django import forms
+from django.forms.fields import InvalidJSONInput
 
 
 class StopRunForm(forms.Form):
@@ -7,10 +10,19 @@ class StopRunForm(forms.Form):
     )
 
 
+class IndentedJSONField(forms.JSONField):
+    """A JSON field an owner edits by hand: shown indented, one key a line."""
+
+    def prepare_value(self, value):
+        if isinstance(value, InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
 class TryForm(forms.Form):
     """An owner's try of a version: the arguments as JSON, and who the verdict is for."""
 
-    arguments = forms.JSONField(
+    arguments = IndentedJSONField(
         help_text="The call's arguments as JSON; checked against the input schema like an agent's.",
         widget=forms.Textarea(attrs={"rows": 10, "class": "mono", "spellcheck": "false"}),
     )

@@ -30,12 +30,12 @@ def _get_version_for_owner(request: HttpRequest, name: str, version: str) -> Ski
     return found
 
 
-def _initial_arguments(version: SkillVersion) -> str:
+def _initial_arguments(version: SkillVersion) -> dict:
     """The first example call the manifest's tests give with valid arguments, else an empty object."""
     for test in version.manifest.get("tests") or []:
         if test.get("valid", True):
-            return json.dumps(test["arguments"], indent=2)
-    return "{}"
+            return test["arguments"]
+    return {}
 
 
 def _page_context(request: HttpRequest, version: SkillVersion, form: TryForm, latest=None) -> dict:
@@ -79,12 +79,13 @@ def version_try_run(request: HttpRequest, name: str, version: str) -> HttpRespon
         try:
             recorded = trials.try_version(version=found, user=request.user, via="console", **form.cleaned_data)
             latest = trials.try_data(recorded, request.user)
+            latest["result_json"] = json.dumps(latest["result"], indent=2, ensure_ascii=False)
         except trials.NotTriable as exc:
             form.add_error(None, str(exc))
             status = 400
     else:
         status = 400
-    context = _page_context(request, found, form, latest)
+    context = {**_page_context(request, found, form, latest), "oob_history": bool(request.htmx)}
     template = "runs/try.html#panel" if request.htmx else "runs/try.html"
     return render(request, template, context, status=status)
 
