@@ -33,12 +33,14 @@ FREE_FORM = {
     "LocalCallRequest.arguments": SKILL_ARGUMENTS + " (decided locally by the SDK, uploaded from its spool)",
     "CompensationRequest.arguments": SKILL_ARGUMENTS + " (of the compensating skill)",
     "Decision.arguments": SKILL_ARGUMENTS + " (masked, as the inbox shows a closed request)",
+    "TryCallRequest.arguments": SKILL_ARGUMENTS + " (an owner's try of a version)",
     "Decision.changes": "an edit's changes to " + SKILL_ARGUMENTS + " ({path, op, from, to}, masked)",
     # a tool's result
     "CallResult.content": SKILL_RESULT,
     "ClientResultRequest.content": SKILL_RESULT + " (run by the agent itself)",
     "JobCompleteRequest.result": SKILL_RESULT + " (of a long-running job)",
     "LocalCallRequest.result": SKILL_RESULT + " (run by the agent while Airlock was unreachable)",
+    "SkillTry.result": SKILL_RESULT + " (of a try, from the sandbox), or the typed error",
     "ConditionRequest.equals": "compared with a value of an earlier step's result: " + SKILL_RESULT,
     "ConditionRequest.not_equals": "compared with a value of an earlier step's result: " + SKILL_RESULT,
     # manifests and the JSON Schemas in them

@@ -418,3 +418,91 @@ class LocalCallsUploadedSerializer(serializers.Serializer):
     recorded = serializers.IntegerField()
     refused = serializers.IntegerField()
     results = LocalCallAnswerSerializer(many=True)
+
+
+# Owners' tries of a skill version (runs/api/trials.py) ----------------------------------------------------
+
+
+class TryCallSerializer(serializers.Serializer):
+    arguments = serializers.JSONField(help_text="The call's arguments, checked against the input schema.")
+    role = serializers.RegexField(
+        r"^[a-z][a-z0-9_-]{0,63}$", required=False, default="", help_text="Agent role to evaluate the verdict for."
+    )
+    tenant = serializers.SlugField(
+        required=False, default="", help_text="One of your tenants (default: your first); its grants and policies."
+    )
+
+
+class TryFieldErrorSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    message = serializers.CharField()
+
+
+class TryValidationSerializer(serializers.Serializer):
+    passed = serializers.BooleanField()
+    fields = TryFieldErrorSerializer(many=True, required=False)
+
+
+class TryDecisionSerializer(serializers.Serializer):
+    verdict = serializers.CharField(help_text="allow, confirm or deny; empty when no role was chosen.")
+    rule_id = serializers.CharField(required=False)
+    scope = serializers.CharField(required=False)
+    policy_version = serializers.CharField(required=False)
+    reason = serializers.CharField()
+    floor = serializers.CharField(required=False)
+    floor_id = serializers.CharField(required=False)
+
+
+class TryTargetSerializer(serializers.Serializer):
+    adapter = serializers.CharField()
+    reason = serializers.ChoiceField(choices=["sandbox", "read_without_sandbox"])
+
+
+class TryShapingSerializer(serializers.Serializer):
+    bytes_in = serializers.IntegerField()
+    bytes_out = serializers.IntegerField()
+    redacted = serializers.BooleanField()
+    cut = serializers.CharField(required=False)
+    limit_bytes = serializers.IntegerField(required=False)
+    original_bytes = serializers.IntegerField(required=False)
+
+
+class TryWhySerializer(serializers.Serializer):
+    target = TryTargetSerializer()
+    tenant = serializers.CharField(help_text="Whose grants and policies; empty: no tenant.")
+    validation = TryValidationSerializer()
+    decision = TryDecisionSerializer(required=False, help_text="Absent when the reader is not in the try's tenant.")
+    contract_violation = serializers.CharField(required=False)
+    shaping = TryShapingSerializer(required=False)
+
+
+class TryAttemptSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    error_class = serializers.CharField()
+    code = serializers.CharField()
+    retry_in_s = serializers.FloatField(allow_null=True)
+
+
+class TrySpanSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    target = serializers.CharField()
+    started_at = serializers.CharField()
+    duration_ms = serializers.IntegerField()
+    attempts = TryAttemptSerializer(many=True)
+
+
+class SkillTrySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    skill = serializers.CharField()
+    version = serializers.CharField()
+    tried_by = serializers.CharField()
+    tenant = serializers.CharField(allow_null=True, help_text="Whose verdict; null: no tenant.")
+    agent_role = serializers.CharField()
+    via = serializers.ChoiceField(choices=["console", "api"])
+    target = serializers.CharField(help_text="The adapter called: the sandbox, or a read's own target.")
+    outcome = serializers.ChoiceField(choices=["ok", "invalid", "error"])
+    verdict = serializers.CharField(help_text="allow, confirm or deny as the gate would decide; empty: no role.")
+    result = serializers.JSONField(help_text="The shaped result, or {error} when the call failed.")
+    why = TryWhySerializer()
+    span = TrySpanSerializer(required=False, help_text="Empty when nothing was called (invalid arguments).")
+    created_at = serializers.DateTimeField()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,34 +14,9 @@ from console.api_auth import IsHuman
 from console.api_errors import error_body, error_responses, invalid_body
 from registry.models import SkillVersion
 from runs import trials
+from runs.api.serializers import SkillTrySerializer, TryCallSerializer
 
 TRIES_LISTED = 50
-
-
-class TryRequestSerializer(serializers.Serializer):
-    arguments = serializers.JSONField(help_text="The call's arguments, checked against the input schema.")
-    role = serializers.RegexField(
-        r"^[a-z][a-z0-9_-]{0,63}$", required=False, default="", help_text="Agent role to evaluate the verdict for."
-    )
-    tenant = serializers.SlugField(
-        required=False, default="", help_text="One of your tenants (default: your first); its grants and policies."
-    )
-
-
-class TrySerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    skill = serializers.CharField()
-    version = serializers.CharField()
-    tried_by = serializers.CharField()
-    tenant = serializers.CharField(allow_null=True, help_text="Whose verdict; null: no tenant.")
-    agent_role = serializers.CharField()
-    target = serializers.CharField(help_text="The adapter called: the sandbox, or a read's own target.")
-    outcome = serializers.ChoiceField(choices=["ok", "invalid", "error"])
-    verdict = serializers.CharField(help_text="allow, confirm or deny as the gate would decide; empty: no role.")
-    result = serializers.JSONField(help_text="The shaped result, or {error} when the call failed.")
-    why = serializers.JSONField()
-    span = serializers.JSONField()
-    created_at = serializers.DateTimeField()
 
 
 def _owned_version(request: Request, name: str, version: str) -> SkillVersion:
@@ -54,8 +29,8 @@ def _owned_version(request: Request, name: str, version: str) -> SkillVersion:
 
 
 @extend_schema(
-    request=TryRequestSerializer,
-    responses={201: TrySerializer, **error_responses(400, 403, 404)},
+    request=TryCallSerializer,
+    responses={201: SkillTrySerializer, **error_responses(400, 403, 404)},
     tags=["registry"],
 )
 @api_view(["POST"])
@@ -64,7 +39,7 @@ def version_try(request: Request, name: str, version: str) -> Response:
     """Call a version against its sandbox (a read without one: its real target) through the gate's validation,
     verdict and shaping; recorded as a try, never as a run. Owners only."""
     found = _owned_version(request, name, version)
-    body = TryRequestSerializer(data=request.data)
+    body = TryCallSerializer(data=request.data)
     if not body.is_valid():
         return invalid_body(body, "invalid_try")
     try:
@@ -74,7 +49,7 @@ def version_try(request: Request, name: str, version: str) -> Response:
     return Response(trials.try_data(recorded, request.user), status=status.HTTP_201_CREATED)
 
 
-@extend_schema(responses={200: TrySerializer(many=True), **error_responses(403, 404)}, tags=["registry"])
+@extend_schema(responses={200: SkillTrySerializer(many=True), **error_responses(403, 404)}, tags=["registry"])
 @api_view(["GET"])
 @permission_classes([IsHuman])
 def version_tries(request: Request, name: str, version: str) -> Response:

@@ -266,3 +266,14 @@ def test_a_sandbox_is_held_to_the_same_rules_at_draft(owner, settings):
             services.create_draft_version(manifest=email_manifest(execution__sandbox=sandbox), author=owner)
         assert {e["code"] for e in refused.value.errors} == codes, sandbox
         assert all(e["path"] == "$.execution.sandbox" for e in refused.value.errors)
+
+
+def test_a_teammate_outside_the_tenant_sees_the_try_without_its_verdict(owner, sandboxed, owner_team, globex):
+    client_for(owner).post(try_url(), {"arguments": GOOD, "role": "support"}, format="json")
+    teammate = make_user("teammate", tenant=globex)
+    owner_team.members.add(teammate)
+    listed = client_for(teammate).get(reverse("runs_api:version_tries", args=["support.notify_customer", "1.0.0"]))
+    assert listed.status_code == 200
+    [row] = listed.json()
+    assert row["tenant"] == "acme" and row["verdict"] == "" and "decision" not in row["why"]
+    assert row["result"]["message_id"] == "msg_sandbox"  # the sandbox's answer is the team's own
