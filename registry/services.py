@@ -67,7 +67,7 @@ def check_manifest(*, manifest: dict, skill: Skill | None = None) -> list[dict]:
     if well_formed:
         errors += contracts.contract_problems(manifest, team_slug if isinstance(team_slug, str) else None)
         errors += trials.sandbox_problems(manifest, team_slug if isinstance(team_slug, str) else None)
-        errors += trials.test_problems(manifest)
+        errors += trials.manifest_test_problems(manifest)
     if skill is not None and isinstance(manifest.get("ownership"), dict):
         team = manifest["ownership"].get("team")
         if team not in (None, skill.owner_team.slug):
@@ -201,7 +201,7 @@ def _publishable_draft(version: SkillVersion) -> SkillVersion:
     return version
 
 
-def test_failures(tested) -> list[dict]:
+def failed_test_problems(tested) -> list[dict]:
     """A failed test run as the errors publishing answers with, one per failing test."""
     return [
         problem(
@@ -221,7 +221,7 @@ def _passing_tests(version: SkillVersion, user) -> str | None:
         return None
     tested = hooks.run_skill_tests(version=version, trigger="publish", user=user)
     if not tested.passed:
-        raise ManifestInvalid(test_failures(tested))
+        raise ManifestInvalid(failed_test_problems(tested))
     return tested.manifest_sha256
 
 

@@ -110,7 +110,7 @@ def sandbox_problems(manifest: dict, team_slug: str | None) -> list[dict]:
     return errors
 
 
-def test_problems(manifest: dict) -> list[dict]:
+def manifest_test_problems(manifest: dict) -> list[dict]:
     """Tests that expect a valid call are run against a target: a version that has none cannot have them."""
     tests = manifest.get("tests") or []
     if not any(test.get("valid", True) for test in tests):
