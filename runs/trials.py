@@ -221,7 +221,7 @@ def try_data(found: SkillTry, reader) -> dict:
         "verdict": found.verdict if in_tenant else "",
         "result": found.result,
         "why": why,
-        "span": found.span,
+        **({"span": found.span} if found.span else {}),  # nothing was called: no span
         "created_at": found.created_at,
     }
 
