@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('console', '0008_agent_suspension_tenant_freeze'),
-        ('registry', '0006_namespace_claims'),
+        ('registry', '0008_owner_evaluations'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
