@@ -24,6 +24,12 @@ class Tenant(models.Model):
     frozen_at = models.DateTimeField(null=True, blank=True)
     frozen_by_label = models.CharField(max_length=150, blank=True)
     freeze_reason = models.CharField(max_length=300, blank=True)
+    default_context_budget = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Tokens of tool results a run's model is given before the oldest are replaced by summaries, "
+        "for runs that set no context_budget of their own; empty for no budget.",
+    )
 
     class Meta:
         ordering = ["slug"]

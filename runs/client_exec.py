@@ -31,7 +31,7 @@ from lib.canonical import sha256_of
 from lib.sealing import seal, unseal
 from registry.snapshots import index_for
 from registry.stages import Audience
-from runs import lifecycle
+from runs import lifecycle, result_facts
 from runs.authorization import live_refusal
 from runs.errors import CallError, NotPermitted, ValidationFailed
 from runs.events import append_event
@@ -152,7 +152,9 @@ def _record_span(
     )
 
 
-def accept_client_result(*, call: ToolCall, token: str, content: Any = None, error: dict | None = None) -> dict:
+def accept_client_result(
+    *, call: ToolCall, token: str, content: Any = None, error: dict | None = None, adapter_version: str = ""
+) -> dict:
     """Check the token, shape and record what the agent's function returned, and return the shaped result.
 
     Reporting the same outcome again returns the recorded result (so the SDK may retry); a
@@ -188,7 +190,9 @@ def accept_client_result(*, call: ToolCall, token: str, content: Any = None, err
                 },
             )
         else:
-            result = _record_reported(locked, content=content, error=error, reported_hash=reported_hash)
+            result = _record_reported(
+                locked, content=content, error=error, reported_hash=reported_hash, adapter_version=adapter_version
+            )
         payload: dict[str, Any] = {"call_id": locked.call_id, "result": result}
         approval_id = _approval_id(locked)
         if approval_id is not None:
@@ -216,7 +220,9 @@ def _live_refusal(call: ToolCall) -> CallError | None:
     return live_refusal(run=call.run, skill=skill, arguments=arguments, approved_verdict=approved)
 
 
-def reported_outcome(call: ToolCall, *, content: Any, error: dict | None) -> tuple[str, dict, dict, dict]:
+def reported_outcome(
+    call: ToolCall, *, content: Any, error: dict | None, adapter_version: str = ""
+) -> tuple[str, dict, dict, dict]:
     """What the agent's function returned, cleaned and shaped as every result is: (status, result, the call's
     outcome fields, what the call's decision keeps). Used for a token-bound report and for a spooled call
     decided locally (runs.local_calls)."""
@@ -262,6 +268,10 @@ def reported_outcome(call: ToolCall, *, content: Any, error: dict | None) -> tup
         result_sha256=sha256_of(shaped.content),
     )
     recorded["shaping"] = shaped.summary
+    recorded.update(
+        result_facts.record_facts(call=call, manifest=manifest, content=shaped.content, adapter_version=adapter_version)
+    )
+    fields["result_tokens"] = call.result_tokens
     return CallStatus.SUCCEEDED, result, fields, recorded
 
 
@@ -269,8 +279,13 @@ def returns_untrusted(call: ToolCall) -> bool:
     return bool((_manifest(call).get("risk") or {}).get("untrusted_output"))
 
 
-def _record_reported(call: ToolCall, *, content: Any, error: dict | None, reported_hash: str) -> dict:
-    status, result, fields, recorded = reported_outcome(call, content=content, error=error)
+def _record_reported(
+    call: ToolCall, *, content: Any, error: dict | None, reported_hash: str, adapter_version: str
+) -> dict:
+    """The agent's SDK ran the function: it is the adapter, and `adapter_version` is its own version."""
+    status, result, fields, recorded = reported_outcome(
+        call, content=content, error=error, adapter_version=adapter_version
+    )
     if status == CallStatus.SUCCEEDED and returns_untrusted(call):
         taint_run(call.run, f"{call.name} ({call.call_id}) returned untrusted content")
     lifecycle.finish_execution(

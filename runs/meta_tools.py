@@ -1,4 +1,6 @@
-"""`find_tools` and `describe_tool`: discovery the model does itself, as two tools every agent may call.
+"""`find_tools` and `describe_tool`: discovery the model does itself, as two tools every agent may call;
+and `describe_result`, which gives back in full a result the run's context budget replaced by a summary
+(runs/context_budget.py).
 
 A model given only these two searches short summaries, then loads the one definition it needs. Both go
 through the gate like any skill (arguments validated, a policy verdict, rate limits, the call and its
@@ -19,7 +21,7 @@ from registry.definitions import FORMATS, RENDERERS, skill_name_for_tool, tool_n
 from registry.discovery import SearchFilters, search_skills
 from registry.models import DataClassification, Effect
 from registry.snapshots import ResolvedSkill, SnapshotIndex, index_for
-from runs import gate_cache, tool_list
+from runs import context_budget, gate_cache, tool_list
 from runs.adapters import AdapterResult, InvocationContext, register_scheme
 from runs.errors import CallError, NotFound
 from runs.execution import Outcome
@@ -27,6 +29,7 @@ from runs.models import Run
 
 FIND_TOOLS = "find_tools"
 DESCRIBE_TOOL = "describe_tool"
+DESCRIBE_RESULT = "describe_result"
 VERSION = "1.0.0"
 DEFAULT_LIMIT, MAX_LIMIT = 5, 20
 SUMMARY_CHARS = 200
@@ -138,6 +141,34 @@ MANIFESTS = {
             },
         },
     ),
+    DESCRIBE_RESULT: _manifest(
+        DESCRIBE_RESULT,
+        "The full result of an earlier call of this run that was replaced by a summary to save context. "
+        "Pass the ref the summary gave.",
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["ref"],
+            "properties": {
+                "ref": {
+                    "type": "string",
+                    "pattern": context_budget.REF_PATTERN,
+                    "description": "The reference id from the summary: 'res_1042'.",
+                }
+            },
+        },
+        {
+            "type": "object",
+            "required": ["ref", "call_id", "name", "content"],
+            "properties": {
+                "ref": {"type": "string"},
+                "call_id": {"type": "string"},
+                "name": {"type": "string"},
+                "content": {},
+                "provenance": {"type": "object"},
+            },
+        },
+    ),
 }
 
 # What /api/v1/tools offers for progressive disclosure, in the shape of a snapshot entry.
@@ -184,6 +215,8 @@ def answer(name: str, arguments: dict, *, run: Run, index: SnapshotIndex, callab
     """The content of a validated meta-tool call (raises NotFound for a tool the run may not call)."""
     if name == FIND_TOOLS:
         return _find(arguments, run=run, index=index, callable_entries=callable_entries)
+    if name == DESCRIBE_RESULT:
+        return context_budget.describe(arguments["ref"], run=run)
     return _describe(arguments, callable_entries=callable_entries)
 
 

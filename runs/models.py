@@ -53,6 +53,14 @@ class Run(models.Model):
     stopped_by_label = models.CharField(max_length=150, blank=True, help_text="Who stopped the run, if a person did.")
     tainted = models.BooleanField(default=False)
     taint_source = models.CharField(max_length=300, blank=True, help_text="Which call made the run tainted.")
+    model = models.CharField(
+        max_length=100, blank=True, help_text="The model the agent runs, as it names it; tokens are counted for it."
+    )
+    context_budget = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Tokens of tool results the model is given before the oldest are replaced by summaries.",
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -120,6 +128,10 @@ class ToolCall(models.Model):
     result = models.JSONField(null=True, blank=True, help_text="The shaped result the agent received.")
     result_sha256 = models.CharField(max_length=64, blank=True)
     result_bytes = models.PositiveIntegerField(default=0)
+    result_tokens = models.PositiveIntegerField(default=0, help_text="Tokens of the result as given to the model.")
+    summarized_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the run's context budget replaced the result by its summary."
+    )
     truncated = models.BooleanField(default=False)
     attempts = models.PositiveSmallIntegerField(default=0)
     warnings = models.JSONField(default=list, blank=True)

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from lib.canonical import sha256_of
 from registry.snapshots import ResolvedSkill
-from runs import batch_write, hooks, lifecycle
+from runs import batch_write, hooks, lifecycle, result_facts
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, Transient
 from runs.errors import span_attributes as error_span_attributes
 from runs.execution import Outcome
@@ -38,6 +38,7 @@ OUTCOME_FIELDS = (
     "error_class",
     "truncated",
     "result_bytes",
+    "result_tokens",
     "result_sha256",
     "result",
     "warnings",
@@ -71,7 +72,8 @@ def apply_outcome(
         shaped = presented.shaped
         call.error_class = ""
         call.truncated, call.result_bytes = shaped.truncated, shaped.size
-        call.decision = {**(call.decision or {}), "shaping": shaped.summary}
+        facts = result_facts.record_facts(call=call, manifest=skill.manifest, content=shaped.content)
+        call.decision = {**(call.decision or {}), "shaping": shaped.summary, **facts}
         call.result_sha256 = sha256_of(shaped.content)
         result = {
             "call_id": call.call_id,

@@ -15,6 +15,7 @@ from lib import clock
 from registry.snapshots import ResolvedSkill, index_for, latest_snapshot
 from registry.stages import Audience
 from runs import authorization, client_exec, execution, lifecycle, recording
+from runs.context_budget import budget_for as context_budget_for
 from runs.errors import CallError, Internal, NotPermitted
 from runs.errors import span_attributes as error_span_attributes
 from runs.events import append_event
@@ -28,12 +29,21 @@ logger = logging.getLogger(__name__)
 
 
 def start_run(
-    *, agent, end_user: str, end_user_roles: list[str] | None = None, task: str = "", callback_url: str = ""
+    *,
+    agent,
+    end_user: str,
+    end_user_roles: list[str] | None = None,
+    task: str = "",
+    callback_url: str = "",
+    model: str = "",
+    context_budget: int | None = None,
 ) -> Run:
     """A run pinned to the newest snapshot, bound to the end user the agent acts for. Secrets in the
     task (an API key pasted into a prompt), the end user and its roles are masked before they are stored.
     The API refuses a role that looks like a secret (runs/api/serializers.py), so masking never changes
-    a role a policy reads; it keeps any other caller's from being stored in clear."""
+    a role a policy reads; it keeps any other caller's from being stored in clear. `model` names the model
+    the agent runs (its tokens are counted in that model's encoding); `context_budget` (tokens) defaults to
+    the tenant's (runs/context_budget.py)."""
     if agent.is_suspended(clock.now()):
         raise authorization.agent_suspended(agent)
     snapshot = latest_snapshot(with_body=False)
@@ -49,6 +59,8 @@ def start_run(
             callback_url=callback_url,
             webhook_secret=secrets.token_urlsafe(32) if callback_url else "",
             snapshot=snapshot,
+            model=model,
+            context_budget=context_budget_for(asked=context_budget, tenant=agent.tenant),
         )
         start_trace(run)
     return run

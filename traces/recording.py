@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from traces.cost import span_attributes as cost_span_attributes
 from traces.models import Span, Trace
 from traces.redaction import redact, redact_text
 
@@ -107,6 +108,13 @@ def _call_attributes(call: ToolCall) -> dict[str, Any]:
         attrs["airlock.result.sha256"] = call.result_sha256
         attrs["airlock.result.bytes"] = call.result_bytes
         attrs["airlock.result.truncated"] = call.truncated
+        attrs["airlock.result.tokens"] = call.result_tokens
+        attrs["airlock.result.encoding"] = (decision.get("model_view") or {}).get("encoding")
+    adapter = decision.get("adapter") or {}
+    if adapter.get("name"):
+        attrs["airlock.adapter"] = adapter["name"]
+        attrs["airlock.adapter.version"] = adapter.get("version")
+    attrs.update(cost_span_attributes(decision.get("cost")))
     if call.attempts:
         attrs["airlock.attempts"] = call.attempts
     if decision.get("rule_id") or decision.get("rule"):

@@ -14,6 +14,7 @@ from runs.api.serializers import CallResultSerializer, ClientResultSerializer
 from runs.client_exec import accept_client_result
 from runs.errors import CallError
 from runs.models import Run, ToolCall
+from runs.result_facts import sdk_version
 from traces.redaction import redact_text
 
 STATUS_BY_CLASS = {"validation": 400, "authorization": 403, "expired": 410, "conflict": 409}
@@ -41,6 +42,7 @@ def report_client_result(request: Request, run_id, call_id: str) -> Response:
             token=data["token"],
             content=data.get("content"),
             error=dict(data["error"]) if "error" in data else None,
+            adapter_version=sdk_version(request.headers.get("User-Agent", "")),
         )
     except CallError as exc:
         return Response({"error": exc.as_error()}, status=STATUS_BY_CLASS.get(exc.error_class, 400))

@@ -30,6 +30,22 @@ class RunCreateSerializer(serializers.Serializer):
     end_user_roles = serializers.ListField(child=EndUserRoleField(), required=False, default=list)
     task = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
     callback_url = serializers.URLField(required=False, allow_blank=True, default="", max_length=500)
+    model = serializers.RegexField(
+        r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$",
+        required=False,
+        default="",
+        max_length=100,
+        help_text="The model the agent runs ('gpt-4o'): tool results' tokens are counted in its encoding.",
+    )
+    context_budget = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=100,
+        max_value=10_000_000,
+        help_text="Tokens of tool results the model is given before the oldest are replaced by a summary and "
+        "a ref for describe_result. Default: the tenant's default_context_budget (none if unset).",
+    )
 
 
 @extend_schema_field({"oneOf": [{"type": "boolean"}, {"type": "string"}]})
@@ -301,6 +317,27 @@ class CallResultSerializer(serializers.Serializer):
         required=False, help_text="execute_locally: the arguments to run, when an approver edited them."
     )
     reconciled = ReconciledSerializer(required=False, help_text="The final outcome of a `timeout_unknown` call.")
+    context_replaced = serializers.BooleanField(
+        required=False,
+        help_text="ok: the run's context budget replaced the content by {summary, ref}; describe_result(ref) "
+        "returns it in full.",
+    )
+
+
+class ReplacedResultSerializer(serializers.Serializer):
+    call_id = serializers.CharField()
+    ref = serializers.CharField(help_text="Pass it to describe_result for the full result.")
+    tokens = serializers.IntegerField(help_text="The result's tokens, as the model was given it.")
+    summary = serializers.CharField(help_text="The line that takes the result's place in the model's context.")
+
+
+class ContextNoteSerializer(serializers.Serializer):
+    budget = serializers.IntegerField(help_text="The run's context budget, in tokens.")
+    used_tokens = serializers.IntegerField(help_text="Tokens of the results still in the model's context.")
+    replaced = ReplacedResultSerializer(
+        many=True,
+        help_text="Results this batch replaced, oldest first: replace earlier ones in the history you keep.",
+    )
 
 
 class BatchResultSerializer(serializers.Serializer):
@@ -308,6 +345,7 @@ class BatchResultSerializer(serializers.Serializer):
     run_status = serializers.CharField()
     tainted = serializers.BooleanField()
     results = CallResultSerializer(many=True, help_text="One per proposed call, in the order given.")
+    context = ContextNoteSerializer(required=False, help_text="Only for a run with a context budget.")
 
 
 class RunFinishedSerializer(serializers.Serializer):

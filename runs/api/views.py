@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from console.api_auth import IsAgent, IsHuman
 from console.api_errors import error_body, error_responses, invalid_body
 from console.tenancy import get_visible_or_404, require_any_role
-from runs import authorization, gate, lifecycle, services
+from runs import authorization, context_budget, gate, lifecycle, services
 from runs.api import batch_auth
 from runs.api.serializers import (
     BatchResultSerializer,
@@ -110,7 +110,10 @@ class RunCalls(APIView):
         results = gate.process_batch(
             run=run, calls=batch["calls"], preloaded=preloaded, exposed_tools=batch.get("exposed_tools")
         )
-        return Response({"run_id": str(run.pk), "run_status": run.status, "tainted": run.tainted, "results": results})
+        body = {"run_id": str(run.pk), "run_status": run.status, "tainted": run.tainted, "results": results}
+        if run.context_budget is not None:
+            body["context"] = context_budget.fit_results(run=run, results=results).as_note()
+        return Response(body)
 
 
 run_calls = RunCalls.as_view()

@@ -26,6 +26,7 @@ def manifest(
     rate_limit_per_minute: int | None = None,
     errors: list[dict] | None = None,
     extra: dict | None = None,
+    cost: dict | None = None,
 ) -> dict:
     body = {
         "skill_id": "skl_" + name.replace(".", "_"),
@@ -57,6 +58,8 @@ def manifest(
         body["execution"]["rate_limit_per_minute"] = rate_limit_per_minute
     if errors is not None:
         body["errors"] = errors
+    if cost is not None:
+        body["cost"] = cost
     return {**body, **(extra or {})}
 
 

@@ -15,8 +15,10 @@ from rest_framework.test import APIClient
 from approvals.models import ApprovalRequest
 from approvals.services import decide_approval
 from console.services import create_agent
+from lib import tokens
 from lib.sealing import seal
 from reliability.services import register_mcp_server
+from runs import result_facts
 from runs.adapters.python import register
 from runs.models import RunEvent, ToolCall
 from runs.plane import breakers
@@ -643,3 +645,201 @@ def test_through_the_mcp_gateway_the_model_reads_a_view_and_follows_next(mcp_liv
     rows = [m["id"] for r in results for m in r.structured_content["content"]["messages"]]
     assert rows == [f"m-{n}" for n in range(INBOX_SIZE)]
     assert all(set(m) == {"id", "subject"} for r in results for m in r.structured_content["content"]["messages"])
+
+
+# Part 3: a context budget per run ----------------------------------------------------------------------
+# Beyond the run's budget (tokens of tool results), the oldest results are replaced, in what the model is
+# given, by a summary line and a ref; describe_result(ref) gives a result back in full, to its run only.
+
+
+@register("test.ledger", effect="read")
+def ledger(*, arguments, context):
+    account = arguments.get("account", "a-1")
+    rows = [{"entry": f"{account}-{i}", "amount": i * 10, "memo": f"invoice {i} for {account}"} for i in range(60)]
+    return {"account": account, "rows": rows, "api_key": SECRET, "owner_password": "hunter2-hunter2"}
+
+
+def _ledger_skill(acme, **extra):
+    make_skill("books.ledger", adapter="python:test.ledger", result_limit_bytes=65536, **extra)
+    grant(acme, "books.*")
+
+
+def _result_tokens(agent_client, acme) -> int:
+    run_id, result = _one_call(agent_client, "books.ledger", {"account": "a-0"})
+    return ToolCall.objects.get(run_id=run_id, call_id="c1").result_tokens
+
+
+def test_a_run_over_its_budget_gets_summaries_whose_refs_return_the_full_results(agent_client, acme):
+    _ledger_skill(acme)
+    one = _result_tokens(agent_client, acme)
+    run = start_run(agent_client, context_budget=int(one * 2.5), model="gpt-4o")
+    answers = [
+        post_calls(agent_client, run["run_id"], [call(f"c{i}", "books.ledger", {"account": f"a-{i}"})]).json()
+        for i in range(1, 4)
+    ]
+    assert "replaced" not in json.dumps(answers[1]["results"][0])  # two results fit
+    third = answers[2]
+    assert third["results"][0]["content"]["account"] == "a-3"  # the newest is given whole
+    assert third["context"]["budget"] == int(one * 2.5) and third["context"]["used_tokens"] <= int(one * 2.5)
+    [replaced] = third["context"]["replaced"]  # the oldest, given in an earlier batch: the agent replaces it
+    assert replaced["call_id"] == "c1"
+    assert replaced["tokens"] == ToolCall.objects.get(run_id=run["run_id"], call_id="c1").result_tokens
+    assert replaced["summary"].startswith("The result of books.ledger (call c1: an object with rows (60 items), ")
+    assert f"describe_result with ref {replaced['ref']}" in replaced["summary"]
+
+    described = post_calls(agent_client, run["run_id"], [call("d1", "describe_result", {"ref": replaced["ref"]})])
+    full = described.json()["results"][0]
+    assert full["status"] == "ok", full
+    assert full["content"]["content"]["account"] == "a-1" and len(full["content"]["content"]["rows"]) == 60
+    assert full["content"]["content"] == ToolCall.objects.get(run_id=run["run_id"], call_id="c1").result["content"]
+
+
+def test_within_one_batch_the_oldest_results_reach_the_model_as_summaries(agent_client, acme):
+    _ledger_skill(acme)
+    one = _result_tokens(agent_client, acme)
+    run = start_run(agent_client, context_budget=int(one * 1.5))
+    calls = [call(f"c{i}", "books.ledger", {"account": f"a-{i}"}) for i in range(1, 4)]
+    body = post_calls(agent_client, run["run_id"], calls).json()
+    first, second, third = body["results"]
+    for replaced in (first, second):
+        assert replaced["status"] == "ok" and replaced["context_replaced"] is True
+        assert set(replaced["content"]) == {"summary", "ref"}
+        assert replaced["content"]["ref"].startswith("res_")
+    assert third["content"]["account"] == "a-3" and "context_replaced" not in third
+    assert [entry["call_id"] for entry in body["context"]["replaced"]] == ["c1", "c2"]
+
+
+def test_another_runs_ref_is_refused_as_unknown(agent_client, acme, outsider_agent_client):
+    _ledger_skill(acme)
+    one = _result_tokens(agent_client, acme)
+    run = start_run(agent_client, context_budget=100)
+    post_calls(agent_client, run["run_id"], [call("c1", "books.ledger", {}), call("c2", "books.ledger", {})])
+    ref = ToolCall.objects.get(run_id=run["run_id"], call_id="c1").pk
+    assert one > 100
+    mine = start_run(agent_client)  # the same agent, another run
+    for client, run_id in (
+        (agent_client, mine["run_id"]),
+        (outsider_agent_client, start_run(outsider_agent_client)["run_id"]),
+    ):
+        refused = post_calls(client, run_id, [call("d1", "describe_result", {"ref": f"res_{ref}"})]).json()
+        error = refused["results"][0]["error"]
+        assert (error["class"], error["code"]) == ("not_found", "unknown_result")
+        assert "a-1" not in json.dumps(refused)
+
+
+@pytest.mark.parametrize("ref", ["res_0", "1", "res_1 OR 1=1", "res_" + "9" * 30, ""])
+def test_a_malformed_or_unknown_ref_gets_a_typed_error(agent_client, acme, ref):
+    run = start_run(agent_client)
+    result = post_calls(agent_client, run["run_id"], [call("d1", "describe_result", {"ref": ref})]).json()
+    error = result["results"][0]["error"]
+    assert error["class"] in ("validation", "not_found") and error["code"] in ("invalid_arguments", "unknown_result")
+
+
+def test_describe_result_never_reveals_a_redacted_field(agent_client, acme):
+    _ledger_skill(acme)
+    run = start_run(agent_client, context_budget=100)
+    post_calls(agent_client, run["run_id"], [call("c1", "books.ledger", {}), call("c2", "books.ledger", {})])
+    ref = post_calls(agent_client, run["run_id"], [call("c3", "books.ledger", {})]).json()["context"]["replaced"]
+    described = post_calls(agent_client, run["run_id"], [call("d1", "describe_result", {"ref": ref[0]["ref"]})])
+    text = json.dumps(described.json())
+    assert SECRET not in text and "hunter2-hunter2" not in text
+    assert described.json()["results"][0]["content"]["content"]["rows"][0]["entry"] == "a-1-0"
+
+
+def test_the_trace_shows_each_replacement(agent_client, acme):
+    _ledger_skill(acme)
+    run = start_run(agent_client, context_budget=100)
+    body = post_calls(agent_client, run["run_id"], [call(f"c{i}", "books.ledger", {}) for i in range(1, 4)]).json()
+    spans = Span.objects.filter(trace__run_id=run["run_id"], name="context.replaced").order_by("pk")
+    assert [span.call.call_id for span in spans] == ["c1", "c2"]
+    assert [span.attributes["airlock.context.ref"] for span in spans] == [e["ref"] for e in body["context"]["replaced"]]
+    assert all(span.attributes["airlock.context.budget_tokens"] == 100 for span in spans)
+    assert spans[0].attributes["airlock.context.replaced_tokens"] == body["context"]["replaced"][0]["tokens"]
+
+
+def test_a_result_is_replaced_once_even_when_batches_race(agent_client, acme):
+    _ledger_skill(acme)
+    run = start_run(agent_client, context_budget=100)
+    post_calls(agent_client, run["run_id"], [call("c1", "books.ledger", {}), call("c2", "books.ledger", {})])
+    again = post_calls(agent_client, run["run_id"], [call("c3", "books.ledger", {})]).json()
+    assert [e["call_id"] for e in again["context"]["replaced"]] == ["c2"]  # c1 was replaced by the first batch
+    assert Span.objects.filter(trace__run_id=run["run_id"], name="context.replaced").count() == 2
+
+
+def test_the_tenants_default_budget_applies_to_a_run_that_sets_none(agent_client, acme):
+    acme.default_context_budget = 100
+    acme.save(update_fields=["default_context_budget"])
+    _ledger_skill(acme)
+    run = start_run(agent_client)
+    body = post_calls(agent_client, run["run_id"], [call("c1", "books.ledger", {}), call("c2", "books.ledger", {})])
+    assert body.json()["context"]["budget"] == 100 and body.json()["results"][0]["context_replaced"] is True
+    unlimited = start_run(agent_client, context_budget=None)
+    assert "context" not in post_calls(agent_client, unlimited["run_id"], [call("c1", "books.ledger", {})]).json()
+
+
+@pytest.mark.parametrize("budget", [-1, 0, 99, "lots", 10**9])
+def test_a_malformed_budget_is_refused_with_a_clear_error(agent_client, budget):
+    response = agent_client.post(
+        reverse("runs_api:run_create"), {"end_user": "u-1", "context_budget": budget}, format="json"
+    )
+    assert response.status_code == 400
+    assert "context_budget" in json.dumps(response.json())
+
+
+def test_tokens_are_counted_in_the_encoding_of_the_model_the_run_names():
+    text = "Zażółć gęślą jaźń — 東京 🚀 " * 20
+    assert tokens.encoding_name("gpt-4o-2024-08-06") == "o200k_base"
+    assert tokens.encoding_name("openai/gpt-4.1-mini") == "o200k_base"
+    assert tokens.encoding_name("gpt-4-turbo") == "cl100k_base"
+    assert tokens.encoding_name("claude-sonnet-4") == tokens.DEFAULT_ENCODING == "o200k_base"
+    assert tokens.count("hello world", model="gpt-4") == 2  # [15339, 1917] in cl100k_base
+    assert tokens.count(text, model="gpt-4o") != tokens.count(text, model="gpt-4")
+    assert tokens.count(text, model="gpt-4o") != len(text) // 4  # a tokenizer, not a character heuristic
+
+
+# Part 6: cost and version on the trace -----------------------------------------------------------------
+
+
+def test_a_span_carries_the_adapter_and_its_version_bytes_tokens_and_cost(agent_client, acme):
+    _ledger_skill(acme, cost={"currency": "USD", "per_call": 0.002, "per_unit": 0.0001, "unit": "item"})
+    run = start_run(agent_client, model="gpt-4")
+    post_calls(agent_client, run["run_id"], [call("c1", "books.ledger", {"account": "a-9"})])
+    tool_call = ToolCall.objects.get(run_id=run["run_id"], call_id="c1")
+    attributes = _span(run["run_id"]).attributes
+    assert attributes["airlock.adapter"] == "python"
+    assert attributes["airlock.adapter.version"] == result_facts.SERVER_VERSION
+    given = tool_call.result["content"]
+    assert attributes["airlock.result.bytes"] == len(tokens.as_model_text(given).encode())
+    assert attributes["airlock.result.tokens"] == tokens.count(tokens.as_model_text(given), model="gpt-4")
+    assert attributes["airlock.result.encoding"] == "cl100k_base"
+    assert attributes["airlock.cost.amount"] == pytest.approx(0.002 + 60 * 0.0001)
+    assert (attributes["airlock.cost.currency"], attributes["airlock.cost.unit"]) == ("USD", "item")
+    assert attributes["airlock.cost.units"] == 60
+
+
+def test_a_skill_that_declares_no_cost_has_none_on_its_span(agent_client, acme):
+    _ledger_skill(acme)
+    run_id, _ = _one_call(agent_client, "books.ledger")
+    assert not any(key.startswith("airlock.cost") for key in _span(run_id).attributes)
+
+
+def test_the_sdk_that_ran_a_client_skill_is_its_adapter_with_its_version(agent_client, acme):
+    make_skill("desk.local", adapter="client:desk.local", cost={"currency": "EUR", "per_call": 0.5})
+    grant(acme, "desk.*")
+    run = start_run(agent_client)
+    issued = post_calls(agent_client, run["run_id"], [call("c1", "desk.local", {})]).json()["results"][0]
+    assert issued["status"] == "execute_locally", issued
+    reported = agent_client.post(
+        reverse("runs_api:client_result", args=[run["run_id"], "c1"]),
+        {"token": issued["token"], "content": {"done": True}},
+        format="json",
+        HTTP_USER_AGENT="airlock-sdk/0.1.0 python-httpx",
+    )
+    assert reported.status_code == 200, reported.content
+    span = Span.objects.get(trace__run_id=run["run_id"], name="desk.local (run by the agent)")
+    assert (span.attributes["airlock.adapter"], span.attributes["airlock.adapter.version"]) == (
+        "client",
+        "airlock-sdk 0.1.0",
+    )
+    assert (span.attributes["airlock.cost.amount"], span.attributes["airlock.cost.currency"]) == (0.5, "EUR")
+    assert span.attributes["airlock.result.tokens"] == tokens.count('{"done":true}')
