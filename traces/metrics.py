@@ -19,6 +19,11 @@ BUCKETS = 24
 MAX_SAMPLES = 50_000
 CONTRACT_CLASSES = ("contract", "contract_violation", "result_validation", "output_validation")
 APPROVAL_KINDS = (SpanKind.APPROVAL, SpanKind.APPROVAL_DECISION)
+# Read from the spans' attributes (runs/result_facts.py, traces/cost.py; the GenAI conventions for turns).
+TOKENS_KEY = "attributes__airlock.result.tokens"
+COST_KEY = "attributes__airlock.cost.amount"
+CURRENCY_KEY = "attributes__airlock.cost.currency"
+INPUT_TOKENS_KEY = "attributes__gen_ai.usage.input_tokens"
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float | None:
@@ -54,6 +59,9 @@ class CallFact:
     duration_ms: float | None = None
     arguments_sha256: str = ""
     result_bytes: int = 0
+    result_tokens: int = 0
+    cost: float | None = None
+    currency: str = ""
     tenant: str = ""
 
     @property
@@ -83,10 +91,15 @@ def call_facts(skill_name: str, since: datetime, until: datetime) -> list[CallFa
             "arguments_sha256",
             "result_bytes",
             "trace__tenant__name",
+            TOKENS_KEY,
+            COST_KEY,
+            CURRENCY_KEY,
         )[:MAX_SAMPLES]
     )
     facts: dict[object, CallFact] = {}
-    for pk, call_id, trace_id, started, verdict, outcome, error_class, duration, args, size, tenant in rows:
+    for row in rows:
+        pk, call_id, trace_id, started, verdict, outcome, error_class, duration, args, size, tenant = row[:11]
+        tokens, cost, currency = row[11:]
         key = call_id if call_id is not None else f"span:{pk}"
         fact = facts.get(key)
         if fact is None:
@@ -97,7 +110,14 @@ def call_facts(skill_name: str, since: datetime, until: datetime) -> list[CallFa
             fact.duration_ms = max(fact.duration_ms or 0.0, duration)
         fact.arguments_sha256 = args or fact.arguments_sha256
         fact.result_bytes = max(fact.result_bytes, size or 0)
+        fact.result_tokens = max(fact.result_tokens, _number(tokens))
+        if cost is not None:  # the span that recorded the result carries its cost
+            fact.cost, fact.currency = float(_number(cost, float)), str(currency or "")
     return list(facts.values())
+
+
+def _number(value, kind=int):
+    return kind(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else kind(0)
 
 
 def repeats_per_run(facts: list[CallFact]) -> list[int]:
@@ -136,9 +156,15 @@ class SkillMetrics:
     contract_violations: int = 0
     undeclared_error_codes: list[tuple[str, int]] = field(default_factory=list)
     result_bytes: int = 0
+    result_tokens: int = 0
     run_result_bytes: int = 0
+    costed_calls: int = 0
+    cost_total: float = 0.0
+    currency: str = ""
     calls_per_task: Spread = field(default_factory=Spread)
     run_byte_share: Spread = field(default_factory=Spread)
+    run_context_share: Spread = field(default_factory=Spread)  # tokens of the model's context, where reported
+    runs_reporting_turns: int = 0
     tenants: list[tuple[str, int]] = field(default_factory=list)
     buckets: list[Bucket] = field(default_factory=list)
 
@@ -162,6 +188,14 @@ class SkillMetrics:
     @property
     def avg_result_bytes(self) -> float:
         return self.result_bytes / self.calls if self.calls else 0.0
+
+    @property
+    def avg_result_tokens(self) -> float:
+        return self.result_tokens / self.calls if self.calls else 0.0
+
+    @property
+    def avg_cost(self) -> float | None:
+        return self.cost_total / self.costed_calls if self.costed_calls else None
 
     @property
     def context_share(self) -> float:
@@ -221,6 +255,8 @@ def skill_metrics(*, skill_name: str, since: datetime, until: datetime) -> Skill
     m.contract_violations = sum(1 for f in facts if f.contract_violation)
     m.undeclared_error_codes = undeclared_error_codes(skill_name, since, until)
     m.result_bytes = sum(f.result_bytes for f in facts)
+    m.result_tokens = sum(f.result_tokens for f in facts)
+    _add_costs(m, facts)
     per_run = per_run_figures(facts)
     run_bytes = _run_result_bytes(set(per_run), since, until)
     m.run_result_bytes = sum(run_bytes.values()) or m.result_bytes
@@ -228,6 +264,10 @@ def skill_metrics(*, skill_name: str, since: datetime, until: datetime) -> Skill
     m.run_byte_share = Spread.of(
         [own / run_bytes[trace] for trace, (_, own) in per_run.items() if run_bytes.get(trace)]
     )
+    context = _model_context_tokens(set(per_run), since, until)
+    own_tokens = per_run_tokens(facts)
+    m.runs_reporting_turns = len(context)
+    m.run_context_share = Spread.of([min(1.0, own_tokens[trace] / size) for trace, size in context.items()])
     return m
 
 
@@ -242,6 +282,38 @@ def undeclared_error_codes(skill_name: str, since: datetime, until: datetime) ->
         code = str(attributes.get(UNDECLARED_CODE))
         counts[code] = counts.get(code, 0) + 1
     return sorted(counts.items(), key=lambda item: -item[1])
+
+
+def _add_costs(m: SkillMetrics, facts: list[CallFact]) -> None:
+    """The cost of the calls that have one, in the currency most of them use (others are left out)."""
+    currencies: dict[str, int] = {}
+    for fact in facts:
+        if fact.cost is not None:
+            currencies[fact.currency] = currencies.get(fact.currency, 0) + 1
+    if not currencies:
+        return
+    m.currency = max(currencies, key=lambda currency: currencies[currency])
+    priced = [f.cost for f in facts if f.cost is not None and f.currency == m.currency]
+    m.costed_calls, m.cost_total = len(priced), sum(priced)
+
+
+def per_run_tokens(facts: list[CallFact]) -> dict[int, int]:
+    tokens: dict[int, int] = {}
+    for fact in facts:
+        tokens[fact.trace_id] = tokens.get(fact.trace_id, 0) + fact.result_tokens
+    return tokens
+
+
+def _model_context_tokens(trace_ids: set[int], since: datetime, until: datetime) -> dict[int, int]:
+    """The model's context in each run that reports its turns: the most input tokens of any of its turns."""
+    turns = Span.objects.filter(
+        kind=SpanKind.MODEL_TURN, trace_id__in=list(trace_ids)[:5000], started_at__gte=since, started_at__lt=until
+    ).values_list("trace_id", INPUT_TOKENS_KEY)[:MAX_SAMPLES]
+    context: dict[int, int] = {}
+    for trace_id, tokens in turns:
+        if _number(tokens) > 0:
+            context[trace_id] = max(context.get(trace_id, 0), _number(tokens))
+    return context
 
 
 def per_run_figures(facts: list[CallFact]) -> dict[int, tuple[int, int]]:

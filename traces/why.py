@@ -31,6 +31,7 @@ DECIDED_BY_SCOPE = {
     "skill": "a policy of this skill",
     "default": "the built-in default for its effect",
 }
+KEYS = ("model_view", "adapter", "cost")  # what runs/result_facts.py keeps in the call's decision
 SHOWN_NAMES = 12  # the panel's facts are cut at 300 characters
 APPROVAL_KINDS = (SpanKind.APPROVAL, SpanKind.APPROVAL_REQUEST, SpanKind.APPROVAL_DECISION)
 DECIDED = ("approved", "declined", "expired", "cancelled")
@@ -237,7 +238,32 @@ def _shaping(call: Any) -> Answer:
         ("truncated", f"yes ({cut})" if cut else "no"),
         ("result sha256", call.result_sha256 or "—"),
     ]
+    facts = _model_view(call)
+    if facts:
+        answer += f"; {facts[0][1]}"
+        details += facts
     return Answer(q, answer, "warn" if cut else "ok", details)
+
+
+def _model_view(call: Any) -> list[tuple[str, Any]]:
+    """What the result weighed in the model's context, which adapter produced it, and what it cost."""
+    decision = _decision(call)
+    view, adapter, cost = (decision.get(key) if isinstance(decision.get(key), dict) else {} for key in KEYS)
+    facts: list[tuple[str, Any]] = []
+    if view:
+        facts.append(("tokens to the model", f"{call.result_tokens} tokens ({view.get('encoding', '?')})"))
+    if getattr(call, "summarized_at", None):
+        facts.append(
+            ("in the model's context", f"replaced by a summary at {call.summarized_at.isoformat(timespec='seconds')}")
+        )
+    if adapter.get("name"):
+        facts.append(("adapter", f"{adapter['name']} {adapter.get('version') or '(version not reported)'}"))
+    if cost:
+        priced = f"{cost.get('amount')} {cost.get('currency', '')}".strip()
+        if cost.get("unit"):
+            priced += f" ({cost.get('units')} × {cost['unit']})"
+        facts.append(("cost", priced))
+    return facts
 
 
 def _outcome(call: Any) -> Answer:

@@ -4,12 +4,14 @@ real local services."""
 import asyncio
 import json
 import threading
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from airlock_sdk import Airlock, Ok
 from airlock_sdk.integrations.turns import render
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
@@ -656,7 +658,7 @@ def test_through_the_mcp_gateway_the_model_reads_a_view_and_follows_next(mcp_liv
 def ledger(*, arguments, context):
     account = arguments.get("account", "a-1")
     rows = [{"entry": f"{account}-{i}", "amount": i * 10, "memo": f"invoice {i} for {account}"} for i in range(60)]
-    return {"account": account, "rows": rows, "api_key": SECRET, "owner_password": "hunter2-hunter2"}
+    return {"account": account, "rows": rows, "api_key": SECRET, "password": "hunter2-hunter2"}
 
 
 def _ledger_skill(acme, **extra):
@@ -773,8 +775,12 @@ def test_the_tenants_default_budget_applies_to_a_run_that_sets_none(agent_client
     run = start_run(agent_client)
     body = post_calls(agent_client, run["run_id"], [call("c1", "books.ledger", {}), call("c2", "books.ledger", {})])
     assert body.json()["context"]["budget"] == 100 and body.json()["results"][0]["context_replaced"] is True
-    unlimited = start_run(agent_client, context_budget=None)
-    assert "context" not in post_calls(agent_client, unlimited["run_id"], [call("c1", "books.ledger", {})]).json()
+    larger = start_run(agent_client, context_budget=50_000)  # a run may ask for another budget, not for none
+    assert post_calls(agent_client, larger["run_id"], [call("c1", "books.ledger", {})]).json()["context"] == {
+        "budget": 50_000,
+        "used_tokens": ToolCall.objects.get(run_id=larger["run_id"], call_id="c1").result_tokens,
+        "replaced": [],
+    }
 
 
 @pytest.mark.parametrize("budget", [-1, 0, 99, "lots", 10**9])
@@ -843,3 +849,53 @@ def test_the_sdk_that_ran_a_client_skill_is_its_adapter_with_its_version(agent_c
     )
     assert (span.attributes["airlock.cost.amount"], span.attributes["airlock.cost.currency"]) == (0.5, "EUR")
     assert span.attributes["airlock.result.tokens"] == tokens.count('{"done":true}')
+
+
+def _report_model_turn(agent_client, run_id: str, input_tokens: int) -> None:
+    now = timezone.now()
+    turn = {
+        "run_id": run_id,
+        "span_id": "00000000000000a1",
+        "kind": "model_turn",
+        "name": "chat gpt-4o",
+        "started_at": now.isoformat(),
+        "ended_at": (now + timedelta(milliseconds=900)).isoformat(),
+        "attributes": {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": input_tokens},
+    }
+    response = agent_client.post(
+        reverse("traces_api:span_batch"), data=json.dumps({"spans": [turn]}), content_type="application/json"
+    )
+    assert response.status_code == 202, response.content
+
+
+def test_the_metrics_page_shows_cost_and_tokens_per_skill(agent_client, acme, client, owner):
+    _ledger_skill(acme, cost={"currency": "USD", "per_call": 0.002, "per_unit": 0.0001, "unit": "item"})
+    run = start_run(agent_client, model="gpt-4o")
+    post_calls(agent_client, run["run_id"], [call(f"c{i}", "books.ledger", {"account": "a-1"}) for i in range(3)])
+    each = ToolCall.objects.filter(run_id=run["run_id"]).first().result_tokens
+
+    client.force_login(owner)
+    page = client.get(reverse("traces:skill", args=["books.ledger"]), {"window": "1h"})
+    m = page.context["m"]
+    assert (m.costed_calls, m.currency) == (3, "USD") and m.cost_total == pytest.approx(3 * 0.008)
+    html = page.content.decode()
+    assert "0.008 USD" in html and "0.024 USD for 3 priced calls" in html
+    assert f"{each:,} tokens" in html
+    assert "a byte share: no run reported its model turns" in html  # no turns reported: it says so
+
+    _report_model_turn(agent_client, run["run_id"], input_tokens=each * 12)
+    page = client.get(reverse("traces:skill", args=["books.ledger"]), {"window": "1h"})
+    assert page.context["m"].run_context_share.p50 == pytest.approx(0.25)  # 3 results of 12 results' worth
+    assert "Share of the model&#x27;s context" in page.content.decode() or "model's context" in page.content.decode()
+
+
+def test_the_why_panel_shows_tokens_adapter_and_cost(agent_client, acme):
+    _ledger_skill(acme, cost={"currency": "USD", "per_call": 0.5})
+    run = start_run(agent_client, model="gpt-4", context_budget=100)
+    post_calls(agent_client, run["run_id"], [call("c1", "books.ledger", {}), call("c2", "books.ledger", {})])
+    tool_call = ToolCall.objects.get(run_id=run["run_id"], call_id="c1")
+    shaped = {q.question: dict(q.details) for q in explain_call(call=tool_call, spans=[])}["How was the result shaped?"]
+    assert shaped["tokens to the model"] == f"{tool_call.result_tokens} tokens (cl100k_base)"
+    assert shaped["adapter"] == f"python {result_facts.SERVER_VERSION}"
+    assert shaped["cost"] == "0.5 USD"
+    assert shaped["in the model's context"].startswith("replaced by a summary at ")

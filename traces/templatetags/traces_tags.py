@@ -32,6 +32,22 @@ def kb(value: Any) -> str:
 
 
 @register.filter
+def tokens(value: Any) -> str:
+    value = float(value or 0)
+    return f"{value:,.0f} tokens" if value < 10_000 else f"{value / 1000:,.1f}k tokens"
+
+
+@register.filter
+def money(value: Any, currency: str = "") -> str:
+    """An amount with its currency code, with the precision a per-call price needs."""
+    if value is None or value == "":
+        return "—"
+    value = float(value)
+    figure = f"{value:,.2f}" if value >= 1 or value == 0 else f"{value:.4f}".rstrip("0").rstrip(".")
+    return f"{figure} {currency}".strip()
+
+
+@register.filter
 def pretty(value: Any) -> str:
     import json
 
