@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from airlock_sdk.fencing import fenced_content
+
 from traces.models import Span, SpanKind
 
 REPORTED_BY = {
@@ -279,7 +281,7 @@ def _outcome(call: Any) -> Answer:
             ("message to the model", error.get("message")),
         ]
         if error.get("downstream_message"):  # the skill's service refused the call, in these words
-            details.append(("the service said", error["downstream_message"]))
+            details.append(("the service said", fenced_content(error["downstream_message"])))
     if call.status in ("succeeded", "reconciled"):
         return Answer(q, f"{call.status}: the model got the result.", "ok", details)
     if call.status in ("awaiting_approval", "executing", "proposed"):

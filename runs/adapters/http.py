@@ -24,17 +24,23 @@ def error_for_status(response: httpx.Response) -> CallError:
     message = f"The skill's service answered HTTP {status}."
     said = message_of_body(response.text, response.headers.get("Content-Type", "")) if 400 <= status < 500 else ""
     own_code = code_of_body(response.text) if status >= 400 else None  # a code is no internal, even in a 5xx
+    origin = {"adapter": "http", "source": response.url.host}
     if status == 429:
         return refusal(
-            "rate_limited", message, said=said, downstream_code=own_code, retry_after=_retry_after(response) or 1
+            "rate_limited",
+            message,
+            said=said,
+            downstream_code=own_code,
+            retry_after=_retry_after(response) or 1,
+            **origin,
         )
     if status in HTTP_STATUS_CLASSES:
-        return refusal(HTTP_STATUS_CLASSES[status], message, said=said, downstream_code=own_code)
+        return refusal(HTTP_STATUS_CLASSES[status], message, said=said, downstream_code=own_code, **origin)
     if status in (502, 503, 504):
         return Transient(
             message, code="downstream_unavailable", retry_after=_retry_after(response), downstream_code=own_code
         )
-    return refusal("unavailable", message, said=said, downstream_code=own_code)
+    return refusal("unavailable", message, said=said, downstream_code=own_code, **origin)
 
 
 class HttpAdapter:

@@ -4,8 +4,10 @@ Written once for every adapter: the HTTP adapter's 4xx answers and the MCP adapt
 (`isError` results and JSON-RPC errors) go through `refusal(...)`, so a 422 and an MCP tool saying
 "invalid quantity" reach the model the same way: the same class, the same code, and the service's
 own words under `downstream_message`, with active content removed, secrets masked and at most
-`MESSAGE_CHARS` characters. The class comes from the HTTP status, the JSON-RPC code, or else from
-what the message says (`PHRASES`); what cannot be classed stays `unavailable`.
+`MESSAGE_CHARS` characters, fenced (`airlock_sdk.fencing.for_model`) like any untrusted tool content,
+so that a service cannot give the model instructions through its error either. The class comes from the
+HTTP status, the JSON-RPC code, or else from what the message says (`PHRASES`); what cannot be classed
+stays `unavailable`.
 
 A service's own error code (its JSON body's `code`, `error_code` or `error.code`) travels as
 `downstream_code`; `with_declared_meaning` adds what the manifest's `errors` say of it (`meaning`,
@@ -18,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from airlock_sdk.fencing import clean_text
+from airlock_sdk.fencing import clean_text, for_model
 
 from runs.errors import CallError, Conflict, NotFound, NotPermitted, RateLimited, Unavailable, ValidationFailed
 from traces.redaction import redact_text
@@ -150,15 +152,30 @@ def code_of_body(text: str) -> str | None:
     return None
 
 
+def fenced(words: str, *, adapter: str, source: str) -> str:
+    """The service's bounded words as the model reads them: fenced, with where they came from."""
+    origin = {"source": source, "adapter": adapter, "untrusted": True, "active_content_removed": 0}
+    return for_model(words, origin) if words else ""
+
+
 def refusal(
-    error_class: str, message: str, *, said: str, code: str | None = None, downstream_code: str | None = None, **extra
+    error_class: str,
+    message: str,
+    *,
+    said: str,
+    adapter: str,
+    source: str,
+    code: str | None = None,
+    downstream_code: str | None = None,
+    **extra: Any,
 ) -> CallError:
     """The typed error for a refusal of `error_class`, carrying what the service said (when it said anything)."""
     error_type, default_code = REFUSALS[error_class]
+    words = fenced(bounded(said), adapter=adapter, source=source)
     return error_type(
         message,
         code=code or default_code,
-        downstream_message=bounded(said) or None,
+        downstream_message=words or None,
         downstream_code=downstream_code,
         **extra,
     )
@@ -189,6 +206,8 @@ def tool_refusal(tool: str, said: str, *, jsonrpc_code: int | None = None) -> Ca
         error_class,
         f"The MCP tool {tool} reported an error.",
         said=shown,
+        adapter="mcp",
+        source=tool,
         code=code,
         downstream_code=code_of_body(said),
     )
