@@ -251,16 +251,38 @@ class Airlock:
 
     # runs ----------------------------------------------------------------------------------------
     def start_run(
-        self, end_user: str, task: str, callback_url: str | None = None, *, end_user_roles: list[str] | None = None
+        self,
+        end_user: str,
+        task: str,
+        callback_url: str | None = None,
+        *,
+        end_user_roles: list[str] | None = None,
+        model: str | None = None,
+        context_budget: int | None = None,
     ) -> Run:
+        """`model`: the model the agent runs (tool results' tokens are counted in its encoding);
+        `context_budget`: tokens of tool results the model is given before the oldest are replaced by a
+        summary and a ref (`describe_result`); the tenant's default applies when it is left out."""
         body: dict[str, Any] = {"end_user": end_user, "task": task}
+        if model:
+            body["model"] = model
+        if context_budget is not None:
+            body["context_budget"] = context_budget
         if callback_url:
             body["callback_url"] = callback_url
         if end_user_roles is not None:
             body["end_user_roles"] = end_user_roles
         # Not retried once sent: a repeat would start a second run.
         data = self.transport.json("POST", "/api/v1/runs", safe=False, json=body)
-        run = Run(self, {**data, "end_user": end_user, "end_user_roles": list(end_user_roles or [])})
+        run = Run(
+            self,
+            {
+                "context_budget": context_budget,
+                **data,
+                "end_user": end_user,
+                "end_user_roles": list(end_user_roles or []),
+            },
+        )
         if (
             self.cache is not None
             and run.snapshot is not None

@@ -139,7 +139,8 @@ def for_model(content: Any, origin: dict) -> str:
 
 
 _ONE_FENCE = re.compile(
-    rf'\A[^\n]*\n<{FENCE_TAG} id="(?P<id>[0-9a-f]{{16}})"[^>\n]*>\n(?P<body>.*)\n</{FENCE_TAG} id="(?P=id)">\Z', re.DOTALL
+    rf'\A[^\n]*\n<{FENCE_TAG} id="(?P<id>[0-9a-f]{{16}})"[^>\n]*>\n(?P<body>.*)\n</{FENCE_TAG} id="(?P=id)">\Z',
+    re.DOTALL,
 )
 
 

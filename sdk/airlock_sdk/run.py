@@ -63,6 +63,12 @@ class Run:
         self.end_user: str | None = data.get("end_user")  # known when this process started the run
         self.end_user_roles: list[str] = list(data.get("end_user_roles") or [])
         self.cursor: int | None = None
+        # The run's context budget (tokens of tool results) as the gate last reported it, and the results it
+        # replaced by a summary: call id -> {"summary", "ref"}. Framework integrations put these in place of
+        # the full results in the history they hand the model (integrations/turns.py).
+        self.context_budget: int | None = data.get("context_budget")
+        self.context_used_tokens: int | None = None
+        self.context_replaced: dict[str, dict[str, str]] = {}
         self._prefix = uuid.uuid4().hex[:6]
         self._counter = itertools.count(1)
         self._approvals: dict[int, str] = {}  # approval id -> call id
@@ -150,6 +156,7 @@ class Run:
                 return [results[call["call_id"]] for call in prepared]
             self.run_status = response.get("run_status", self.run_status)
             self.tainted = bool(response.get("tainted", self.tainted))
+            self._note_context(response.get("context"))
             by_id = {c["call_id"]: c for c in to_send}
             for raw in response.get("results", []):
                 results[str(raw.get("call_id"))] = self._finish(raw, by_id.get(str(raw.get("call_id"))))
@@ -254,6 +261,15 @@ class Run:
             decided_locally=True,
             raw={"call_id": call_id, "status": "ok", "decided_locally": True, "bundle": verdict.bundle_number},
         )
+
+    def _note_context(self, note: Any) -> None:
+        if not isinstance(note, Mapping):
+            return
+        self.context_budget, self.context_used_tokens = note.get("budget"), note.get("used_tokens")
+        for entry in note.get("replaced") or []:
+            if isinstance(entry, Mapping) and entry.get("call_id") is not None:
+                summary = {"summary": str(entry.get("summary", "")), "ref": str(entry.get("ref", ""))}
+                self.context_replaced[str(entry["call_id"])] = summary
 
     def _send(self, calls: list[dict], exposed_tools: list[str] | None = None) -> dict:
         """POST the batch. Sent without an answer, it is resent once with the same call ids: the gate

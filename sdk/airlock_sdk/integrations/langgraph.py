@@ -37,7 +37,14 @@ from langgraph.errors import GraphInterrupt
 from langgraph.types import interrupt
 
 from airlock_sdk.client import tool_name, tool_skill
-from airlock_sdk.integrations.turns import ProposedCall, arguments_of, render, send_turn, wait_for_outcome
+from airlock_sdk.integrations.turns import (
+    ProposedCall,
+    arguments_of,
+    render,
+    replaced_text,
+    send_turn,
+    wait_for_outcome,
+)
 from airlock_sdk.results import ApprovalRequired, Error, Result
 from airlock_sdk.run import Run
 from airlock_sdk.spans import OpenSpan, SpanRecorder
@@ -135,7 +142,21 @@ class AirlockToolNode:
                     status="error" if outcome.get("status") == "error" else "success",
                 )
             )
-        return {self.messages_key: messages}
+        return {self.messages_key: [*messages, *self._summarised(state[self.messages_key])]}
+
+    def _summarised(self, history: Iterable[Any]) -> list[ToolMessage]:
+        """Earlier tool messages the run's context budget replaced, as their summaries: with the same message
+        id, so that LangGraph's `add_messages` reducer puts each in place of the full result."""
+        swapped = []
+        for old in history:
+            text = replaced_text(self.run, getattr(old, "tool_call_id", None)) if isinstance(old, ToolMessage) else None
+            if text is not None and old.id and old.content != text:
+                swapped.append(
+                    ToolMessage(
+                        content=text, tool_call_id=old.tool_call_id, name=old.name, id=old.id, status=old.status
+                    )
+                )
+        return swapped
 
 
 def decisions(run: Run, pending: Any, *, timeout: float = 600) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from airlock_sdk.integrations.turns import (
     arguments_of,
     is_refusal,
     render,
+    replaced_text,
     send_turn,
     wait_for_outcome,
 )
@@ -182,6 +183,19 @@ class AirlockAgents:
         return invoke
 
 
+def _summarised(run: Run, items: Any) -> Any:
+    """Input items with the output of each call the run's context budget replaced swapped for its summary."""
+    if not isinstance(items, list):
+        return items
+    swapped = []
+    for item in items:
+        if isinstance(item, Mapping) and item.get("type") == "function_call_output":
+            text = replaced_text(run, item.get("call_id"))
+            item = {**item, "output": text} if text is not None else item
+        swapped.append(item)
+    return swapped
+
+
 class AirlockModel(Model):
     """The developer's model, with each turn traced as a GenAI `chat` span and its tool calls gated
     as one batch before the SDK runs (or interrupts for) any of them."""
@@ -199,7 +213,19 @@ class AirlockModel(Model):
             attributes["gen_ai.provider.name"] = "openai"
         return attributes
 
+    def _with_summaries(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """The turn's input with each result the run's context budget replaced given as its summary."""
+        run = self.airlock_agents.run
+        if not run.context_replaced:
+            return args, kwargs
+        if "input" in kwargs:
+            return args, {**kwargs, "input": _summarised(run, kwargs["input"])}
+        if len(args) > 1:
+            return (args[0], _summarised(run, args[1]), *args[2:]), kwargs
+        return args, kwargs
+
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        args, kwargs = self._with_summaries(args, kwargs)
         label = self._model_label()
         with self.airlock_agents.spans.span("chat", f"chat {label}", **self._turn_attributes(label)) as span:
             response = await self.inner.get_response(*args, **kwargs)
@@ -219,6 +245,7 @@ class AirlockModel(Model):
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         """Streamed turns pass through as they come; their Airlock calls are gated once the turn is complete."""
+        args, kwargs = self._with_summaries(args, kwargs)
         label = self._model_label()
         with self.airlock_agents.spans.span("chat", f"chat {label}", **self._turn_attributes(label)):
             async for event in self.inner.stream_response(*args, **kwargs):

@@ -33,6 +33,13 @@ class ProposedCall:
         return {"call_id": self.call_id, "name": self.skill, "arguments": self.arguments}
 
 
+def replaced_text(run: Run, call_id: Any) -> str | None:
+    """What the model is given instead of a result the run's context budget replaced: the same
+    {"summary", "ref"} the gate returns for a result it replaces in its own batch; None for the others."""
+    entry = run.context_replaced.get(str(call_id))
+    return json.dumps(entry) if entry is not None else None
+
+
 def unreachable(call_id: str, exc: AirlockError) -> Error:
     return Error(call_id=call_id, error_class="unavailable", message=f"Airlock could not be reached: {exc}")
 
