@@ -47,6 +47,14 @@ def _issue_unused_key(agent: Agent) -> str:
             return key
 
 
+def set_default_context_budget(*, tenant: Tenant, tokens: int | None) -> Tenant:
+    """Tokens of tool results a run's model is given before the oldest are replaced by summaries, for the
+    tenant's runs that start from now on without a budget of their own; None for no budget."""
+    Tenant.objects.filter(pk=tenant.pk).update(default_context_budget=tokens)
+    tenant.default_context_budget = tokens
+    return tenant
+
+
 def create_agent(*, tenant: Tenant, name: str, role: str, created_by=None) -> tuple[Agent, str]:
     """Create an agent and return it with its API key, which is shown once and never stored."""
     agent = Agent(tenant=tenant, name=name, role=role, created_by=created_by)

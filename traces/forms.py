@@ -50,6 +50,14 @@ class AlertRuleForm(forms.Form):
 
 class TraceSettingsForm(forms.Form):
     retention_days = forms.IntegerField(min_value=1, max_value=3650, help_text="Traces older than this are deleted.")
+    context_budget = forms.IntegerField(
+        required=False,
+        min_value=100,
+        max_value=10_000_000,
+        label="Default context budget (tokens)",
+        help_text="Tokens of tool results a run's model is given before the oldest are replaced by a summary "
+        "and a ref (describe_result), for runs that set none. Empty: no budget. Applies to runs started after.",
+    )
     forward_enabled = forms.BooleanField(required=False, label="Forward spans")
     forward_endpoint = forms.URLField(
         required=False,

@@ -10,12 +10,15 @@ import httpx
 from django.utils import timezone
 
 from console.models import Tenant
+from console.services import set_default_context_budget
 from lib import egress
 from lib.sealing import seal, unseal
 from registry.notifications import email_owning_team, owner_address
 from traces import otlp, tasks
 from traces.metrics import call_facts, repeats_per_run
 from traces.models import Alert, AlertKind, AlertRule, Span, Trace, TraceSettings
+
+UNCHANGED = object()  # an argument left out: the current value stays
 
 logger = logging.getLogger(__name__)
 
@@ -168,8 +171,10 @@ def update_trace_settings(
     forward_endpoint: str,
     forward_headers: dict[str, str] | None,
     retention: timedelta | None = None,
+    context_budget: int | None | object = UNCHANGED,
 ) -> TraceSettings:
-    """Headers (credentials for the collector) are stored sealed; None keeps the current ones."""
+    """Headers (credentials for the collector) are stored sealed; None keeps the current ones.
+    `context_budget`: the tenant's default for its runs (None: no budget)."""
     current = trace_settings_for(tenant)
     newly_enabled = forward_enabled and not current.forward_enabled
     current.forward_enabled, current.forward_endpoint = forward_enabled, forward_endpoint
@@ -183,6 +188,8 @@ def update_trace_settings(
     current.save()
     if retention is not None:
         Tenant.objects.filter(pk=tenant.pk).update(trace_retention=retention)
+    if context_budget is not UNCHANGED:
+        set_default_context_budget(tenant=tenant, tokens=context_budget)
     return current
 
 

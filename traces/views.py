@@ -256,6 +256,7 @@ def tenant_settings(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     current = services.trace_settings_for(tenant)
     initial = {
         "retention_days": tenant.trace_retention.days,
+        "context_budget": tenant.default_context_budget,
         "forward_enabled": current.forward_enabled,
         "forward_endpoint": current.forward_endpoint,
     }
@@ -268,6 +269,7 @@ def tenant_settings(request: HttpRequest, tenant_slug: str) -> HttpResponse:
             forward_endpoint=data["forward_endpoint"],
             forward_headers=data["forward_headers"],
             retention=timedelta(days=data["retention_days"]),
+            context_budget=data["context_budget"],
         )
         messages.success(request, "Trace settings saved.")
         return redirect("traces:settings", tenant_slug=tenant.slug)

@@ -919,3 +919,27 @@ def test_the_why_panel_shows_tokens_adapter_and_cost(agent_client, acme):
     assert shaped["adapter"] == f"python {result_facts.SERVER_VERSION}"
     assert shaped["cost"] == "0.5 USD"
     assert shaped["in the model's context"].startswith("replaced by a summary at ")
+
+
+def test_a_tenants_admin_sets_its_default_budget_and_no_one_else_can(
+    client, acme, globex, tenant_admin, viewer, outsider
+):
+    url = reverse("traces:settings", args=["acme"])
+    form = {"retention_days": 30, "context_budget": 8000}
+    client.force_login(tenant_admin)
+    assert client.post(url, form).status_code == 302
+    acme.refresh_from_db()
+    assert acme.default_context_budget == 8000
+    assert client.post(url, {**form, "context_budget": 5}).status_code == 400  # below the floor: refused, kept
+    acme.refresh_from_db()
+    assert acme.default_context_budget == 8000
+    for intruder in (viewer, outsider):  # a member without the role; another tenant's admin
+        client.force_login(intruder)
+        assert client.post(url, {**form, "context_budget": 100}).status_code in (403, 404)
+    acme.refresh_from_db()
+    globex.refresh_from_db()
+    assert acme.default_context_budget == 8000 and globex.default_context_budget is None
+    client.force_login(tenant_admin)
+    assert client.post(url, {**form, "context_budget": ""}).status_code == 302  # empty: no budget
+    acme.refresh_from_db()
+    assert acme.default_context_budget is None
