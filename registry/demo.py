@@ -48,6 +48,7 @@ def _skill(
     discovery = DISCOVERY.get(name, {})
     return {
         **discovery,
+        **({"cost": COSTS[name]} if name in COSTS else {}),
         "skill_id": "skl_" + name.replace(".", "_"),
         "name": name,
         "version": version,
@@ -75,6 +76,15 @@ def _skill(
             "support_tier": "P2",
         },
     }
+
+
+# What a call costs, as owners declare it (manifest `cost`, docs/registry.md): shown on spans and metrics.
+COSTS: dict[str, dict] = {
+    "customer.list_orders": {"currency": "USD", "per_call": 0.0005, "per_unit": 0.0001, "unit": "item"},
+    "billing.create_refund_request": {"currency": "USD", "per_call": 0.02},
+    "support.send_email": {"currency": "USD", "per_call": 0.001},
+    "docs.search_documentation": {"currency": "USD", "per_unit": 0.002, "unit": "1k_tokens"},
+}
 
 
 # What owners add so agents find their skills (manifest `synonyms` and `examples`, see docs/registry.md).

@@ -8,9 +8,10 @@ there by a summary line and a reference id (`ToolCall.summarized_at` is set; its
 whole). The batch's own results carry their summary in place of their content; results the model was
 given in earlier batches are listed under the response's `context.replaced`, for the agent (the SDK's
 integrations do it) to replace in the history it keeps. The newest result is never replaced: the model
-must see what it just asked for. `describe_result(ref)` (runs/meta_tools.py) gives a replaced result back
+must see what it just asked for, and neither is one of at most `SUMMARY_TOKENS` (its summary would
+weigh as much). `describe_result(ref)` (runs/meta_tools.py) gives a replaced result back
 in full, redacted as it was stored, and only to the run that holds it. The trace records each replacement
-as a `context.replaced` span on the call.
+as a `context.replaced: <skill> (<call id>) now a summary` span on the call.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from runs.models import CallStatus, Run, ToolCall
 from traces.recording import save_spans, unsaved_span
 
 REF_PREFIX = "res_"
+SPAN_NAME = "context.replaced"
+SUMMARY_TOKENS = 80  # about what a summary line costs: a result this small is never replaced by one
 REF_PATTERN = rf"^{REF_PREFIX}[0-9]{{1,18}}$"
 _REF = re.compile(REF_PATTERN)
 
@@ -89,6 +92,8 @@ def fit_results(*, run: Run, results: list[dict]) -> Fitted:
     for pk, count in in_context[:-1]:  # the newest result stays
         if used <= run.context_budget:
             break
+        if count <= SUMMARY_TOKENS:
+            continue  # its summary would cost about as much as it does
         chosen.append(pk)
         used -= count
     fitted = Fitted(budget=run.context_budget, used=used)
@@ -129,7 +134,7 @@ def _replace(run: Run, pks: list[int]) -> list[dict]:
                 unsaved_span(
                     run=run,
                     kind="other",
-                    name="context.replaced",
+                    name=f"{SPAN_NAME}: {call.name} ({call.call_id}) now a summary",
                     started_at=now,
                     ended_at=now,
                     call=call,

@@ -16,6 +16,14 @@ from traces.recording import ensure_trace, record_span
 
 DEMO_TASK = "Demo: refund order 1182 and tell the customer"
 OUTAGE_TASK = "Demo: answer customer c-100 while Airlock was unreachable"
+# What runs/result_facts.py records on a call span for a result the model was given.
+RESULT_FACTS = {
+    "airlock.result.bytes": 2210,
+    "airlock.result.tokens": 612,
+    "airlock.result.encoding": "o200k_base",
+    "airlock.adapter": "python",
+    "airlock.adapter.version": "0.1.0",
+}
 
 
 def seed(context) -> None:
@@ -107,7 +115,7 @@ def seed_trace(context) -> None:
     root = record_span(run=run, kind="run", name="support run", started_at=at(0), ended_at=at(9400))
     steps = [
         ("model_turn", "chat gpt-5 (plan)", 20, 1400, "", "", "", {"gen_ai.usage.input_tokens": 1840}),
-        ("tool_call", read, 1450, 1710, read, "allow", "succeeded", {"airlock.result.bytes": 2210}),
+        ("tool_call", read, 1450, 1710, read, "allow", "succeeded", RESULT_FACTS),
         ("model_turn", "chat gpt-5 (decide)", 1750, 3100, "", "", "", {"gen_ai.usage.input_tokens": 2630}),
         ("tool_call", write, 3150, 3190, write, "confirm", "awaiting_approval", {}),
         ("approval", "approval.approved", 3190, 7200, write, "confirm", "approved", {"decided_by": "bob"}),

@@ -33,7 +33,11 @@ DECIDED_BY_SCOPE = {
     "skill": "a policy of this skill",
     "default": "the built-in default for its effect",
 }
-KEYS = ("model_view", "adapter", "cost")  # what runs/result_facts.py keeps in the call's decision
+KEYS = ("model_view", "adapter", "cost")
+UNIT_LABELS = {
+    "item": "{:g} items",
+    "1k_tokens": "{:g} thousand tokens",
+}  # what runs/result_facts.py keeps in the call's decision
 SHOWN_NAMES = 12  # the panel's facts are cut at 300 characters
 APPROVAL_KINDS = (SpanKind.APPROVAL, SpanKind.APPROVAL_REQUEST, SpanKind.APPROVAL_DECISION)
 DECIDED = ("approved", "declined", "expired", "cancelled")
@@ -263,7 +267,7 @@ def _model_view(call: Any) -> list[tuple[str, Any]]:
     if cost:
         priced = f"{cost.get('amount')} {cost.get('currency', '')}".strip()
         if cost.get("unit"):
-            priced += f" ({cost.get('units')} × {cost['unit']})"
+            priced += f" for {UNIT_LABELS.get(cost['unit'], '{:g} ' + str(cost['unit'])).format(cost.get('units', 0))}"
         facts.append(("cost", priced))
     return facts
 
