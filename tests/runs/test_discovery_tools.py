@@ -164,14 +164,14 @@ def test_a_skill_retired_mid_run_leaves_the_list_and_its_call_names_the_replacem
     assert "use billing.void_refund instead" in result["error"]["message"]
 
 
-def test_progressive_disclosure_offers_only_the_two_meta_tools_in_each_format(catalog, agent_client):
+def test_progressive_disclosure_offers_only_the_meta_tools_in_each_format(catalog, agent_client):
     run_id = start_run(agent_client)["run_id"]
     for fmt, schema_key in (("openai", "parameters"), ("anthropic", "input_schema"), ("mcp", "inputSchema")):
         tools = _tools(agent_client, run_id=run_id, format=fmt, disclosure="progressive")["tools"]
-        assert [tool["name"] for tool in tools] == ["find_tools", "describe_tool"]
+        assert [tool["name"] for tool in tools] == ["find_tools", "describe_tool", "describe_result"]
         assert tools[0][schema_key]["required"] == ["query"]
     both = _tools(agent_client, run_id=run_id, disclosure="both")["tools"]
-    assert [tool["name"] for tool in both[:2]] == ["find_tools", "describe_tool"] and len(both) > 2
+    assert [tool["name"] for tool in both[:3]] == ["find_tools", "describe_tool", "describe_result"] and len(both) > 3
     bad = agent_client.get(reverse("runs_api:tools"), {"disclosure": "some"})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_disclosure"
 

@@ -274,7 +274,11 @@ def test_a_client_executed_skill_runs_in_the_agent_and_is_recorded_by_the_gate(a
 
 def test_a_run_discovers_through_the_gate_and_its_tool_list_is_pinned(airlock, acme):
     run = airlock.start_run(end_user="u-1", task="find a refund tool")
-    assert [tool["name"] for tool in run.tools(disclosure="progressive")] == ["find_tools", "describe_tool"]
+    assert [tool["name"] for tool in run.tools(disclosure="progressive")] == [
+        "find_tools",
+        "describe_tool",
+        "describe_result",
+    ]
     before = run.tools(format="mcp")
     found = run.find_tools("refund request", effect="write", limit=3)
     assert isinstance(found, Ok) and found.content["results"][0]["name"] == "billing.create_refund_request"
