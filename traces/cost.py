@@ -27,22 +27,23 @@ def cost_of(declared: dict | None, *, content: Any, tokens: int) -> dict | None:
     if not isinstance(declared, dict) or not ({"per_call", "per_unit"} & declared.keys()):
         return None
     amount = Decimal(str(declared.get("per_call", 0)))
-    cost: dict[str, Any] = {"currency": declared.get("currency", "USD")}
+    priced: dict[str, Any] = {"currency": declared.get("currency", "USD")}
     if "per_unit" in declared:
         unit = declared.get("unit", "item")
         units = Decimal(tokens) / 1000 if unit == "1k_tokens" else Decimal(_items(content))
         amount += Decimal(str(declared["per_unit"])) * units
-        cost.update(unit=unit, units=float(units))
-    cost["amount"] = float(round(amount, 6))
-    return cost
+        priced.update(unit=unit, units=float(units))
+    priced["amount"] = float(round(amount, 6))
+    return priced
 
 
-def span_attributes(cost: dict | None) -> dict[str, Any]:
-    if not cost:
+def span_attributes(priced: dict | None) -> dict[str, Any]:
+    """The span attributes of what `cost_of` priced."""
+    if not priced:
         return {}
-    attributes = {"airlock.cost.amount": cost["amount"], "airlock.cost.currency": cost["currency"]}
-    if "unit" in cost:
-        attributes.update({"airlock.cost.unit": cost["unit"], "airlock.cost.units": cost["units"]})
+    attributes = {"airlock.cost.amount": priced["amount"], "airlock.cost.currency": priced["currency"]}
+    if "unit" in priced:
+        attributes.update({"airlock.cost.unit": priced["unit"], "airlock.cost.units": priced["units"]})
     return attributes
 
 

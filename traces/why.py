@@ -254,7 +254,7 @@ def _shaping(call: Any) -> Answer:
 def _model_view(call: Any) -> list[tuple[str, Any]]:
     """What the result weighed in the model's context, which adapter produced it, and what it cost."""
     decision = _decision(call)
-    view, adapter, cost = (decision.get(key) if isinstance(decision.get(key), dict) else {} for key in KEYS)
+    view, adapter, charge = (decision.get(key) if isinstance(decision.get(key), dict) else {} for key in KEYS)
     facts: list[tuple[str, Any]] = []
     if view:
         facts.append(("tokens to the model", f"{call.result_tokens} tokens ({view.get('encoding', '?')})"))
@@ -264,10 +264,11 @@ def _model_view(call: Any) -> list[tuple[str, Any]]:
         )
     if adapter.get("name"):
         facts.append(("adapter", f"{adapter['name']} {adapter.get('version') or '(version not reported)'}"))
-    if cost:
-        priced = f"{cost.get('amount')} {cost.get('currency', '')}".strip()
-        if cost.get("unit"):
-            priced += f" for {UNIT_LABELS.get(cost['unit'], '{:g} ' + str(cost['unit'])).format(cost.get('units', 0))}"
+    if charge:
+        priced = f"{charge.get('amount')} {charge.get('currency', '')}".strip()
+        if charge.get("unit"):
+            label = UNIT_LABELS.get(charge["unit"], "{:g} " + str(charge["unit"]))
+            priced += f" for {label.format(charge.get('units', 0))}"
         facts.append(("cost", priced))
     return facts
 
