@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0004_run_stopped'),
+        ('runs', '0006_stored_result_pages'),
     ]
 
     operations = [
