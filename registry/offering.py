@@ -17,4 +17,9 @@ def offered_to(manifest: dict[str, Any], *, tenant_slug: str, agent_role: str) -
     return offers_tenant(manifest, tenant_slug) and offers_role(manifest, agent_role)
 
 
-__all__ = ["EVERYONE", "offered_to", "offers_role", "offers_tenant"]
+def named_roles(manifest: dict[str, Any]) -> list[str]:
+    """The agent roles a version names (not `"*"`), for a person choosing one to try it as."""
+    return [role for role in (manifest.get("permissions") or {}).get("allowed_agent_roles", []) if role != EVERYONE]
+
+
+__all__ = ["EVERYONE", "named_roles", "offered_to", "offers_role", "offers_tenant"]

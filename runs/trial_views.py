@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from console.tenancy import tenants_for
 from registry import trials as registry_trials
 from registry.models import SkillVersion
+from registry.offering import named_roles
 from runs import trials
 from runs.forms import TryForm
 
@@ -44,7 +45,7 @@ def _page_context(request: HttpRequest, version: SkillVersion, form: TryForm, la
     except registry_trials.NotTriable as exc:
         target, refusal = None, str(exc)
     tries = version.tries.select_related("version__skill", "tried_by", "tenant")[:TRIES_SHOWN]
-    roles = [r for r in (version.manifest.get("permissions") or {}).get("allowed_agent_roles", []) if r != "*"]
+    roles = named_roles(version.manifest)
     return {
         "skill": version.skill,
         "version": version,
@@ -64,7 +65,7 @@ def _page_context(request: HttpRequest, version: SkillVersion, form: TryForm, la
 @require_GET
 def version_try_page(request: HttpRequest, name: str, version: str) -> HttpResponse:
     found = _get_version_for_owner(request, name, version)
-    roles = [r for r in (found.manifest.get("permissions") or {}).get("allowed_agent_roles", []) if r != "*"]
+    roles = named_roles(found.manifest)
     form = TryForm(initial={"arguments": _initial_arguments(found), "role": roles[0] if roles else ""})
     return render(request, "runs/try.html", _page_context(request, found, form))
 

@@ -112,7 +112,7 @@ def test_the_owner_compares_the_versions_and_rolls_the_canary_back(asgi_live_ser
 
     page.once("dialog", lambda dialog: dialog.accept())
     canary.get_by_role("button", name="Roll back").click()
-    expect(page.locator(".messages")).to_contain_text(
+    expect(page.locator(".messages li", has_text="Rolled back")).to_contain_text(
         "Rolled back customer.read_profile@1.1.0: new runs get 1.0.0 again; running ones keep theirs."
     )
     expect(_panel(page)).to_contain_text("Everyone is on 1.0.0.")

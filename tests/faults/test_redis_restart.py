@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import socket
-import subprocess
-import time
 
 import pytest
 from channels.db import database_sync_to_async
@@ -23,41 +19,9 @@ from django.urls import reverse
 
 from console.env import channel_layer_from_url
 from tests.approvals.factories import open_request
+from tests.own_redis import REDIS_SERVER, OwnRedis
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
-REDIS_SERVER = shutil.which("redis-server")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class OwnRedis:
-    def __init__(self) -> None:
-        self.port = _free_port()
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [REDIS_SERVER, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(5)
 
 
 @pytest.fixture
@@ -66,7 +30,7 @@ def own_redis(settings):
         pytest.skip("redis-server is not installed")
     redis = OwnRedis()
     redis.start()
-    url = f"redis://127.0.0.1:{redis.port}/0"
+    url = redis.url
     settings.CHANNEL_LAYERS = {"default": channel_layer_from_url(url, prefix="airlock-faults")}
     channel_layers.backends.clear()
     yield redis

@@ -15,8 +15,8 @@ def test_seed_is_valid_complete_and_idempotent():
     snapshots = Snapshot.objects.count()
     seed_all()
     assert Snapshot.objects.count() == snapshots
-    assert Skill.objects.count() == 11
-    assert SkillVersion.objects.count() == 12  # and a draft of the refund skill with a sandbox and tests
+    assert Skill.objects.count() == 13  # with the two client-executed skills of the outage run
+    assert SkillVersion.objects.count() == 14  # and a draft of the refund skill with a sandbox and tests
     assert {v.effect for v in SkillVersion.objects.all()} == {"read", "draft", "write", "external", "destructive"}
     assert Skill.objects.values("namespace").distinct().count() >= 4
     index = load_snapshot(Snapshot.objects.latest().number)

@@ -5,6 +5,7 @@ typed error and is flagged on the span, in the skill's metrics and to its owners
 from datetime import timedelta
 
 import pytest
+from airlock_sdk.fencing import fenced_content
 from django.core import mail
 from django.urls import reverse
 from django.utils import timezone
@@ -41,11 +42,13 @@ def test_a_declared_code_reaches_the_agent_with_its_meaning_and_whether_retrying
     make_skill("shop.cancel", effect="write", errors=[SHIPPED], adapter=service.answer("/cancel", 409, said))
     grant(acme, "shop.*")
     run_id, result = _one_call(agent_client, "shop.cancel")
+    fenced = result["error"]["downstream_message"]
+    assert fenced_content(fenced) == "order o-1 shipped on Monday"  # the service's words, fenced as untrusted
     assert result["error"] == {
         "class": "conflict",
         "code": "downstream_conflict",
         "message": "The skill's service answered HTTP 409.",
-        "downstream_message": "order o-1 shipped on Monday",
+        "downstream_message": fenced,
         "downstream_code": "order_shipped",
         "meaning": SHIPPED["meaning"],
         "retryable": False,

@@ -173,7 +173,8 @@ def test_result_over_limit_is_cut_with_explicit_note(agent_client, skills):
     assert len(result["content"]["items"]) < 200
     note = result["truncation"]
     assert note["total_items"] == 200 and note["returned_items"] == len(result["content"]["items"])
-    assert "Ask for the rest" in result["warnings"][-1]
+    assert 'with "airlock_page" set to the value of "next"' in result["warnings"][-1]  # how to follow the page
+    assert result["next"]
     assert ToolCall.objects.get(call_id="c1").truncated
 
 
