@@ -7,9 +7,8 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from console.tenancy import tenants_for
@@ -20,15 +19,6 @@ from runs import trials
 from runs.forms import TryForm
 
 TRIES_SHOWN = 20
-
-
-def _get_version_for_owner(request: HttpRequest, name: str, version: str) -> SkillVersion:
-    found = get_object_or_404(
-        SkillVersion.objects.select_related("skill__owner_team"), skill__name=name, version=version
-    )
-    if not trials.may_try(found, request.user):
-        raise PermissionDenied(f"Only the {found.skill.owner_team.slug} team or a platform admin may try {name}.")
-    return found
 
 
 def _initial_arguments(version: SkillVersion) -> dict:
@@ -64,7 +54,7 @@ def _page_context(request: HttpRequest, version: SkillVersion, form: TryForm, la
 @login_required
 @require_GET
 def version_try_page(request: HttpRequest, name: str, version: str) -> HttpResponse:
-    found = _get_version_for_owner(request, name, version)
+    found = trials.version_for_owner(name=name, version=version, user=request.user)
     roles = named_roles(found.manifest)
     form = TryForm(initial={"arguments": _initial_arguments(found), "role": roles[0] if roles else ""})
     return render(request, "runs/try.html", _page_context(request, found, form))
@@ -73,7 +63,7 @@ def version_try_page(request: HttpRequest, name: str, version: str) -> HttpRespo
 @login_required
 @require_POST
 def version_try_run(request: HttpRequest, name: str, version: str) -> HttpResponse:
-    found = _get_version_for_owner(request, name, version)
+    found = trials.version_for_owner(name=name, version=version, user=request.user)
     form = TryForm(request.POST)
     latest, status = None, 200
     if form.is_valid():
@@ -94,7 +84,7 @@ def version_try_run(request: HttpRequest, name: str, version: str) -> HttpRespon
 @login_required
 @require_POST
 def version_tests_run(request: HttpRequest, name: str, version: str) -> HttpResponse:
-    found = _get_version_for_owner(request, name, version)
+    found = trials.version_for_owner(name=name, version=version, user=request.user)
     if not found.manifest.get("tests"):
         messages.error(request, f"{found} declares no tests.")
     else:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404
 
 from console.models import Tenant
 from console.tenancy import tenant_for_user_or_404, tenant_ids_for, tenants_for
@@ -177,6 +178,16 @@ def _tenant_of(user, slug: str) -> Tenant | None:
 
 def may_try(version: SkillVersion, user) -> bool:
     return version.skill.is_owned_by(user)
+
+
+def version_for_owner(*, name: str, version: str, user) -> SkillVersion:
+    """The version an owner opens to try or test: 404 when it does not exist, 403 for anyone else."""
+    found = get_object_or_404(
+        SkillVersion.objects.select_related("skill__owner_team"), skill__name=name, version=version
+    )
+    if not may_try(found, user):
+        raise PermissionDenied(f"Only the {found.skill.owner_team.slug} team or a platform admin may try {name}.")
+    return found
 
 
 def try_version(*, version: SkillVersion, user, arguments: Any, role: str = "", tenant: str = "", via: str) -> SkillTry:

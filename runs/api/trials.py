@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view, permission_classes
@@ -12,20 +10,10 @@ from rest_framework.response import Response
 
 from console.api_auth import IsHuman
 from console.api_errors import error_body, error_responses, invalid_body
-from registry.models import SkillVersion
 from runs import trials
 from runs.api.serializers import SkillTrySerializer, TryCallSerializer
 
 TRIES_LISTED = 50
-
-
-def _owned_version(request: Request, name: str, version: str) -> SkillVersion:
-    found = get_object_or_404(
-        SkillVersion.objects.select_related("skill__owner_team"), skill__name=name, version=version
-    )
-    if not trials.may_try(found, request.user):
-        raise PermissionDenied(f"Only the {found.skill.owner_team.slug} team or a platform admin may try {name}.")
-    return found
 
 
 @extend_schema(
@@ -38,7 +26,7 @@ def _owned_version(request: Request, name: str, version: str) -> SkillVersion:
 def version_try(request: Request, name: str, version: str) -> Response:
     """Call a version against its sandbox (a read without one: its real target) through the gate's validation,
     verdict and shaping; recorded as a try, never as a run. Owners only."""
-    found = _owned_version(request, name, version)
+    found = trials.version_for_owner(name=name, version=version, user=request.user)
     body = TryCallSerializer(data=request.data)
     if not body.is_valid():
         return invalid_body(body, "invalid_try")
@@ -54,6 +42,6 @@ def version_try(request: Request, name: str, version: str) -> Response:
 @permission_classes([IsHuman])
 def version_tries(request: Request, name: str, version: str) -> Response:
     """The version's latest tries, newest first. Owners only."""
-    found = _owned_version(request, name, version)
+    found = trials.version_for_owner(name=name, version=version, user=request.user)
     rows = found.tries.select_related("version__skill", "tried_by", "tenant")[:TRIES_LISTED]
     return Response([trials.try_data(row, request.user) for row in rows])

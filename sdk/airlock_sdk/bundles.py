@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 
 from airlock_sdk.errors import (
@@ -23,7 +22,7 @@ from airlock_sdk.errors import (
     SnapshotVerificationError,
     TransportError,
 )
-from airlock_sdk.snapshots import SnapshotCache, check_signed
+from airlock_sdk.snapshots import CachedSigned, SnapshotCache, check_signed
 from airlock_sdk.transport import raise_for_error
 from airlock_sdk.trust import TrustStore
 
@@ -33,18 +32,8 @@ BUNDLE_PATH = "/api/v1/decision-bundle"
 RETRY_REFRESH_SECONDS = 5.0  # after a failed refresh, local decisions do not wait on the network again before this
 
 
-@dataclass
-class CachedBundle:
-    number: int
-    body: dict
-    signature: str
-    etag: str = ""
-    fetched_at: float = field(default_factory=time.time)
-
-    @classmethod
-    def from_file(cls, data: dict) -> CachedBundle:
-        known = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in known})
+class CachedBundle(CachedSigned):
+    pass
 
     @property
     def valid_until(self) -> datetime:

@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -125,7 +125,9 @@ def check_signed(
 
 
 @dataclass
-class CachedSnapshot:
+class CachedSigned:
+    """A signed document as the cache keeps it on disk: a snapshot, or a decision bundle (airlock_sdk.bundles)."""
+
     number: int
     body: dict
     signature: str
@@ -133,10 +135,14 @@ class CachedSnapshot:
     fetched_at: float = field(default_factory=time.time)
 
     @classmethod
-    def from_file(cls, data: dict) -> CachedSnapshot:
+    def from_file(cls, data: dict) -> Self:
         """Only the fields above: anything else in the file (such as a `public_key`) is ignored."""
         known = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in known})
+
+
+class CachedSnapshot(CachedSigned):
+    pass
 
     def skills(self) -> list[dict]:
         return list(self.body.get("skills", []))
