@@ -216,8 +216,8 @@ def lookup_order(*, arguments: dict, context: InvocationContext) -> dict:
     return {"order": get_order(arguments=arguments, context=context).get("order")}
 
 
-@register("demo.create_refund_request", effect="external", approval="required", teams=("billing-platform",))
-def create_refund_request(*, arguments: dict, context: InvocationContext) -> dict:
+def _refundable_order(arguments: dict) -> dict:
+    """The order a refund request names, if the amount and currency fit it (the real skill and its sandbox)."""
     order = _state["orders"].get(arguments["order_id"])
     if order is None:
         raise NotFound(f"No order {arguments['order_id']}.", code="no_such_order")
@@ -227,6 +227,12 @@ def create_refund_request(*, arguments: dict, context: InvocationContext) -> dic
             code="refund_exceeds_order",
             fields=[{"field": "amount_cents", "message": "exceeds the order total"}],
         )
+    return order
+
+
+@register("demo.create_refund_request", effect="external", approval="required", teams=("billing-platform",))
+def create_refund_request(*, arguments: dict, context: InvocationContext) -> dict:
+    order = _refundable_order(arguments)
 
     def create() -> dict:
         refund_id = f"rr_{len(_state['refunds']) + 1:04d}"
@@ -244,15 +250,7 @@ def create_refund_request(*, arguments: dict, context: InvocationContext) -> dic
 @register("demo.sandbox_refund_request", effect="read", teams=("billing-platform",))
 def sandbox_refund_request(*, arguments: dict, context: InvocationContext) -> dict:
     """create_refund_request's sandbox: the same checks and answer shape, and no refund is stored."""
-    order = _state["orders"].get(arguments["order_id"])
-    if order is None:
-        raise NotFound(f"No order {arguments['order_id']}.", code="no_such_order")
-    if arguments["amount_cents"] > order["total_cents"] or arguments["currency"] != order["currency"]:
-        raise ValidationFailed(
-            "The refund must not exceed the order total, in the order's currency.",
-            code="refund_exceeds_order",
-            fields=[{"field": "amount_cents", "message": "exceeds the order total"}],
-        )
+    _refundable_order(arguments)
     return {"refund_request_id": "rr_sandbox", "status": "pending"}
 
 

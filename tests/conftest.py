@@ -11,6 +11,7 @@ import tempfile
 import pytest
 from django.conf import settings
 from django.core.cache import cache
+from playwright.sync_api import expect
 from rest_framework.test import APIClient
 
 import airlock.asgi  # noqa: F401  built once here, from the real settings (see below)
@@ -26,6 +27,10 @@ os.environ.setdefault("AIRLOCK_TRUST_DIR", tempfile.mkdtemp(prefix="airlock-trus
 # airlock.asgi wraps websockets in Channels' AllowedHostsOriginValidator, which reads ALLOWED_HOSTS when
 # the module is first imported. Importing it above, before any test overrides settings, keeps a test
 # that first imports it inside an override (the live server's) from changing it for every later test.
+
+# Playwright's `expect` waits 5 s by default; two shared cores under CI can miss that while the condition is
+# still coming. It returns as soon as the condition holds, so a generous ceiling costs a green run nothing.
+expect.set_options(timeout=30_000)
 
 
 def _using_postgres() -> bool:
