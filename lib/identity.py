@@ -4,30 +4,38 @@ End-user identifiers arrive as free text from agents (`bob`, `BOB`, `user:bob`, 
 `Bob <bob@example.com>`, `acme\\bob`, `<@bob>`, `uid=bob,ou=people`, `bоb` with a Cyrillic `о`).
 Compared exactly, each of those is "someone else" and a person could approve a run acting for them.
 
-`identity_key` reduces a spelling to its plain form: Unicode NFKC (full-width and compatibility forms
-to plain letters), case folding, no invisible format characters (zero-width spaces and joiners, soft
-hyphens, byte-order marks, bidirectional controls), no surrounding space, and no leading kind prefix
-such as `user:` or `mailto:`. `identity_keys` then reads every way the plain form can name someone:
-the address and display name of an e-mail header (standard-library parsing), quotes and angle brackets
-removed, a leading `@` (Slack's `<@bob>` and `<@U123|bob>` too), trailing dots, a `DOMAIN\\` prefix, any
-provider prefix (`slack:`, `github:`, `okta:` ...), the `uid=`/`cn=` value of an LDAP DN, an e-mail's
-local part without its `+tag`; and reduces each to a confusables skeleton (accents and combining marks
-dropped, lookalike Cyrillic, Greek and Turkish letters folded to Latin). Two spellings are the same
-person when any of their keys meet. The reading is generous on purpose: refusing a self-approval
-someone was entitled to is the safe error; missing one is not.
+`identity_key` reduces a spelling to its plain form: every Default_Ignorable_Code_Point gone (zero-width
+spaces and joiners, soft hyphens, byte-order marks, bidirectional controls, variation selectors, the
+combining grapheme joiner, Hangul fillers: Unicode's own list, read from ICU), Unicode NFKC_Casefold
+(full-width and compatibility forms to plain letters, full case folding), no surrounding space, and no
+leading kind prefix such as `user:` or `mailto:`. `identity_keys` then reads every way the spelling can
+name someone: the address and display name of an e-mail header (standard-library parsing), quotes and
+angle brackets removed, a leading `@` (Slack's `<@bob>` and `<@U123|bob>` too), trailing dots, a
+`DOMAIN\\` prefix, any provider prefix (`slack:`, `github:`, `okta:` ...), the `uid=`/`cn=` value of an
+LDAP DN, an e-mail's local part without its `+tag`. Each reading is taken as written, in the PRECIS
+UsernameCaseMapped form (RFC 8264/8265) where PRECIS accepts it, NFKC-casefolded, and in capitals; each of
+those is reduced to its UTS #39 confusable skeleton (ICU's spoof checker, with Unicode's complete
+confusables table), case folded again, and kept to its letters and digits (accents, overlays,
+punctuation and spaces dropped). Two spellings are the same person when any of their keys meet. The
+reading is generous on purpose: refusing a self-approval someone was entitled to is the safe error;
+missing one is not.
 
 An end user written `account:<id>` is bound to an Airlock account id, and is compared by that id alone.
 """
 
 import re
-import unicodedata
+from contextlib import suppress
 from email.utils import parseaddr
 from typing import Protocol
+
+import icu
+from precis_i18n import get_profile
 
 # Words that say what kind of identifier follows, not who it is: `user:bob` is bob.
 KIND_PREFIXES = re.compile(
     r"^(?:user|users|username|login|email|e-mail|mail|mailto|principal|subject|sub|uid)"
-    r"\s*[:/=]\s*"
+    r"\s*[:/=]\s*",
+    re.IGNORECASE,
 )
 ACCOUNT_PREFIX = re.compile(r"^(?:account|airlock|account_id|user_id)\s*[:/=]\s*(\d{1,18})$")
 # Any leading word and a colon names a provider or a kind (`slack:`, `github:`, `azuread:`, `okta:`).
@@ -36,25 +44,14 @@ DN_NAME_ATTRIBUTES = frozenset({"uid", "cn", "userid", "samaccountname", "mail",
 WRAPPERS = ("<>", '""', "''", "``", "()", "[]")
 MAX_KEYS = 64  # a spelling yields a handful; the bound keeps a hostile one from growing without end
 
-# Letters of other scripts that look like Latin ones (after case folding), from Unicode's confusables
-# list (UTS #39): enough to stop a name respelled with them; accents are dropped separately.
-CONFUSABLES = str.maketrans(
-    {
-        # Cyrillic
-        "а": "a", "в": "b", "ь": "b", "с": "c", "ԁ": "d", "е": "e", "ё": "e", "ѐ": "e", "һ": "h",
-        "н": "h", "і": "i", "ї": "i", "ӏ": "l", "ј": "j", "к": "k", "м": "m", "о": "o",
-        "р": "p", "ԛ": "q", "г": "r", "ѕ": "s", "т": "t", "у": "y", "ў": "y", "ԝ": "w",
-        "х": "x",
-        # Greek
-        "α": "a", "β": "b", "ϲ": "c", "δ": "d", "ε": "e", "η": "n", "ι": "i", "ϳ": "j", "κ": "k",
-        "ν": "v", "ο": "o", "ρ": "p", "ϱ": "p", "τ": "t", "υ": "u", "χ": "x", "γ": "y", "ω": "w",
-        "ϝ": "f",
-        # Latin lookalikes: Turkish dotless i, long s, small capitals and IPA letters
-        "ı": "i", "ſ": "s", "ɑ": "a", "ɡ": "g", "ɩ": "i", "ʟ": "l", "ɪ": "i", "ᴏ": "o", "ᴜ": "u",
-        "ꜱ": "s", "ᴠ": "v", "ᴡ": "w", "ᴢ": "z", "ɴ": "n", "ʀ": "r", "ᴄ": "c", "ᴅ": "d", "ᴇ": "e",
-        "ǀ": "l", "ł": "l", "ø": "o", "đ": "d", "ħ": "h",
-    }
-)  # fmt: skip
+USERNAME_PROFILE = get_profile("UsernameCaseMapped")  # RFC 8265
+SPOOF_CHECKER = icu.SpoofChecker()  # UTS #39 skeletons; ICU's checks may share one checker between threads
+NFKC = icu.Normalizer2.getNFKCInstance()
+NFKC_CASEFOLD = icu.Normalizer2.getNFKCCasefoldInstance()
+IGNORABLE = icu.UnicodeSet("[:Default_Ignorable_Code_Point:]")
+LETTERS_AND_DIGITS = icu.UnicodeSet("[[:L:][:N:]]")
+IGNORABLE.freeze()
+LETTERS_AND_DIGITS.freeze()
 
 
 class Person(Protocol):
@@ -64,15 +61,18 @@ class Person(Protocol):
     def get_username(self) -> str: ...
 
 
+def _visible(text: str) -> str:
+    return "".join(ch for ch in text if not IGNORABLE.contains(ch))
+
+
 def _plain(text: str) -> str:
-    value = unicodedata.normalize("NFKC", text or "")
-    value = "".join(ch for ch in value if unicodedata.category(ch) != "Cf")  # zero-width, bidi, soft hyphen
-    return unicodedata.normalize("NFKC", value.casefold()).strip()
+    """NFKC with every default-ignorable code point dropped (before, and after: NFKC makes U+FFA0 U+3164)."""
+    return _visible(NFKC.normalize(_visible(text or ""))).strip()
 
 
 def identity_key(text: str) -> str:
     """The plain form of an identifier: Unicode forms, case, invisible characters and kind prefixes gone."""
-    value = _plain(text)
+    value = NFKC_CASEFOLD.normalize(_plain(text)).strip()
     while True:  # `user:mailto:bob@x` as well as `user:bob`
         stripped = KIND_PREFIXES.sub("", value, count=1)
         if stripped == value:
@@ -81,9 +81,18 @@ def identity_key(text: str) -> str:
 
 
 def skeleton(text: str) -> str:
-    """The text with combining marks dropped and lookalike letters folded to Latin: `bоb`, `ALİCE` → bob, alice."""
-    bare = "".join(ch for ch in unicodedata.normalize("NFD", text) if not unicodedata.combining(ch))
-    return unicodedata.normalize("NFC", bare.translate(CONFUSABLES))
+    """The UTS #39 skeleton, case folded, letters and digits only: `bоb`, `aɫice`, `Ꭺlice` → bob, alice, alice."""
+    folded = NFKC_CASEFOLD.normalize(SPOOF_CHECKER.getSkeleton(0, _visible(text)))
+    return "".join(ch for ch in folded if LETTERS_AND_DIGITS.contains(ch))
+
+
+def _forms(reading: str) -> set[str]:
+    """The reading as written, in capitals (`ALICE` with a small `l` for the `I`), NFKC-casefolded, and in
+    PRECIS's UsernameCaseMapped form, which refuses much (spaces, symbols, some scripts)."""
+    forms = {reading, reading.upper(), NFKC_CASEFOLD.normalize(reading)}
+    with suppress(UnicodeError):
+        forms.add(USERNAME_PROFILE.enforce(reading))
+    return forms
 
 
 def _readings(value: str) -> set[str]:
@@ -100,7 +109,7 @@ def _readings(value: str) -> set[str]:
     if "=" in value:  # uid=bob,ou=people,dc=example
         for part in value.split(","):
             attribute, _, name = part.partition("=")
-            if attribute.strip() in DN_NAME_ATTRIBUTES:
+            if attribute.strip().casefold() in DN_NAME_ATTRIBUTES:
                 found.add(name)
     local, at, domain = value.rpartition("@")
     if at and local:
@@ -111,15 +120,17 @@ def _readings(value: str) -> set[str]:
 
 def identity_keys(text: str) -> frozenset[str]:
     """Every key this spelling may name a person by (see the module docstring); empty for an empty name."""
-    keys: set[str] = set()
-    pending = [_plain(text), identity_key(text)]
-    while pending and len(keys) < MAX_KEYS:
+    readings: set[str] = set()
+    # As sent too: skeletons are defined on it, and NFKC turns some lookalikes into other letters (`ϲ` into
+    # `ς`, `˛` into a space and a combining ogonek).
+    pending = [_visible(text or "").strip(), _plain(text), identity_key(text)]
+    while pending and len(readings) < MAX_KEYS:
         value = pending.pop()
-        if not value or value in keys:
+        if not value or value in readings:
             continue
-        keys.add(value)
-        pending.extend(_readings(value) - keys)
-    return frozenset(skeleton(key) for key in keys) - {""}
+        readings.add(value)
+        pending.extend(_readings(value) - readings)
+    return frozenset(skeleton(form) for reading in readings for form in _forms(reading)) - {""}
 
 
 def bound_account_id(text: str) -> int | None:

@@ -54,6 +54,12 @@ RESPELLINGS_OF_ALICE = [
     "\u0430l\u0456c\u0435",  # Cyrillic а, і, е
     "\u03b1lice",  # Greek α
     'user:"Alice" <alice+ops@example.com.>',
+    # A review's spellings (tests/security/test_identity_spoofing.py respells every approver's name this way).
+    "alice\u034f",  # combining grapheme joiner
+    "alice\ufe0f",  # variation selector
+    "a\u3164lice",  # Hangul filler
+    "a\u026bice",  # ɫ, l with middle tilde
+    "\u13aalice",  # Cherokee Ꭺ
 ]
 
 
@@ -100,7 +106,8 @@ def test_an_end_user_bound_to_an_account_id_is_compared_by_that_id(acme, agent, 
 
 
 def test_other_people_are_still_other_people(bob):
-    for someone_else in ["bobby", "rob", "alice", "b ob", "bob2", "", "user:", f"account:{bob.pk + 1}", "account:x"]:
+    # A space between letters is no longer a different name (tests/security/test_identity_spoofing.py).
+    for someone_else in ["bobby", "rob", "alice", "bob2", "", "user:", f"account:{bob.pk + 1}", "account:x"]:
         assert not is_same_person(someone_else, bob), someone_else
 
 
@@ -136,7 +143,6 @@ def test_readings_do_not_make_strangers_the_same(alice):
     for someone_else in [
         "alicia",
         "malice",
-        "al ice",
         "Bob <bob@example.com>",
         "acme\\bob",
         "uid=bob,ou=people",
@@ -152,5 +158,5 @@ def test_readings_do_not_make_strangers_the_same(alice):
 def test_identity_keys_fold_lookalikes_and_unwrap_addresses():
     assert skeleton("ALİCE".casefold()) == "alice" and skeleton("b\u043eb") == "bob"
     assert "alice" in identity_keys("Alice <alice+ops@example.com.>")
-    assert "alice@example.com" in identity_keys("Alice <alice+ops@example.com.>")
+    assert skeleton("alice@example.com") in identity_keys("Alice <alice+ops@example.com.>")
     assert identity_keys("") == identity_keys("\u200b ") == frozenset()
