@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import re
 import time
@@ -32,7 +31,7 @@ from approvals import notices, services, tasks
 from approvals.models import ApprovalRequest, SlackLink, TenantNotificationSettings
 from console.models import Role, Tenant
 from console.tenancy import require_role
-from lib import egress
+from lib import bounded_json, egress
 from lib.public_url import public_reverse
 from lib.sealing import unseal
 
@@ -115,9 +114,11 @@ def _check_response_url(url: str) -> str:
 def parse_click(body: bytes) -> Click:
     """The form-encoded `payload=` JSON Slack posts for a button; SlackRefused when it is not one of ours."""
     try:
-        payload = json.loads(parse_qs(body.decode())["payload"][0])
+        payload = bounded_json.loads(parse_qs(body.decode())["payload"][0])
         action = payload["actions"][0]
         user, team = payload["user"], payload.get("team") or {}
+    except bounded_json.TooDeep as exc:
+        raise SlackRefused("bad_payload", f"The payload is not one Slack sends: {exc}.") from None
     except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):
         raise SlackRefused("bad_payload", "Expected a form field `payload` holding a block_actions JSON.") from None
     if payload.get("type") != "block_actions" or action.get("action_id") not in DECISIONS:

@@ -291,6 +291,15 @@ def test_malformed_payloads_are_a_clear_400(payload, client, acme, slack_on):
     assert response.status_code == 400 and response.json()["error"]["code"] == "bad_payload"
 
 
+def test_a_signed_payload_nested_five_thousand_deep_is_a_clear_400(client, acme, slack_on):
+    """Whoever holds the signing secret (or Slack relaying a crafted value) cannot crash the endpoint
+    with a deeply nested document: it is refused as malformed, never parsed into a RecursionError."""
+    nested = '{"type": "block_actions", "actions": ' + "[" * 5000 + "]" * 5000 + "}"
+    response = _post(client, urlencode({"payload": nested}).encode())
+    assert response.status_code == 400 and response.json()["error"]["code"] == "bad_payload"
+    assert "nested too deeply" in response.json()["error"]["message"]
+
+
 def test_a_response_url_off_slack_is_refused_before_anything_is_decided(client, acme, agent, approver, slack_on):
     approval = open_request(tenant=acme, agent=agent)
     _link(acme, approver, "U111")
