@@ -18,6 +18,9 @@ from pathlib import Path
 FRONT_DOOR_TEMPLATE = Path(__file__).resolve().parent.parent / "deploy" / "front-door.conf.template"
 WEB_WORKERS = 2  # about one per core
 WEB_THREADS = 8  # per worker: requests in Django at once, each on a pooled connection while it needs one
+# The TLS proxy whose X-Forwarded-Proto the front door keeps (everyone else's it replaces with its own
+# scheme): one on the same host, as in front of `manage.py serve`; the image's FORWARDED_ALLOW_IPS agrees.
+TLS_PROXY = "127.0.0.1"
 
 # A whole nginx configuration around the template, for a process that is not root and writes only to workdir.
 _NGINX_MAIN = """\
@@ -64,9 +67,14 @@ def front_door_binary() -> str | None:
     return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
 
 
-def front_door_server_block(*, listen: str, web: str, stream: str) -> str:
+def front_door_server_block(*, listen: str, web: str, stream: str, tls_proxy: str = TLS_PROXY) -> str:
     """The template's server block with its ${AIRLOCK_...} names filled in (nginx's own $names stay)."""
-    values = {"AIRLOCK_FRONT_DOOR_LISTEN": listen, "AIRLOCK_WEB_UPSTREAM": web, "AIRLOCK_STREAM_UPSTREAM": stream}
+    values = {
+        "AIRLOCK_FRONT_DOOR_LISTEN": listen,
+        "AIRLOCK_WEB_UPSTREAM": web,
+        "AIRLOCK_STREAM_UPSTREAM": stream,
+        "AIRLOCK_TLS_PROXY": tls_proxy,
+    }
     return re.sub(r"\$\{(AIRLOCK_\w+)\}", lambda m: values[m.group(1)], FRONT_DOOR_TEMPLATE.read_text())
 
 

@@ -172,3 +172,54 @@ def test_the_image_and_compose_run_the_process_model_that_serve_and_the_bench_ru
     assert upstreams == ("web:8000", "stream:8001")
     block = front_door_server_block(listen="8000", web="web:8000", stream="stream:8001")
     assert "${" not in block and "server web:8000;" in block and "server stream:8001;" in block
+
+
+def _nginx_tree(text: str) -> list[tuple[str, list[str], list | None]]:
+    """An nginx configuration as (directive, arguments, block or None) triples, comments dropped."""
+    root: list = []
+    stack, words = [root], []
+    for token in re.findall(r"[{};]|[^\s{};]+", re.sub(r"#[^\n]*", "", text)):
+        if token == "{":
+            stack[-1].append((words[0], words[1:], []))
+            stack.append(stack[-1][-1][2])
+        elif token == ";":
+            stack[-1].append((words[0], words[1:], None))
+        elif token == "}":
+            stack.pop()
+        if token in "{};":
+            words = []
+        else:
+            words.append(token)
+    return root
+
+
+def _proxy_headers(block: list) -> dict[str, str]:
+    return {args[0].lower(): " ".join(args[1:]) for name, args, _ in block if name == "proxy_set_header"}
+
+
+def _entries(tree: list, directive: str, variable: str) -> tuple[list[str], dict[str, str]]:
+    [(args, block)] = [(args, block) for name, args, block in tree if name == directive and args[-1] == variable]
+    return args, {name: " ".join(values) for name, values, _ in block}
+
+
+def test_the_front_door_sets_x_forwarded_proto_itself_on_every_route():
+    """Django (SECURE_PROXY_SSL_HEADER) and uvicorn (--proxy-headers) believe X-Forwarded-Proto, so a client's
+    own must never reach them: every location sends the front door's value, which is the scheme of the
+    connection it accepted ($scheme) unless that connection comes from the TLS proxy in front of it
+    (AIRLOCK_TLS_PROXY). nginx passes the server's proxy_set_header only into a location that sets none of
+    its own, so each location's headers are read as nginx reads them."""
+    tree = _nginx_tree(front_door_server_block(listen="8000", web="web:8000", stream="stream:8001"))
+    [server] = [block for name, _, block in tree if name == "server"]
+    locations = [(args, block) for name, args, block in server if name == "location"]
+    assert len(locations) == 4
+    for args, block in locations:
+        headers = _proxy_headers(block) or _proxy_headers(server)
+        assert headers.get("x-forwarded-proto") == "$airlock_forwarded_proto", f"location {' '.join(args)}"
+    (key, _), proto = _entries(tree, "map", "$airlock_forwarded_proto")
+    assert proto == {"default": "$scheme", "1": "$http_x_forwarded_proto"}
+    assert _entries(tree, "geo", key)[1] == {"default": "0", "127.0.0.1": "1"}  # manage.py serve's default
+    behind = _nginx_tree(front_door_server_block(listen="8000", web="w:1", stream="s:2", tls_proxy="10.0.4.0/24"))
+    assert _entries(behind, "geo", key)[1] == {"default": "0", "10.0.4.0/24": "1"}
+    # docker-compose.yml fills the same template: the TLS proxy's address is the operator's to give.
+    door = SERVICES["front-door"]["environment"]
+    assert INTERPOLATION.fullmatch(door["AIRLOCK_TLS_PROXY"]).group(1, 2) == ("AIRLOCK_TLS_PROXY", "?")

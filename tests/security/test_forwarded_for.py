@@ -201,6 +201,20 @@ def test_the_trusted_proxy_still_names_each_client(server):
     assert keys == [401] * 60
 
 
+@pytest.mark.parametrize("server", ["front door"], indirect=True)
+def test_a_plain_http_client_cannot_claim_https_through_the_front_door(server):
+    """Django believes X-Forwarded-Proto (SECURE_PROXY_SSL_HEADER), so the front door sets it: a client on
+    plain HTTP that writes `https` is still seen as insecure (no Strict-Transport-Security, which Django
+    sends only on a secure request), while the TLS proxy's `https` (AIRLOCK_TLS_PROXY, 127.0.0.1 here,
+    where the test plays the proxy) is kept."""
+    with _client(server, ATTACKER) as client:
+        spoofed = client.get(reverse("console:login"), headers={"X-Forwarded-Proto": "https"})
+    assert spoofed.status_code == 200 and "strict-transport-security" not in spoofed.headers
+    with _client(server, PROXY) as proxy:
+        behind_tls = proxy.get(reverse("console:login"), headers={"X-Forwarded-Proto": "https"})
+    assert behind_tls.status_code == 200 and "strict-transport-security" in behind_tls.headers
+
+
 def test_the_web_workers_take_the_address_the_last_untrusted_hop_saw_not_what_the_client_wrote():
     """What a client writes into X-Forwarded-For sits left of what the proxies appended: behind two trusted
     proxies, the entry the outer one appended is the client; anything further left is the client's claim."""
