@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from uuid import UUID
 
+from airlock_sdk.policy.kernel import Path
+
 from approvals.models import ApprovalRequest
 from console.models import Agent
 from runs import gate, services
@@ -41,7 +43,8 @@ def propose_call(*, agent: Agent, run_id: UUID, call: dict, exposed: list[str] |
         return gate.error_result(call["call_id"], NotFound("This session's run is gone; open a new MCP session."))
     found.agent = agent  # as authenticated for this request: the trace records which of its keys it used
     fits = exposed is not None and len(exposed) <= MAX_EXPOSED_TOOLS and all(len(n) <= MAX_TOOL_NAME for n in exposed)
-    return gate.process_batch(run=found, calls=[call], exposed_tools=exposed if fits else None)[0]
+    exposed_tools = exposed if fits else None
+    return gate.process_batch(run=found, calls=[call], exposed_tools=exposed_tools, path=Path.MCP_GATEWAY)[0]
 
 
 def approval_state(*, agent: Agent, approval_id: int) -> ApprovalState | None:

@@ -437,6 +437,7 @@ class TryOutcome(models.TextChoices):
     OK = "ok"
     INVALID = "invalid"  # the arguments failed the input schema: nothing was called
     ERROR = "error"  # the target answered with a typed error, or the result broke output_schema
+    NOT_RUN = "not_run"  # the ruling did not let it run (a deny, a refusal, a confirm without a sandbox)
 
 
 class SkillTry(models.Model):

@@ -1,10 +1,11 @@
 """Trying a version before it ships: where its calls may go (`execution.sandbox`), the manifest's `tests`,
 and the records of both (`SkillTry`, `SkillTestRun`). Running them is the gate's work (`runs.trials`).
 
-A sandbox is held to the rules of the real adapter and one more: it runs without approval, so what it names
-must not need one. A `python:` sandbox is a registered function the owning team may use whose declaration
-needs no approval and is not destructive; an `mcp://` one a tool not annotated destructive; a URL one passes
-the egress guard. No credential is ever attached to a sandbox call (`trial_manifest`).
+A sandbox stands in for the real target, so it must never be a production writer: a `python:` sandbox is a
+function registered as the sandbox of the very function the skill runs (`register(..., sandbox_for=...)`),
+that the owning team may use, needs no approval and is not destructive; an `mcp://` one a tool annotated
+read-only; a URL one passes the egress guard. No credential is ever attached to a sandbox call
+(`trial_manifest`). A version stored before these rules held is checked again when it is tried.
 """
 
 from __future__ import annotations
@@ -42,11 +43,14 @@ def sandbox_of(manifest: dict) -> str:
     return str((manifest.get("execution") or {}).get("sandbox") or "")
 
 
-def try_target(manifest: dict) -> Target:
+def try_target(manifest: dict, team_slug: str | None = None) -> Target:
     """Where a try of this manifest goes: its sandbox; a read without one goes to its real target (a read
-    changes nothing); anything else without a sandbox cannot be tried."""
+    changes nothing, and runs only as the verdict allows); anything else without a sandbox cannot be tried."""
     sandbox = sandbox_of(manifest)
     if sandbox:
+        problems = sandbox_problems(manifest, team_slug)
+        if problems:
+            raise NotTriable(f"Its sandbox {sandbox} cannot be used: {problems[0]['message']}")
         return Target(sandbox, "sandbox")
     effect = (manifest.get("risk") or {}).get("effect")
     if effect == READ:
@@ -88,8 +92,8 @@ def sandbox_problems(manifest: dict, team_slug: str | None) -> list[dict]:
                     f"No in-process function {sandbox.removeprefix('python:')} is registered in this deployment.",
                 )
             ]
-        return []
-    errors = []
+        return [problem(path, "unknown_sandbox", f"{sandbox} is no registered function, imported tool or URL.")]
+    errors = _not_a_sandbox(manifest, sandbox, contract)
     if team_slug and sandbox.startswith("python:") and not contract.allows_team(team_slug):
         errors.append(
             problem(
@@ -108,6 +112,38 @@ def sandbox_problems(manifest: dict, team_slug: str | None) -> list[dict]:
             )
         )
     return errors
+
+
+def _not_a_sandbox(manifest: dict, sandbox: str, contract) -> list[dict]:
+    """A sandbox is declared as one by its code: a function registered as the stand-in of the function the
+    skill runs, or an MCP tool annotated read-only. Anything else may be a production writer."""
+    adapter = str((manifest.get("execution") or {}).get("adapter") or "")
+    if sandbox.startswith("python:"):
+        stands_in_for = f"python:{contract.sandbox_for}" if contract.sandbox_for else ""
+        if stands_in_for and stands_in_for == adapter:
+            return []
+        said = (
+            f"it is registered as the sandbox of {stands_in_for}"
+            if stands_in_for
+            else "it is not registered as a sandbox"
+        )
+        return [
+            problem(
+                "$.execution.sandbox",
+                "not_a_sandbox",
+                f"{sandbox} cannot stand in for {adapter}: {said}. A sandbox is a function registered with "
+                f"sandbox_for={adapter.removeprefix('python:')!r} (docs/registry.md).",
+            )
+        ]
+    if contract.effect != READ:
+        return [
+            problem(
+                "$.execution.sandbox",
+                "not_a_sandbox",
+                f"{sandbox} is annotated as {contract.effect}, not read-only: it may change a real system.",
+            )
+        ]
+    return []
 
 
 def manifest_test_problems(manifest: dict) -> list[dict]:

@@ -14,6 +14,7 @@ import logging
 from datetime import timedelta
 
 from airlock_sdk import fencing
+from airlock_sdk.policy.kernel import Path
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
@@ -21,12 +22,10 @@ from django.utils import timezone
 
 from lib.public_url import public_reverse
 from registry.notifications import notify_owners
-from registry.snapshots import index_for
-from registry.stages import Audience
 from reliability import reconcile, tasks
 from reliability.models import JobStatus, LongJob
-from runs.authorization import live_refusal
-from runs.errors import CallError, NotPermitted
+from runs.authorization import recorded_call_refusal
+from runs.errors import CallError
 from runs.models import CallStatus, Run, ToolCall
 from runs.plane import contracts
 from runs.plane.asking import ask
@@ -203,12 +202,7 @@ def complete_job(*, job: LongJob, succeeded: bool, content=None, message: str = 
 def job_refusal(call: ToolCall) -> CallError | None:
     """The live checks every execution passes (agent, grant, skill, run), before a job's end is delivered:
     a revoked agent gets no result, and a closed run receives nothing more."""
-    skill = index_for(call.run.snapshot).resolve(
-        call.name, call.requested_version or None, audience=Audience.of_run(call.run)
-    )
-    if skill is None or skill.skill_version_id != call.skill_version_id:
-        return NotPermitted(f"{call.name} is no longer callable.", code="skill_retired")
-    return live_refusal(run=call.run, skill=skill, arguments=None, approved_verdict="confirm")
+    return recorded_call_refusal(path=Path.LONG_JOB_END, call=call, arguments=None, approved_verdict="confirm")
 
 
 def _final_result(call: ToolCall, *, succeeded: bool, content, message: str) -> dict:

@@ -13,6 +13,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
+from airlock_sdk.policy.kernel import Path
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -146,7 +147,9 @@ def _claim(pipeline: Pipeline) -> bool:
 def _call(run: Run, *, call_id: str, name: str, arguments: dict, key: str) -> dict:
     run = Run.objects.select_related("tenant", "agent", "snapshot").get(pk=run.pk)  # live: revoked, closed
     return process_batch(
-        run=run, calls=[{"call_id": call_id, "name": name, "arguments": arguments, "idempotency_key": key}]
+        run=run,
+        calls=[{"call_id": call_id, "name": name, "arguments": arguments, "idempotency_key": key}],
+        path=Path.PIPELINE_STEP,
     )[0]
 
 

@@ -23,16 +23,15 @@ from typing import Any
 
 from airlock_sdk import fencing
 from airlock_sdk.local import CLIENT_SCHEME, is_client_skill
+from airlock_sdk.policy.kernel import Path
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from lib.canonical import sha256_of
 from lib.sealing import seal, unseal
-from registry.snapshots import index_for
-from registry.stages import Audience
 from runs import lifecycle, result_facts
-from runs.authorization import live_refusal
+from runs.authorization import recorded_call_refusal
 from runs.errors import CallError, NotPermitted, ValidationFailed
 from runs.events import append_event
 from runs.execution import timeout_of
@@ -210,14 +209,9 @@ def accept_client_result(
 
 def _live_refusal(call: ToolCall) -> CallError | None:
     """The same live checks as every other execution, before a reported result is accepted as the outcome."""
-    skill = index_for(call.run.snapshot).resolve(
-        call.name, call.requested_version or None, audience=Audience.of_run(call.run)
-    )
-    if skill is None or skill.skill_version_id != call.skill_version_id:
-        return NotPermitted(f"{call.name} is no longer callable.", code="skill_retired")
     arguments = unseal(call.sealed_arguments) if call.sealed_arguments else call.arguments
     approved = "confirm" if call.verdict == "confirm" else (call.verdict or "allow")
-    return live_refusal(run=call.run, skill=skill, arguments=arguments, approved_verdict=approved)
+    return recorded_call_refusal(path=Path.CLIENT_RESULT, call=call, arguments=arguments, approved_verdict=approved)
 
 
 def reported_outcome(

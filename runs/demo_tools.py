@@ -247,7 +247,12 @@ def create_refund_request(*, arguments: dict, context: InvocationContext) -> dic
     return _once(context, create)
 
 
-@register("demo.sandbox_refund_request", effect="read", teams=("billing-platform",))
+@register(
+    "demo.sandbox_refund_request",
+    effect="read",
+    teams=("billing-platform",),
+    sandbox_for="demo.create_refund_request",
+)
 def sandbox_refund_request(*, arguments: dict, context: InvocationContext) -> dict:
     """create_refund_request's sandbox: the same checks and answer shape, and no refund is stored."""
     _refundable_order(arguments)

@@ -12,6 +12,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from airlock_sdk.policy import kernel
+from airlock_sdk.policy.context import approval_required
+from airlock_sdk.policy.kernel import Path
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -31,16 +34,15 @@ from runs import (
     hooks,
     lifecycle,
     meta_tools,
+    pagination,
     presenting,
     ratelimit,
     recording,
     tool_list,
 )
 from runs.adapters import InvocationContext
-from runs.authorization import CALLABLE_STATUSES, RunFacts
-from runs.errors import GENERIC_INTERNAL, CallError, Internal, NotFound, NotPermitted, Transient, ValidationFailed
+from runs.errors import GENERIC_INTERNAL, CallError, Internal, NotPermitted, Transient, ValidationFailed
 from runs.models import CallStatus, IdempotencyRecord, Run, ToolCall
-from runs.validation import validate_arguments
 from traces.redaction import redact, redact_text
 
 logger = logging.getLogger(__name__)
@@ -85,6 +87,7 @@ class BatchState:
     tainted: bool
     taint_source: str
     generation: gate_cache.Generation = None
+    path: Path = Path.REST_GATE
     seen: set[str] = field(default_factory=set)
     exposed_tools: dict = field(default_factory=dict)  # recorded with every call of the batch
 
@@ -220,47 +223,72 @@ def _available(state: BatchState) -> list[str]:
 
 def _resolve(plan: Planned, state: BatchState) -> None:
     name, version = plan.raw["name"], plan.raw.get("version") or None
-    meta = meta_tools.resolved(name, version)
-    if meta is not None:
-        plan.skill = meta
-        return
-    skill = state.index.resolve(name, version, audience=Audience.of_run(state.run))
-    if skill is None:
-        what = f"{name} {version}" if version else name
-        raise NotFound(
-            f"There is no callable skill {what}. Call one of the skills listed in 'available'.",
-            available=_available(state),
-        )
-    live = state.live_status.get(skill.skill_version_id)
-    if live not in CALLABLE_STATUSES:
-        replacement = authorization.replacement_of(skill)
-        raise NotFound(
-            f"{name} {skill.version} was retired after this run started"
-            + (f"; use {replacement} instead." if replacement else "."),
-            code="retired",
-            replacement=replacement,
-            available=_available(state),
-        )
-    if skill.deprecated or live == VersionStatus.DEPRECATED:
-        replacement = f"; use {skill.replacement_name} instead" if skill.replacement_name else ""
-        plan.warnings.append(f"{name} {skill.version} is deprecated{replacement}.")
-    plan.skill = skill
+    plan.skill = meta_tools.resolved(name, version) or state.index.resolve(
+        name, version, audience=Audience.of_run(state.run)
+    )
+    live = state.live_status.get(plan.skill.skill_version_id) if plan.skill else None
+    if plan.skill is not None and (plan.skill.deprecated or live == VersionStatus.DEPRECATED):
+        replacement = f"; use {plan.skill.replacement_name} instead" if plan.skill.replacement_name else ""
+        plan.warnings.append(f"{name} {plan.skill.version} is deprecated{replacement}.")
 
 
-def _facts(state: BatchState) -> RunFacts:
-    return RunFacts.of(state.run, tainted=state.tainted, taint_source=state.taint_source)
+def _ruling(plan: Planned, state: BatchState) -> kernel.Ruling:
+    """The kernel's ruling on the call, with the facts this batch loaded (runs/authorization.py)."""
+    run, skill = state.run, plan.skill
+    standing = kernel.CALLABLE
+    if skill is not None:
+        standing = authorization.standing_of(skill, status=state.live_status.get(skill.skill_version_id))
+    facts = kernel.Facts(
+        path=state.path,
+        agent=authorization.agent_facts(run.agent),
+        tenant=authorization.tenant_facts(run.tenant),
+        run=authorization.run_state(run, tainted=state.tainted, taint_source=state.taint_source),
+        name=plan.raw["name"],
+        version=plan.raw.get("version") or None,
+        skill=authorization.skill_facts(skill, standing=standing),
+        arguments=plan.arguments,
+        argument_errors=authorization.errors_in(skill, plan.arguments) if skill is not None else None,
+        grants=state.grants,
+        policies=authorization.evaluator(state.policies, tenant_id=run.tenant_id),
+        rate_meter=lambda passed: _rate_refusal(plan, state, passed),
+        covered_by=_coverage(plan, state),
+    )
+    return kernel.decide(facts)
 
 
-def _authorize(plan: Planned, state: BatchState) -> None:
-    frozen = authorization.frozen_refusal(state.run.tenant, plan.effect)
-    if frozen is not None:
-        raise frozen
+def _rate_refusal(plan: Planned, state: BatchState, passed: bool) -> kernel.Refusal | None:
+    """Count the call (a refused one against the agent only); the limit's refusal when over it."""
+    run = state.run
     try:
-        authorization.permitted(plan.skill, _facts(state), state.grants)
-    except NotPermitted as exc:
-        if exc.code == "no_grant":  # listing what it may call helps the agent; costs nothing otherwise
-            exc.extra["available"] = _available(state)
-        raise
+        if passed:
+            ratelimit.check_call(
+                run.agent_id, plan.skill.name, plan.skill.manifest, tenant_id=run.tenant_id, tenant_slug=run.tenant.slug
+            )
+        else:
+            ratelimit.check_agent(run.agent_id)
+    except CallError as exc:
+        return kernel.Refusal(exc.error_class, exc.code, exc.message, dict(exc.extra))
+    return None
+
+
+def _coverage(plan: Planned, state: BatchState) -> kernel.CoveredBy | None:
+    """A page of a kept result reads what its producing call returned: covered by that call's approval, if
+    a person gave one (a call that was simply allowed covers no confirm rule published since)."""
+    if plan.presentation is None or not plan.presentation.from_store:
+        return None
+    producer = pagination.producing_call(plan.presentation.page, run_id=str(state.run.pk))
+    if producer is None or producer.verdict != "confirm":  # a kept result of a confirm call was approved
+        return kernel.CoveredBy()
+    return kernel.CoveredBy(approved_rule=kernel.approved_rule(producer.decision or {}))
+
+
+def _refused(state: BatchState, refusal: kernel.Refusal) -> CallError:
+    error = authorization.call_error(refusal)
+    if refusal.code in ("unknown_skill", "retired") or refusal.extra.get("no_grant"):
+        error.extra["available"] = _available(state)  # listing what it may call helps the agent
+    if refusal.code == "unknown_skill":
+        error.message += " Call one of the skills listed in 'available'."
+    return error
 
 
 def _replay(plan: Planned, previous: ToolCall) -> dict:
@@ -337,7 +365,8 @@ def _asked(plan: Planned) -> dict:
     return {"presentation": shown.recorded()} if shown is not None and (shown.view or shown.page) else {}
 
 
-def _decide(plan: Planned, state: BatchState) -> None:
+def _read_call(plan: Planned, state: BatchState) -> None:
+    """The call's shape, taint mark, skill and presentation; a malformed call still counts against the limit."""
     try:
         _check_shape(plan, state)
         taint = plan.raw.get("taint")
@@ -347,27 +376,20 @@ def _decide(plan: Planned, state: BatchState) -> None:
                 taint if isinstance(taint, str) else f"agent marked call {plan.call_id}", limit=300
             )
         _resolve(plan, state)
-        plan.presentation, plan.arguments = presenting.requested(
-            plan.raw, plan.arguments, skill=plan.skill, run_id=str(state.run.pk)
-        )
-        validate_arguments(
-            skill_version_id=plan.skill.skill_version_id or plan.skill.name,
-            schema=plan.skill.manifest.get("input_schema"),
-            version=plan.skill.version,
-            name=plan.skill.name,
-            arguments=plan.arguments,
-        )
-        _authorize(plan, state)
+        if plan.skill is not None:
+            plan.presentation, plan.arguments = presenting.requested(
+                plan.raw, plan.arguments, skill=plan.skill, run_id=str(state.run.pk)
+            )
     except CallError:
-        ratelimit.check_agent(state.run.agent_id)  # a refused call still counts; over the limit, that is the answer
+        ratelimit.check_agent(state.run.agent_id)  # over the limit, that is the answer
         raise
-    ratelimit.check_call(
-        state.run.agent_id,
-        plan.skill.name,
-        plan.skill.manifest,
-        tenant_id=state.run.tenant_id,
-        tenant_slug=state.run.tenant.slug,
-    )
+
+
+def _decide(plan: Planned, state: BatchState) -> None:
+    _read_call(plan, state)
+    ruling = _ruling(plan, state)
+    if ruling.refused:
+        raise _refused(state, ruling.refusal)
     sha = sha256_of(plan.arguments)
     replay = _check_idempotency(plan, state, sha)
     plan.tool_call = _new_tool_call(plan, state, sha)
@@ -381,16 +403,16 @@ def _decide(plan: Planned, state: BatchState) -> None:
         )
         plan.tool_call.decision = {**plan.tool_call.decision, "replay": True}
         return
-    facts = _facts(state)
-    plan.decision = authorization.decide(plan.skill, facts, plan.arguments, policies=state.policies)
-    plan.tool_call.verdict = plan.decision.verdict
-    context = authorization.policy_context(plan.skill, facts, {})
+    plan.decision = ruling.decision
+    plan.decision.verdict = ruling.verdict  # a page's confirm the producing call's approval covers is allow
+    plan.tool_call.verdict = ruling.verdict
     plan.tool_call.decision = {
         **plan.tool_call.decision,
         **plan.decision.as_dict(),
+        **({"covered_by_approval": True} if ruling.covered else {}),
         "inputs": {
-            "context": {k: v for k, v in context.items() if k != "args"},
-            "approval_required": authorization.approval_required(plan.skill),
+            "context": {k: v for k, v in ruling.context.items() if k != "args"},
+            "approval_required": approval_required(plan.skill.manifest),
         },
     }
     if plan.decision.verdict == "allow" and _untrusted_output(plan.skill) and not state.tainted:
@@ -500,7 +522,7 @@ def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
     run = state.run
     for plan in [p for p in allowed if p.presentation is not None and p.presentation.from_store]:
         allowed.remove(plan)  # a page of a kept result: read from the record, the tool never runs again
-        _settle_read(plan, _stored_page(plan, run), run)
+        _settle_read(plan, stored_page_outcome(plan.presentation.page, run_id=str(run.pk)), run)
     for plan in [p for p in allowed if client_exec.is_client_skill(p.skill.manifest)]:
         allowed.remove(plan)  # the agent's SDK runs it and posts the result (runs/client_exec.py)
         _guarded(plan, state, lambda p=plan: _issue_client_token(p))
@@ -527,10 +549,11 @@ def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
         _guarded(plan, state, lambda p=plan: _execute_write(p, state))
 
 
-def _stored_page(plan: Planned, run: Run) -> execution.Outcome:
+def stored_page_outcome(page: pagination.PageRequest, *, run_id: str) -> execution.Outcome:
+    """A page of a kept result as an outcome: read from the record, the tool does not run."""
     outcome = execution.Outcome(started_at=timezone.now())
     try:
-        outcome.content, outcome.provenance = presenting.page_content(plan.presentation, run_id=str(run.pk))
+        outcome.content, outcome.provenance = pagination.stored_content(page, run_id=run_id)
     except CallError as exc:
         outcome.error = exc
     outcome.finished_at = timezone.now()
@@ -557,7 +580,11 @@ def _guarded(plan: Planned, state: BatchState, act) -> None:
         return
     try:
         refusal = authorization.live_refusal(
-            run=state.run, skill=plan.skill, arguments=plan.arguments, approved_verdict=plan.decision.verdict
+            path=state.path,
+            run=state.run,
+            skill=plan.skill,
+            arguments=plan.arguments,
+            approved_verdict=plan.decision.verdict,
         )
         if refusal is not None:
             plan.result = recording.refuse_claimed(
@@ -600,14 +627,21 @@ def _note_untrusted(plan: Planned, run: Run) -> None:
 
 
 def process_batch(
-    *, run: Run, calls: list[dict], preloaded: Preloaded | None = None, exposed_tools: list[str] | None = None
+    *,
+    run: Run,
+    calls: list[dict],
+    preloaded: Preloaded | None = None,
+    exposed_tools: list[str] | None = None,
+    path: Path = Path.REST_GATE,
 ) -> list[dict]:
     """One result per call, in call order. See the module docstring for the order of checks.
-    `exposed_tools`: the tool names the agent's framework showed the model this turn, if it says."""
+    `exposed_tools`: the tool names the agent's framework showed the model this turn, if it says.
+    `path`: which of the kernel's paths asks (the REST API, the MCP gateway or a pipeline step)."""
     plans = [Planned(position=position, raw=raw) for position, raw in enumerate(calls)]
     tainted_before = run.tainted
     try:
         state = _load_state(run, calls, preloaded)
+        state.path = path
         state.exposed_tools = _exposure(state, exposed_tools, preloaded.generation if preloaded else None)
     except Exception:
         logger.exception("Gate could not load its state for run %s", run.pk)
@@ -615,7 +649,7 @@ def process_batch(
             error_result(p.raw.get("call_id", "") if isinstance(p.raw, dict) else "", Internal(GENERIC_INTERNAL))
             for p in plans
         ]
-    closed = _run_refusal(run)
+    closed = authorization.run_refusal(run)  # the kernel's first step, once for the whole batch
     allowed: list[Planned] = []
     for plan in plans:
         if closed is not None:
@@ -627,8 +661,7 @@ def process_batch(
                 continue
             if plan.decision.verdict == "deny":
                 _deny(plan)
-            elif plan.decision.verdict == "confirm" and not plan.presentation.from_store:
-                # A page of a kept result was covered by the approval of the call that produced it.
+            elif plan.decision.verdict == "confirm":
                 _confirm(plan, state)
             else:
                 allowed.append(plan)
@@ -644,11 +677,6 @@ def process_batch(
     _execute_allowed(allowed, state)
     recording.record_batch(run=run, plans=plans, tainted_before=tainted_before)
     return [plan.result for plan in plans]
-
-
-def _run_refusal(run: Run) -> CallError | None:
-    """The run, agent and tenant as loaded for this request (the view and the pipeline task load them fresh)."""
-    return authorization.run_refusal(run)
 
 
 def _mark_failed(plan: Planned, state: BatchState, error: CallError) -> None:
@@ -670,4 +698,12 @@ def _mark_failed(plan: Planned, state: BatchState, error: CallError) -> None:
     plan.tool_call.error_class = error.error_class
 
 
-__all__ = ["MAX_BATCH", "Preloaded", "error_result", "invocation_context", "process_batch", "replay_lookups"]
+__all__ = [
+    "MAX_BATCH",
+    "Preloaded",
+    "error_result",
+    "invocation_context",
+    "process_batch",
+    "replay_lookups",
+    "stored_page_outcome",
+]

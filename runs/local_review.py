@@ -1,18 +1,19 @@
-"""A locally decided call judged again on upload, with today's grants, skill standing and policy.
+"""A locally decided call judged again on upload: the decision kernel asked with the facts as they were when
+the SDK decided (the agent's key and standing, the run) and today's grants, skill standing and policy.
 
-The SDK decided from its bundle while Airlock was unreachable; policies may have changed since. Each uploaded
-call goes through the gate's own rules (`runs.authorization.permitted`, `skill_refusal`, `decide`, and the
-input schema): anything but allow flags the call, as does a call decided after its agent was revoked or
-after its run was closed. A flagged call is kept (it ran; the record must say so) and its skill's owning team
+The SDK decided from its bundle while Airlock was unreachable; policies may have changed since. Anything but
+allow flags the call. A flagged call is kept (it ran; the record must say so) and its skill's owning team
 and the tenant's admins are told: the owners through `registry.notifications.notify_owners`, the admins by
 `runs.tasks.email_admins_flagged_call`, each at most once per skill and run every 15 minutes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
+from airlock_sdk.policy import kernel
+from airlock_sdk.policy.kernel import Path
 from django.core.cache import cache
 
 from console.models import Agent
@@ -20,10 +21,7 @@ from policies.services import load_active_policies
 from registry.notifications import DEDUPE_S, notify_owners
 from registry.snapshots import ResolvedSkill
 from runs import authorization, gate_cache, tasks
-from runs.authorization import RunFacts
-from runs.errors import CallError
 from runs.models import Run, ToolCall
-from runs.validation import validate_arguments
 
 
 @dataclass(frozen=True)
@@ -34,40 +32,48 @@ class Flag:
     reason: str
 
 
-def _closed_before(run: Run, decided_at: datetime) -> bool:
-    return run.finished_at is not None and decided_at > run.finished_at
+def _run_when_decided(run: Run, decided_at: datetime) -> kernel.RunState:
+    state = authorization.run_state(run)
+    if run.finished_at is not None and decided_at > run.finished_at:
+        return replace(state, open=False)
+    return replace(state, open=True, stopped=False)
 
 
-def reevaluate(*, run: Run, agent: Agent, skill: ResolvedSkill, arguments: dict, decided_at: datetime) -> Flag | None:
-    """None when today's rules allow the call as the SDK did; else the flag to record."""
-    if agent.revoked_at is not None and decided_at > agent.revoked_at:
-        return Flag("deny", f"Decided at {decided_at:%Y-%m-%d %H:%M:%S} UTC, after the agent was revoked.")
-    if _closed_before(run, decided_at):
-        return Flag("deny", f"Decided after the run was closed ({run.status}).")
-    facts = RunFacts.of(run)
-    try:
-        validate_arguments(
-            skill_version_id=skill.skill_version_id or skill.name,
-            schema=skill.manifest.get("input_schema"),
-            version=skill.version,
-            name=skill.name,
-            arguments=arguments,
-        )
-        authorization.permitted(skill, facts, _grants(run))
-        refusal = authorization.skill_refusal(skill)
-        if refusal is not None:
-            raise refusal
-    except CallError as exc:
-        return Flag("deny", exc.message)
-    decision = authorization.decide(skill, facts, arguments, policies=load_active_policies())
-    if decision.verdict == "allow":
+def reevaluate(
+    *,
+    run: Run,
+    agent: Agent,
+    skill: ResolvedSkill | None,
+    name: str = "",
+    arguments: dict,
+    decided_at: datetime,
+    bundle: kernel.Bundle | None = None,
+) -> Flag | None:
+    """None when the kernel, asked with the facts of the moment the SDK decided, allows the call as the SDK
+    did; else the flag to record."""
+    facts = kernel.Facts(
+        path=Path.UPLOAD_REVIEW,
+        agent=authorization.agent_facts(agent, at=decided_at),
+        tenant=authorization.tenant_facts(run.tenant),
+        run=_run_when_decided(run, decided_at),
+        name=skill.name if skill else name,
+        version=skill.version if skill else None,
+        skill=authorization.skill_facts(skill, standing=authorization.standing_of(skill)) if skill else None,
+        arguments=arguments,
+        argument_errors=authorization.errors_in(skill, arguments) if skill else None,
+        grants=gate_cache.active_grants(tenant_id=run.tenant_id, agent_role=agent.role, generation=None),
+        policies=authorization.evaluator(load_active_policies(), tenant_id=run.tenant_id),
+        bundle=bundle,
+    )
+    ruling = kernel.decide(facts)
+    when = f"Decided at {decided_at:%Y-%m-%d %H:%M:%S} UTC"
+    if ruling.refused:
+        return Flag("deny", f"{when}: {ruling.refusal.message}")
+    if ruling.verdict == "allow":
         return None
+    decision = ruling.decision
     rule = f" (rule {decision.rule_id})" if decision.rule_id else ""
     return Flag(decision.verdict, f"The policy now answers {decision.verdict}{rule}: {decision.reason}")
-
-
-def _grants(run: Run) -> list[tuple[str, list[str]]]:
-    return gate_cache.active_grants(tenant_id=run.tenant_id, agent_role=run.agent.role, generation=None)
 
 
 def notify_flagged(*, call_pk: int) -> None:

@@ -21,7 +21,7 @@ from lib.canonical import sha256_of
 from lib.sealing import seal, unseal
 from registry.definitions import PAGE_ARGUMENT
 from runs.errors import NotFound, ValidationFailed
-from runs.models import StoredResult
+from runs.models import StoredResult, ToolCall
 from runs.shaping import Shaped
 from traces.redaction import redact
 
@@ -104,6 +104,27 @@ def stored_content(page: PageRequest, *, run_id: str) -> tuple[Any, dict | None]
     if kept is None:
         raise NotFound("The result this page belongs to is no longer kept; call the skill again.", code="page_expired")
     return kept
+
+
+def producing_call(page: PageRequest, *, run_id: str) -> ToolCall | None:
+    """The call whose kept result a stored page is cut from (None once the result is no longer kept)."""
+    kept = StoredResult.objects.filter(pk=page.stored_id, run_id=run_id).values("call_id")
+    return ToolCall.objects.filter(run_id=run_id, call_id__in=kept).only("verdict", "decision").first()
+
+
+def recorded_page(call: ToolCall) -> PageRequest | None:
+    """The stored page a recorded call asked for (an approved page is served from the record, never re-run)."""
+    page = ((call.decision or {}).get("presentation") or {}).get("page") or {}
+    if page.get("source") != STORED:
+        return None
+    return PageRequest(
+        source=STORED,
+        arguments={},
+        view="",
+        stored_id=page.get("stored_id", ""),
+        offset=page.get("offset", 0),
+        items_field=page.get("items_field", ""),
+    )
 
 
 def rest_of(content: Any, items_field: str, offset: int) -> Any:

@@ -60,11 +60,6 @@ def requested(raw: dict, arguments: dict, *, skill: ResolvedSkill, run_id: str) 
     return Presentation(view=projection.chosen(skill.manifest, view), page=opened), arguments
 
 
-def page_content(presentation: Presentation, *, run_id: str) -> tuple[Any, dict | None]:
-    """The whole kept result a stored page is cut from, and its provenance (NotFound once no longer kept)."""
-    return pagination.stored_content(presentation.page, run_id=run_id)
-
-
 @dataclass
 class Presented:
     shaped: Shaped

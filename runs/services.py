@@ -6,20 +6,20 @@ import logging
 import secrets
 from datetime import timedelta
 
+from airlock_sdk.policy.kernel import Path
 from django.conf import settings
 from django.db import transaction
 
 from console.models import OperatorAction, Role
 from console.services import record_operator_action
 from lib import clock
-from registry.snapshots import ResolvedSkill, index_for, latest_snapshot
-from registry.stages import Audience
-from runs import authorization, client_exec, execution, lifecycle, recording
+from registry.snapshots import ResolvedSkill, latest_snapshot
+from runs import authorization, client_exec, execution, lifecycle, pagination, recording
 from runs.context_budget import budget_for as context_budget_for
-from runs.errors import CallError, Internal, NotPermitted
+from runs.errors import CallError, Internal
 from runs.errors import span_attributes as error_span_attributes
 from runs.events import append_event
-from runs.gate import invocation_context
+from runs.gate import invocation_context, stored_page_outcome
 from runs.models import CallStatus, IdempotencyRecord, Run, RunStatus, ToolCall
 from traces.models import Span, SpanKind
 from traces.recording import record_span, record_span_safely, start_trace
@@ -125,27 +125,19 @@ def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:
     timeout_s = client_exec.lease_seconds(skill.manifest) if skill else execution.DEFAULT_TIMEOUT_MS / 1000
     if not _claim(call, skill, timeout_s):
         return _after_lost_claim(call, skill)
-    if skill is None:
-        return recording.refuse_claimed(
-            call=call,
-            error=NotPermitted(f"{call.name} is no longer callable.", code="skill_retired"),
-            key_record=_key_record(call),
-        )
-    refusal = authorization.live_refusal(run=call.run, skill=skill, arguments=arguments, approved_verdict="confirm")
+    refusal = authorization.recorded_call_refusal(
+        path=Path.APPROVED_RESUME, call=call, arguments=arguments, approved_verdict="confirm"
+    )
     if refusal is not None:
         result = recording.refuse_claimed(call=call, error=refusal, key_record=_key_record(call))
-        _record_execution_span(call, skill, refused=refusal)
+        if skill is not None:
+            _record_execution_span(call, skill, refused=refusal)
         return result
     if client_exec.is_client_skill(skill.manifest):
         return client_exec.issue_client_token(call=call, arguments=arguments)
     outcome = None
     try:
-        outcome = execution.execute(
-            manifest=skill.manifest,
-            effect=skill.effect,
-            arguments=arguments,
-            context=invocation_context(call.run, call),
-        )
+        outcome = _approved_outcome(call, skill, arguments)
         result = recording.record_execution(
             call=call,
             skill=skill,
@@ -162,12 +154,18 @@ def execute_approved_call(*, call: ToolCall, arguments: dict) -> dict:
 
 
 def _skill_of(call: ToolCall) -> ResolvedSkill | None:
-    skill = index_for(call.run.snapshot).resolve(
-        call.name, call.requested_version or None, audience=Audience.of_run(call.run)
+    return authorization.recorded_skill(call)
+
+
+def _approved_outcome(call: ToolCall, skill: ResolvedSkill, arguments: dict) -> execution.Outcome:
+    """Run the approved call; an approved page of a kept result is read from the record, the tool never
+    runs again for it."""
+    page = pagination.recorded_page(call)
+    if page is not None:
+        return stored_page_outcome(page, run_id=str(call.run_id))
+    return execution.execute(
+        manifest=skill.manifest, effect=skill.effect, arguments=arguments, context=invocation_context(call.run, call)
     )
-    if skill is None or skill.skill_version_id != call.skill_version_id:
-        return None
-    return skill
 
 
 def _may_run_twice(skill: ResolvedSkill | None) -> bool:

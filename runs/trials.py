@@ -1,19 +1,23 @@
 """Owners try a version before it ships, and its manifest `tests` gate publishing.
 
-Both go through the gate's own steps, not a second pipeline: `runs.validation` for the arguments,
-`runs.authorization` for the verdict (as the chosen agent role in the owner's tenant would get it, or with
-no tenant), `runs.execution` and the execution plane for the call, `runs.shaping` for the result. What
-differs is where the call goes (`registry.trials.try_target`: the sandbox, or a read's own target) and what
-is left behind: a `SkillTry` or `SkillTestRun`, never a run, a call, a span, a breaker transition or a
-reconciliation, so no try counts in the skill's production figures.
+Both ask the decision kernel like every other path (`airlock_sdk.policy.kernel`, facts from
+`runs.authorization`): the arguments, the tenant's freeze, the offer and grants, the policies, as an agent of
+the chosen role in the owner's tenant would get them. Only what the ruling lets run is called: never a deny
+or a refusal; a confirm only against a sandbox (no person approves a try). The call goes through
+`runs.execution` and the execution plane, the result through `runs.shaping`. What differs is where the call
+goes (`registry.trials.try_target`: the sandbox, or a read's own target) and what is left behind: a
+`SkillTry` or `SkillTestRun`, never a run, a call, a span, a breaker transition or a reconciliation, so no
+try counts in the skill's production figures.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from airlock_sdk.policy import kernel
+from airlock_sdk.policy.kernel import Path
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 
@@ -23,16 +27,14 @@ from policies import grants as grant_lookup
 from policies.services import load_active_policies
 from registry import trials as registry_trials
 from registry.models import SkillTestRun, SkillTry, SkillVersion, TryOutcome, VersionStatus
-from registry.offering import offers_role
 from registry.snapshots import ResolvedSkill
 from runs import authorization, execution
 from runs.adapters import InvocationContext
-from runs.errors import NotPermitted, ValidationFailed
 from runs.shaping import shape
-from runs.validation import validate_arguments
 from traces.redaction import redact
 
 NotTriable = registry_trials.NotTriable
+ANY_TENANT = "*"  # no tenant chosen: offered as to every tenant, as the manifest's `allowed_tenants: ["*"]` says
 
 
 @dataclass
@@ -68,61 +70,92 @@ def resolved(version: SkillVersion) -> ResolvedSkill:
     )
 
 
-def verdict_for(skill: ResolvedSkill, arguments: dict, *, role: str, tenant: Tenant | None) -> dict:
-    """The gate's verdict for an agent of `role` in `tenant` (None: no tenant, so no grant and only the
-    platform's and the skill's policies), as the why panel shows it."""
-    if not role:
-        return {"verdict": "", "reason": "No agent role chosen: the verdict depends on it."}
-    facts = authorization.RunFacts(
-        tenant_id=tenant.pk if tenant else 0,
-        tenant_slug=tenant.slug if tenant else "",
-        agent_id=0,
-        agent_name=f"(a {role} agent)",
-        agent_role=role,
-        end_user="",
-        end_user_roles=(),
-        tainted=False,
-        taint_source="",
+def _facts(
+    skill: ResolvedSkill, version: SkillVersion, arguments: Any, *, role: str, tenant: Tenant | None, path: Path
+) -> kernel.Facts:
+    """What a try knows: an agent of `role` (no agent exists: none is revoked or suspended) in `tenant` with
+    its grants and freeze, in an open run that read nothing untrusted. Without a tenant (a manifest test that
+    names none, an owner in no tenant) the question is what the platform's and the skill's rules say once some
+    tenant grants the skill: a grant is assumed, and only a sandbox is ever called (`may_run`)."""
+    if tenant is not None:
+        grants = grant_lookup.active_grants(tenant_id=tenant.pk, agent_role=role)
+    else:
+        grants = [(skill.name, [])]
+    return kernel.Facts(
+        path=path,
+        agent=kernel.Agent(id=0, name=f"(a {role} agent)", role=role),
+        tenant=authorization.tenant_facts(tenant) if tenant is not None else kernel.Tenant(id=0, slug=ANY_TENANT),
+        run=kernel.RunState(),
+        name=skill.name,
+        version=skill.version,
+        skill=authorization.skill_facts(skill),
+        arguments=arguments,
+        argument_errors=authorization.errors_in(replace(skill, skill_version_id=f"try:{version.pk}"), arguments),
+        grants=grants,
+        policies=authorization.evaluator(load_active_policies(), tenant_id=tenant.pk if tenant else 0),
     )
-    try:
-        if tenant is not None:
-            grants = grant_lookup.active_grants(tenant_id=tenant.pk, agent_role=role)
-            authorization.permitted(skill, facts, grants)
-        elif not offers_role(skill.manifest, role):
-            raise NotPermitted(f"{skill.name} is not for agents with the role {role}.", code="role_not_allowed")
-    except NotPermitted as exc:
-        return {"verdict": "deny", "rule_id": exc.code, "reason": exc.message, "scope": "permissions"}
-    decision = authorization.decide(skill, facts, arguments, policies=load_active_policies())
-    return decision.as_dict()
+
+
+def _verdict_shown(ruling: kernel.Ruling) -> dict:
+    """The ruling as the why panel shows it: the policy's decision, or the refusal as a deny."""
+    if ruling.refused:
+        refusal = ruling.refusal
+        return {"verdict": "deny", "rule_id": refusal.code, "reason": refusal.message, "scope": "permissions"}
+    return {**ruling.decision.as_dict(), "verdict": ruling.verdict}
+
+
+def may_run(ruling: kernel.Ruling, target: registry_trials.Target, tenant: Tenant | None) -> str:
+    """Why this try must not call its target (empty when it may): only what the verdict allows runs; a
+    confirm runs only against a sandbox, since no person approves a try; without a tenant, no tenant's grant
+    allows the real target either."""
+    if tenant is None and not target.is_sandbox:
+        return "Not run: without a tenant whose grants allow it, only a sandbox is called."
+    if ruling.refused:
+        return f"Not run: {ruling.refusal.message}"
+    if ruling.verdict == "deny":
+        return f"Not run: the verdict is deny ({ruling.decision.rule_id}): {ruling.decision.reason}"
+    if ruling.verdict == "confirm" and not target.is_sandbox:
+        return "Not run: the verdict is confirm and no person approves a try; it runs only against a sandbox."
+    return ""
 
 
 def attempt_call(
-    version: SkillVersion, arguments: Any, *, role: str, tenant: Tenant | None, execute: bool = True
+    version: SkillVersion,
+    arguments: Any,
+    *,
+    role: str,
+    tenant: Tenant | None,
+    execute: bool = True,
+    path: Path = Path.TRY,
 ) -> Attempt:
-    """Validate, decide and (when `execute`) call the try target. Raises NotTriable before anything else."""
-    manifest = version.manifest
-    target = registry_trials.try_target(manifest)
+    """Validate and decide (the kernel), then call the try target when the ruling lets it run and `execute`.
+    Raises NotTriable before anything else."""
+    target = registry_trials.try_target(version.manifest, version.skill.owner_team.slug)
     skill = resolved(version)
     attempt = Attempt(target=target)
     attempt.why["target"] = {"adapter": target.adapter, "reason": target.reason}
     attempt.why["tenant"] = tenant.slug if tenant else ""
-    try:
-        validate_arguments(
-            skill_version_id=f"try:{version.pk}",
-            schema=manifest.get("input_schema"),
-            version=version.version,
-            name=skill.name,
-            arguments=arguments,
-        )
-    except ValidationFailed as exc:
-        attempt.outcome, attempt.error = TryOutcome.INVALID, exc.as_error()
-        attempt.why["validation"] = {"passed": False, "fields": exc.extra.get("fields", [])}
+    ruling = kernel.decide(_facts(skill, version, arguments, role=role, tenant=tenant, path=path))
+    if ruling.refused and ruling.refusal.code == "invalid_arguments":
+        attempt.outcome = TryOutcome.INVALID
+        attempt.error = authorization.call_error(ruling.refusal).as_error()
+        attempt.why["validation"] = {"passed": False, "fields": ruling.refusal.extra.get("fields", [])}
         return attempt
     attempt.why["validation"] = {"passed": True}
-    attempt.verdict = verdict_for(skill, arguments, role=role, tenant=tenant)
-    attempt.why["decision"] = attempt.verdict
-    if execute:
-        _execute(attempt, version, arguments, role=role, tenant=tenant)
+    if not role:
+        attempt.verdict = {"verdict": "", "reason": "No agent role chosen: the verdict depends on it."}
+        if execute:
+            message = "Not run: choose an agent role; the verdict, and so whether it may run, depend on it."
+            attempt.outcome, attempt.error = TryOutcome.NOT_RUN, {"code": "no_role", "message": message}
+        return attempt
+    attempt.verdict = attempt.why["decision"] = _verdict_shown(ruling)
+    if not execute:
+        return attempt
+    refusal = may_run(ruling, target, tenant)
+    if refusal:
+        attempt.outcome, attempt.error = TryOutcome.NOT_RUN, {"code": "not_run", "message": refusal}
+        return attempt
+    _execute(attempt, version, arguments, role=role, tenant=tenant)
     return attempt
 
 
@@ -244,6 +277,8 @@ def _test_failures(test: dict, attempt: Attempt) -> list[str]:
             failures.append(f"the arguments were refused: {attempt.error.get('message')}")
         elif attempt.outcome == TryOutcome.ERROR:
             failures.append(f"the call failed with {attempt.error.get('code')}: {attempt.error.get('message')}")
+        elif attempt.outcome == TryOutcome.NOT_RUN and not test.get("verdict"):
+            failures.append(attempt.error.get("message", "the call was not run"))
     elif attempt.outcome != TryOutcome.INVALID:
         failures.append("the arguments were accepted; the test expects a validation error")
     else:
@@ -261,13 +296,26 @@ def _test_failures(test: dict, attempt: Attempt) -> list[str]:
     return failures
 
 
-def _run_one(version: SkillVersion, test: dict) -> dict:
-    tenant = Tenant.objects.filter(slug=test["tenant"]).first() if test.get("tenant") else None
+def _test_tenant(slug: str, user: Any) -> Tenant | None:
+    """The tenant a manifest test names, if the person running the tests belongs to it (or runs them as the
+    platform: `manage.py test_skills`, no user). A test cannot learn another tenant's verdicts."""
+    tenants = Tenant.objects.all() if user is None or user.is_superuser else tenants_for(user)
+    return tenants.filter(slug=slug).first()
+
+
+def _run_one(version: SkillVersion, test: dict, user: Any) -> dict:
+    tenant = _test_tenant(test["tenant"], user) if test.get("tenant") else None
     if test.get("tenant") and tenant is None:
-        return {"name": test["name"], "passed": False, "failures": [f"there is no tenant {test['tenant']}"]}
+        failure = f"you belong to no tenant {test['tenant']}: a test may name only tenants its author belongs to"
+        return {"name": test["name"], "passed": False, "failures": [failure]}
     try:
         attempt = attempt_call(
-            version, test["arguments"], role=test.get("role", ""), tenant=tenant, execute=test.get("valid", True)
+            version,
+            test["arguments"],
+            role=test.get("role", ""),
+            tenant=tenant,
+            execute=test.get("valid", True),
+            path=Path.MANIFEST_TEST,
         )
     except NotTriable as exc:
         return {"name": test["name"], "passed": False, "failures": [str(exc)]}
@@ -277,7 +325,7 @@ def _run_one(version: SkillVersion, test: dict) -> dict:
 
 def run_skill_tests(*, version: SkillVersion, trigger: str, user: Any) -> SkillTestRun:
     """Run the version's manifest tests in order and record the outcome (receiver of registry.hooks)."""
-    results = [_run_one(version, test) for test in version.manifest.get("tests") or []]
+    results = [_run_one(version, test, user) for test in version.manifest.get("tests") or []]
     return registry_trials.record_test_run(
         version=version, manifest=version.manifest, trigger=trigger, ran_by=user, results=results
     )

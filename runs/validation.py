@@ -33,6 +33,23 @@ def validator_for(skill_version_id: int | str, schema: dict) -> Draft202012Valid
 def validate_arguments(
     *, skill_version_id: int | str, schema: dict, version: str, name: str, arguments: object
 ) -> None:
+    fields = argument_errors(
+        skill_version_id=skill_version_id, schema=schema, version=version, name=name, arguments=arguments
+    )
+    if not fields:
+        return
+    raise ValidationFailed(
+        f"The arguments do not match {name} {version}: "
+        + "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5]),
+        fields=fields,
+        schema_version=version,
+    )
+
+
+def argument_errors(
+    *, skill_version_id: int | str, schema: dict, version: str, name: str, arguments: object
+) -> list[dict]:
+    """What is wrong with the arguments, field by field (at most 20); empty when they match the schema."""
     validator = validator_for(skill_version_id, schema)
     try:
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
@@ -43,18 +60,10 @@ def validate_arguments(
             "publish a version without it.",
             code="unsupported_pattern",
         ) from None
-    if not errors:
-        return
-    fields = [
+    return [
         {"field": "/".join(str(p) for p in error.absolute_path) or "(arguments)", "message": _message(error)}
         for error in errors[:20]
     ]
-    raise ValidationFailed(
-        f"The arguments do not match {name} {version}: "
-        + "; ".join(f"{f['field']}: {f['message']}" for f in fields[:5]),
-        fields=fields,
-        schema_version=version,
-    )
 
 
 def _message(error) -> str:

@@ -16,11 +16,17 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {}
 
 
 def register(
-    name: str, *, effect: str, approval: str = "not_required", teams: tuple[str, ...] = (ANY_TEAM,)
+    name: str,
+    *,
+    effect: str,
+    approval: str = "not_required",
+    teams: tuple[str, ...] = (ANY_TEAM,),
+    sandbox_for: str = "",
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Make `function` callable as `python:<name>`, declaring its effect class, the approval it needs at
-    least and the teams whose skills may run it."""
-    contract = FunctionContract(name=name, effect=effect, approval=approval, teams=teams)
+    least and the teams whose skills may run it. `sandbox_for` registers it as the sandbox of that function:
+    what owners' tries call instead of it (registry.trials); only a function registered so is a sandbox."""
+    contract = FunctionContract(name=name, effect=effect, approval=approval, teams=teams, sandbox_for=sandbox_for)
 
     def decorator(function: Callable[..., Any]) -> Callable[..., Any]:
         declare(contract)

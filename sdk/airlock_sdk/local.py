@@ -1,13 +1,11 @@
 """Local decisions: a call of a skill the agent runs itself, decided from the signed bundle when the gate
-cannot be reached (or first, with `local_first=True`), with the gate's semantics, in the gate's order.
-
-The checks, as `runs.gate._decide` makes them: the call's taint mark, the skill in the bundle, its
-arguments against the input schema, the offer and the grants (`airlock_sdk.policy.permission`), the
-agent's rate limit (a refused call counts too), then the policies (`airlock_sdk.policy.engine`, the
-gate's own evaluator) with the taint floor. A deny is the gate's typed error, with the same code,
-reason, rule and policy version. Whatever the gate would answer otherwise (confirm, a server-side skill,
-a skill or version the bundle does not hold, an expired bundle, a role not opted in) fails closed with
-`unavailable`: Airlock is unreachable, retry when it is back.
+cannot be reached (or first, with `local_first=True`), by the gate's own decision kernel
+(`airlock_sdk.policy.kernel`) with the facts the bundle holds: the skill as it reaches this agent, its
+input schema, the offer and the grants, the agent's rate limit (counted in this process), the policies
+and the floors, the bundle's validity and the role's opt-in. A deny is the gate's typed error, with the
+same code, reason, rule and policy version. Whatever the gate would answer otherwise (confirm, a
+server-side skill, a skill or version the bundle does not hold, an expired bundle, a role not opted in)
+fails closed with `unavailable`: Airlock is unreachable, retry when it is back.
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 
 from airlock_sdk.bundles import CachedBundle
-from airlock_sdk.policy import engine, permission
-from airlock_sdk.policy.context import approval_required, call_context
+from airlock_sdk.policy import engine, kernel
 
 CLIENT_SCHEME = "client:"
 WINDOW_S = 60
@@ -93,12 +90,32 @@ class CompiledBundle:
     def resolve(self, name: str, version: str | None) -> dict | None:
         return self.skills.get((name, version)) if version else self.latest.get(name)
 
+    def argument_errors(self, entry: dict, arguments: Any) -> list[dict]:
+        """The input schema's objections, field by field, as the gate lists them."""
+        errors = sorted(self.validator(entry).iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        return [
+            {"field": "/".join(str(p) for p in e.absolute_path) or "(arguments)", "message": e.message}
+            for e in errors[:20]
+        ]
+
     def validator(self, entry: dict) -> Draft202012Validator:
         key = (entry["name"], entry["version"])
         if key not in self._validators:
             schema = (entry.get("manifest") or {}).get("input_schema") or {}
             self._validators[key] = Draft202012Validator(schema, format_checker=FormatChecker())
         return self._validators[key]
+
+
+def _skill_of(entry: dict) -> kernel.Skill:
+    return kernel.Skill(
+        name=entry["name"],
+        version=entry["version"],
+        effect=entry["effect"],
+        data_class=entry["data_classification"],
+        namespace=entry["namespace"],
+        manifest=entry.get("manifest") or {},
+        reaches_audience=entry.get("reaches_audience", True) is not False,
+    )
 
 
 def _semver(version: str) -> tuple[int, ...]:
@@ -122,15 +139,6 @@ class LocalDecider:
             current = self._compiled = CompiledBundle(bundle)
         return current
 
-    def _over_limit(self, limit: int) -> float | None:
-        """Count one call in this minute's window; the seconds until it resets when over `limit`."""
-        now = time.time()
-        window = int(now // WINDOW_S)
-        with self._lock:
-            count = self._window[1] + 1 if self._window[0] == window else 1
-            self._window = (window, count)
-        return None if count <= limit else max(1, math.ceil((window + 1) * WINDOW_S - now))
-
     def decide(
         self,
         bundle: CachedBundle | None,
@@ -145,93 +153,82 @@ class LocalDecider:
         retry_after: float = 5.0,
         now: datetime | None = None,
     ) -> LocalVerdict:
+        """The decision kernel's ruling (`airlock_sdk.policy.kernel`, the gate's own) with the bundle's facts."""
         if bundle is None:
             return unavailable("no decision bundle has been received yet", retry_after=retry_after)
-        number = bundle.number
-        if bundle.expired(now or datetime.now(UTC)):
-            return unavailable(
-                f"decision bundle {number} expired at {bundle.body['valid_until']}",
-                retry_after=retry_after,
-                bundle_number=number,
-            )
         compiled = self.compiled(bundle)
-        if not compiled.local_decisions:
-            why = "this agent's role may not decide locally"
-            return unavailable(why, retry_after=retry_after, bundle_number=number)
-        entry = compiled.resolve(name, version)
-        if entry is None:
-            return unavailable(
-                f"{name}{' ' + version if version else ''} is not in decision bundle {number}",
-                retry_after=retry_after,
-                bundle_number=number,
-            )
-        manifest = entry.get("manifest") or {}
-        if not is_client_skill(manifest):
-            return unavailable(f"{name} runs on Airlock's side", retry_after=retry_after, bundle_number=number)
-        refused = self._refusal(compiled, entry, manifest, arguments)
-        if refused is not None:
-            return refused
-        context = call_context(
-            skill={
-                "name": entry["name"],
-                "version": entry["version"],
-                "effect": entry["effect"],
-                "data_class": entry["data_classification"],
-                "namespace": entry["namespace"],
-            },
-            arguments=arguments,
-            agent_id=compiled.audience["agent_id"],
-            agent_name=compiled.audience["agent_name"],
-            agent_role=compiled.audience["agent_role"],
-            end_user=end_user,
-            end_user_roles=end_user_roles,
-            tenant_slug=compiled.audience["tenant"],
-            tainted=run_tainted,
-            taint_source=taint_source,
-        )
-        applicable = [p for p in compiled.policies if p.applies_to(tenant_id=compiled.tenant_id, skill_name=name)]
-        decision = engine.evaluate(context=context, policies=applicable, approval_required=approval_required(manifest))
-        return self.verdict_of(decision, entry, number, retry_after=retry_after)
-
-    def _refusal(self, compiled: CompiledBundle, entry: dict, manifest: dict, arguments: Any) -> LocalVerdict | None:
-        """Validation and the grants, then the agent's rate limit, as the gate orders them (a refused call
-        still counts; over the limit, that is the answer)."""
         number = compiled.number
-        errors = sorted(compiled.validator(entry).iter_errors(arguments), key=lambda e: list(e.absolute_path))
-        failure: LocalVerdict | None = None
-        if errors:
-            fields = [
-                {"field": "/".join(str(p) for p in e.absolute_path) or "(arguments)", "message": e.message}
-                for e in errors[:20]
-            ]
-            message = f"The arguments do not match {entry['name']} {entry['version']}: " + "; ".join(
-                f"{f['field']}: {f['message']}" for f in fields[:5]
+        entry = compiled.resolve(name, version)
+        if entry is not None and not is_client_skill(entry.get("manifest") or {}):
+            return unavailable(f"{name} runs on Airlock's side", retry_after=retry_after, bundle_number=number)
+        facts = kernel.Facts(
+            path=kernel.Path.LOCAL_SDK,
+            agent=kernel.Agent(
+                id=compiled.audience["agent_id"],
+                name=compiled.audience["agent_name"],
+                role=compiled.audience["agent_role"],
+            ),
+            tenant=kernel.Tenant(id=compiled.tenant_id, slug=compiled.audience["tenant"]),
+            run=kernel.RunState(
+                end_user=end_user,
+                end_user_roles=tuple(end_user_roles),
+                tainted=run_tainted,
+                taint_source=taint_source,
+            ),
+            name=name,
+            version=version,
+            skill=_skill_of(entry) if entry is not None else None,
+            arguments=arguments,
+            argument_errors=compiled.argument_errors(entry, arguments) if entry is not None else None,
+            grants=compiled.grants,
+            policies=lambda context, approval: engine.evaluate(
+                context=context,
+                policies=[p for p in compiled.policies if p.applies_to(tenant_id=compiled.tenant_id, skill_name=name)],
+                approval_required=approval,
+            ),
+            rate_meter=lambda passed: self._over_limit(compiled.rate_limit),
+            bundle=kernel.Bundle(
+                number=number,
+                expired=bundle.expired(now or datetime.now(UTC)),
+                valid_until=str(bundle.body.get("valid_until", "")),
+                opted_in=compiled.local_decisions,
+            ),
+        )
+        ruling = kernel.decide(facts)
+        if ruling.refused:
+            what = f"{name} {version}" if version else name
+            return self.refused(ruling.refusal, entry, number, what=what, retry_after=retry_after)
+        return self.verdict_of(ruling.decision, entry, number, retry_after=retry_after)
+
+    def _over_limit(self, limit: int) -> kernel.Refusal | None:
+        """Count one call in this minute's window; the refusal when over `limit`."""
+        now = time.time()
+        window = int(now // WINDOW_S)
+        with self._lock:
+            count = self._window[1] + 1 if self._window[0] == window else 1
+            self._window = (window, count)
+        if count <= limit:
+            return None
+        wait = max(1, math.ceil((window + 1) * WINDOW_S - now))
+        message = f"This agent made more than {limit} calls this minute."
+        return kernel.Refusal("rate_limited", "agent_rate_limited", message, {"retry_after": wait})
+
+    @staticmethod
+    def refused(
+        refusal: kernel.Refusal, entry: dict | None, number: int, *, what: str, retry_after: float
+    ) -> LocalVerdict:
+        """A kernel refusal as the agent's answer: what the bundle does not cover (an unknown skill, an expired
+        bundle, a role not opted in) is `unavailable`; validation, authorization and the rate limit are the
+        gate's own typed errors."""
+        if refusal.error_class in ("unavailable", "not_found"):
+            why = (
+                f"{what} is not in decision bundle {number}" if refusal.error_class == "not_found" else refusal.message
             )
-            error = {
-                "class": "validation",
-                "code": "invalid_arguments",
-                "message": message,
-                "fields": fields,
-                "schema_version": entry["version"],
-            }
-            failure = LocalVerdict("invalid", message, skill=entry, error=error, bundle_number=number)
-        else:
-            refused = permission.refusal(
-                name=entry["name"],
-                manifest=manifest,
-                tenant_slug=compiled.audience["tenant"],
-                agent_role=compiled.audience["agent_role"],
-                grants=compiled.grants,
-            )
-            if refused is not None:
-                error = {"class": "authorization", "code": refused.code, "message": refused.message}
-                failure = LocalVerdict("deny", refused.message, skill=entry, error=error, bundle_number=number)
-        wait = self._over_limit(compiled.rate_limit)
-        if wait is not None:
-            message = f"This agent made more than {compiled.rate_limit} calls this minute."
-            error = {"class": "rate_limited", "code": "agent_rate_limited", "message": message, "retry_after": wait}
-            return LocalVerdict("rate_limited", message, skill=entry, error=error, bundle_number=number)
-        return failure
+            return unavailable(why, retry_after=retry_after, bundle_number=number)
+        error = {"class": refusal.error_class, "code": refusal.code, "message": refusal.message, **refusal.extra}
+        error.pop("no_grant", None)
+        verdict = {"validation": "invalid", "rate_limited": "rate_limited"}.get(refusal.error_class, "deny")
+        return LocalVerdict(verdict, refusal.message, skill=entry, error=error, bundle_number=number)
 
     @staticmethod
     def verdict_of(decision: engine.Decision, entry: dict, number: int, *, retry_after: float) -> LocalVerdict:

@@ -231,7 +231,7 @@ def test_a_revoked_agent_uploads_what_it_decided_before_and_what_came_after_is_f
     first, second = response.json()["results"]
     assert first["flagged"] is False
     assert second["flagged"] is True
-    assert "after the agent was revoked" in LocalDecision.objects.get(call__call_id="l-2").flag_reason
+    assert "key was revoked" in LocalDecision.objects.get(call__call_id="l-2").flag_reason
     # the revoked key still reaches nothing else
     assert agent_client.get(reverse("runs_api:run_detail", args=[run_id])).status_code == 401
 

@@ -46,7 +46,7 @@ def test_passing_tests_let_the_version_publish(owner):
     assert response.json()["status"] in ("active", "in_review")
     tested = SkillTestRun.objects.get()
     assert tested.passed and tested.trigger == "publish" and tested.ran_by == owner
-    assert len(SANDBOX_CALLS) == 2  # the two valid calls ran against the sandbox, the invalid one nowhere
+    assert len(SANDBOX_CALLS) == 1  # the confirm ran against the sandbox; the deny and the invalid one nowhere
     assert demo_tools.outbox() == []
 
 

@@ -40,7 +40,7 @@ EMAIL_OUTPUT = {
 SANDBOX_CALLS: list[dict] = []
 
 
-@register("trials_test.sandbox_send_email", effect="read", teams=("support-tools",))
+@register("trials_test.sandbox_send_email", effect="read", teams=("support-tools",), sandbox_for="demo.send_email")
 def sandbox_send_email(*, arguments: dict, context) -> dict:
     SANDBOX_CALLS.append(arguments)
     return {"message_id": "msg_sandbox", "sent_at": "2026-12-01T09:00:00+00:00"}
@@ -76,6 +76,13 @@ GOOD = {"to": "ada@example.com", "subject": "Your refund", "body_text": "It is o
 def clean_state():
     demo_tools.reset()
     SANDBOX_CALLS.clear()
+
+
+@pytest.fixture
+def granted(acme):
+    """acme's support agents may call the support and docs skills: a try runs only as the verdict allows."""
+    Grant.objects.create(tenant=acme, agent_role="support", skill_pattern="support.*")
+    Grant.objects.create(tenant=acme, agent_role="support", skill_pattern="docs.*")
 
 
 @pytest.fixture
@@ -140,17 +147,18 @@ def test_a_destructive_draft_without_a_sandbox_cannot_be_tried(owner_team):
     assert SkillTry.objects.count() == 0
 
 
-def test_a_read_without_a_sandbox_is_tried_against_its_real_target(owner):
+def test_a_read_without_a_sandbox_is_tried_against_its_real_target_as_the_verdict_allows(owner, granted):
     services.create_draft_version(manifest=manifest(), author=owner)
-    response = client_for(owner).post(
-        try_url(name="docs.search_documentation"), {"arguments": {"query": "rate limits"}}, format="json"
-    )
+    url, arguments = try_url(name="docs.search_documentation"), {"query": "rate limits"}
+    response = client_for(owner).post(url, {"arguments": arguments, "role": "support"}, format="json")
     assert response.status_code == 201
     body = response.json()
     assert body["target"] == "python:demo.search_documentation"
     assert body["why"]["target"]["reason"] == "read_without_sandbox"
-    assert body["verdict"] == ""  # no role chosen: no verdict
+    assert body["verdict"] == "allow" and body["outcome"] == "ok"
     assert "results" in body["result"]
+    unchosen = client_for(owner).post(url, {"arguments": arguments}, format="json").json()
+    assert unchosen["verdict"] == "" and unchosen["outcome"] == "not_run"  # no role, no verdict: nothing runs
 
 
 class Counting(BaseHTTPRequestHandler):
@@ -179,13 +187,13 @@ def downstream():
     httpd.shutdown()
 
 
-def test_an_http_sandbox_is_called_and_the_real_service_counts_zero(owner, downstream, settings):
+def test_an_http_sandbox_is_called_and_the_real_service_counts_zero(owner, granted, downstream, settings):
     settings.AIRLOCK_EGRESS_ALLOW_PRIVATE = True
     body = email_manifest(execution__adapter=f"{downstream}/real", execution__sandbox=f"{downstream}/sandbox")
     body["execution"]["credential"] = "mailer"  # never attached to a sandbox call
     services.create_draft_version(manifest=body, author=owner)
     for _ in range(3):
-        response = client_for(owner).post(try_url(), {"arguments": GOOD}, format="json")
+        response = client_for(owner).post(try_url(), {"arguments": GOOD, "role": "support"}, format="json")
         assert response.json()["result"] == {"message_id": "msg_sandbox"}
     assert Counting.hits == {"/sandbox": 3}
 
@@ -218,8 +226,8 @@ def test_the_verdict_is_for_the_chosen_role_and_only_in_the_owners_tenants(owner
     assert other.status_code == 404
 
 
-def test_another_team_cannot_try_or_read_the_tries(owner, sandboxed, acme, client):
-    client_for(owner).post(try_url(), {"arguments": GOOD}, format="json")
+def test_another_team_cannot_try_or_read_the_tries(owner, granted, sandboxed, acme, client):
+    client_for(owner).post(try_url(), {"arguments": GOOD, "role": "support"}, format="json")
     stranger = make_user("stranger", tenant=acme)
     Team.objects.create(slug="billing-platform", name="Billing").members.add(stranger)
     api = client_for(stranger)
@@ -235,7 +243,7 @@ def test_another_team_cannot_try_or_read_the_tries(owner, sandboxed, acme, clien
     assert SkillTry.objects.count() == 1 and len(SANDBOX_CALLS) == 1
 
 
-def test_owners_see_the_tries_on_the_version_page(owner, sandboxed, client):
+def test_owners_see_the_tries_on_the_version_page(owner, granted, sandboxed, client):
     login(client, owner)
     url = reverse("trials:run", args=["support.notify_customer", "1.0.0"])
     response = client.post(url, {"arguments": json.dumps(GOOD), "role": "support"}, HTTP_HX_REQUEST="true")
@@ -252,8 +260,10 @@ def test_owners_see_the_tries_on_the_version_page(owner, sandboxed, client):
 def test_a_sandbox_is_held_to_the_same_rules_at_draft(owner, settings):
     settings.AIRLOCK_EGRESS_ALLOW_PRIVATE = False
     cases = {
-        "python:demo.delete_user_permanently": {"function_not_for_team", "sandbox_needs_approval"},
-        "python:demo.create_refund_request": {"function_not_for_team", "sandbox_needs_approval"},
+        "python:demo.delete_user_permanently": {"function_not_for_team", "sandbox_needs_approval", "not_a_sandbox"},
+        "python:demo.create_refund_request": {"function_not_for_team", "sandbox_needs_approval", "not_a_sandbox"},
+        "python:demo.update_ticket_status": {"not_a_sandbox"},  # a production writer is never a sandbox
+        "python:demo.sandbox_refund_request": {"function_not_for_team", "not_a_sandbox"},  # another's stand-in
         "python:demo.no_such_function": {"unknown_function"},
         "http://169.254.169.254/latest/meta-data": {"sandbox_egress_refused"},
         "http://127.0.0.1:8000/sandbox": {"sandbox_egress_refused"},
@@ -268,7 +278,7 @@ def test_a_sandbox_is_held_to_the_same_rules_at_draft(owner, settings):
         assert all(e["path"] == "$.execution.sandbox" for e in refused.value.errors)
 
 
-def test_a_teammate_outside_the_tenant_sees_the_try_without_its_verdict(owner, sandboxed, owner_team, globex):
+def test_a_teammate_outside_the_tenant_sees_the_try_without_its_verdict(owner, granted, sandboxed, owner_team, globex):
     client_for(owner).post(try_url(), {"arguments": GOOD, "role": "support"}, format="json")
     teammate = make_user("teammate", tenant=globex)
     owner_team.members.add(teammate)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from airlock_sdk.bundles import CachedBundle
 from airlock_sdk.local import LocalDecider
+from airlock_sdk.policy import kernel
 from airlock_sdk.snapshots import verify_signature
 
 from console.models import Tenant
@@ -20,8 +21,6 @@ from policies.models import Grant, Policy
 from policies.services import load_active_policies, set_local_decisions
 from registry.snapshots import latest_index, publish_snapshot
 from runs import authorization
-from runs.errors import NotPermitted, ValidationFailed
-from runs.validation import validate_arguments
 from tests.runs.factories import make_skill, published_policy
 
 SEED, WORLDS, CALLS_PER_WORLD = 37, 10, 500
@@ -115,22 +114,27 @@ def arguments(rng: random.Random) -> dict:
     return args
 
 
-def server_decision(skill, facts, args, grants, policies) -> tuple:
-    """What the gate decides, through its own functions, in its order (runs.gate._decide)."""
-    try:
-        validate_arguments(
-            skill_version_id=skill.skill_version_id,
-            schema=skill.manifest["input_schema"],
-            version=skill.version,
+def server_decision(skill, run: kernel.RunState, args, grants, policies, *, agent, tenant) -> tuple:
+    """What the gate decides: the kernel with the facts the gate builds (runs.authorization, runs.gate._ruling)."""
+    ruling = kernel.decide(
+        kernel.Facts(
+            path=kernel.Path.REST_GATE,
+            agent=authorization.agent_facts(agent),
+            tenant=authorization.tenant_facts(tenant),
+            run=run,
             name=skill.name,
+            version=None,
+            skill=authorization.skill_facts(skill),
             arguments=args,
+            argument_errors=authorization.errors_in(skill, args),
+            grants=grants,
+            policies=authorization.evaluator(policies, tenant_id=tenant.pk),
         )
-        authorization.permitted(skill, facts, grants)
-    except ValidationFailed as exc:
-        return ("invalid", "invalid_arguments", exc.message)
-    except NotPermitted as exc:
-        return ("refused", exc.code, exc.message)
-    decision = authorization.decide(skill, facts, args, policies=policies)
+    )
+    if ruling.refused:
+        kind = "invalid" if ruling.refusal.error_class == "validation" else "refused"
+        return (kind, ruling.refusal.code, ruling.refusal.message)
+    decision = ruling.decision
     return (decision.verdict, decision.rule_id, decision.reason, decision.policy_version, decision.floor_id)
 
 
@@ -176,18 +180,10 @@ def test_the_gate_and_the_sdk_give_identical_verdicts_and_reasons(acme, globex, 
             tainted = rng.random() < 0.4
             taint_source = rng.choice(["", "read an inbound e-mail"]) if tainted else ""
             roles = rng.sample(["manager", "agent", "guest"], rng.randint(0, 2))
-            facts = authorization.RunFacts(
-                tenant_id=acme.pk,
-                tenant_slug=acme.slug,
-                agent_id=agent.pk,
-                agent_name=agent.name,
-                agent_role=agent.role,
-                end_user="u-1",
-                end_user_roles=tuple(roles),
-                tainted=tainted,
-                taint_source=taint_source,
+            run = kernel.RunState(
+                end_user="u-1", end_user_roles=tuple(roles), tainted=tainted, taint_source=taint_source
             )
-            server = server_decision(index.resolve(name, None), facts, args, grants, policies)
+            server = server_decision(index.resolve(name, None), run, args, grants, policies, agent=agent, tenant=acme)
             local = decider.decide(
                 bundle,
                 name=name,
