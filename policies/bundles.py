@@ -18,7 +18,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from airlock_sdk.local import is_client_skill
+from airlock_sdk.policy.context import is_client_skill
 from django.conf import settings
 from django.db.models import F
 from django.utils import timezone

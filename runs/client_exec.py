@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airlock_sdk import fencing
-from airlock_sdk.local import CLIENT_SCHEME, is_client_skill
+from airlock_sdk.policy.context import CLIENT_SCHEME, is_client_skill
 from airlock_sdk.policy.kernel import Path
 from django.conf import settings
 from django.db import transaction

@@ -21,8 +21,8 @@ from jsonschema import Draft202012Validator, FormatChecker
 
 from airlock_sdk.bundles import CachedBundle
 from airlock_sdk.policy import engine, kernel
+from airlock_sdk.policy.context import is_client_skill
 
-CLIENT_SCHEME = "client:"
 WINDOW_S = 60
 UNREACHABLE_CODE = "airlock_unreachable"
 
@@ -40,10 +40,6 @@ class LocalVerdict:
     bundle_number: int = 0
     policy_verdict: str = ""  # the policy's own verdict (allow, confirm, deny) when the policy was reached
     floor_id: str = ""
-
-
-def is_client_skill(manifest: dict) -> bool:
-    return str((manifest.get("execution") or {}).get("adapter", "")).startswith(CLIENT_SCHEME)
 
 
 def unavailable(why: str, *, retry_after: float, bundle_number: int = 0) -> LocalVerdict:

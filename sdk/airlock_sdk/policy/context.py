@@ -1,4 +1,5 @@
-"""The documented context a policy sees (docs/policies.md), built the same way by the gate and the SDK."""
+"""The documented context a policy sees (docs/policies.md), built the same way by the gate and the SDK, and the
+manifest facts the decision kernel reads."""
 
 from __future__ import annotations
 
@@ -33,3 +34,11 @@ def call_context(
 def approval_required(manifest: dict[str, Any]) -> bool:
     """The manifest itself asks for a person (`risk.approval`), whatever the policy says."""
     return (manifest.get("risk") or {}).get("approval") in ("required", "two_person")
+
+
+CLIENT_SCHEME = "client:"
+
+
+def is_client_skill(manifest: dict[str, Any]) -> bool:
+    """The agent's own SDK runs it (`execution.adapter: client:<name>`): Airlock decides, the agent executes."""
+    return str((manifest.get("execution") or {}).get("adapter", "")).startswith(CLIENT_SCHEME)
