@@ -151,13 +151,16 @@ def _replace(run: Run, pks: list[int]) -> list[dict]:
     return replaced
 
 
+def described_call(ref: object, *, run: Run) -> ToolCall | None:
+    """The call of this run whose result `ref` names (None for any other ref)."""
+    if not isinstance(ref, str) or not _REF.match(ref):
+        return None
+    return ToolCall.objects.filter(run=run, pk=int(ref[len(REF_PREFIX) :]), status=CallStatus.SUCCEEDED).first()
+
+
 def describe(ref: str, *, run: Run) -> dict:
     """A result of this run in full, as stored (redacted); any other ref reads as unknown."""
-    call = (
-        ToolCall.objects.filter(run=run, pk=int(ref[len(REF_PREFIX) :]), status=CallStatus.SUCCEEDED).first()
-        if _REF.match(ref)
-        else None
-    )
+    call = described_call(ref, run=run)
     if call is None:  # another run's ref and one that never existed read the same
         raise NotFound(f"There is no result {ref} in this run.", code="unknown_result")
     stored = call.result or {}
@@ -167,4 +170,13 @@ def describe(ref: str, *, run: Run) -> dict:
     return described
 
 
-__all__ = ["REF_PATTERN", "Fitted", "budget_for", "describe", "fit_results", "ref_of", "result_tokens"]
+__all__ = [
+    "REF_PATTERN",
+    "Fitted",
+    "budget_for",
+    "describe",
+    "described_call",
+    "fit_results",
+    "ref_of",
+    "result_tokens",
+]

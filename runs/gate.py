@@ -29,6 +29,7 @@ from runs import (
     authorization,
     batch_input,
     client_exec,
+    context_budget,
     execution,
     gate_cache,
     hooks,
@@ -252,8 +253,18 @@ def _ruling(plan: Planned, state: BatchState) -> kernel.Ruling:
         policies=authorization.evaluator(state.policies, tenant_id=run.tenant_id),
         rate_meter=lambda passed: _rate_refusal(plan, state, passed),
         covered_by=_coverage(plan, state),
+        reads_result_of=_described_skill(plan, state),
     )
     return kernel.decide(facts)
+
+
+def _described_skill(plan: Planned, state: BatchState) -> kernel.Skill | None:
+    """describe_result gives back a result in full: the skill that produced it, as it stands now."""
+    if plan.skill is None or plan.skill.name != meta_tools.DESCRIBE_RESULT:
+        return None
+    call = context_budget.described_call(plan.arguments.get("ref"), run=state.run)
+    producer = authorization.recorded_skill(call) if call is not None else None
+    return authorization.skill_facts(producer) if producer is not None else None
 
 
 def _rate_refusal(plan: Planned, state: BatchState, passed: bool) -> kernel.Refusal | None:

@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 
 from approvals.models import ApprovalRequest
 from approvals.services import decide_approval
+from console.models import Team
 from console.services import create_agent
 from lib import tokens
 from lib.sealing import seal
@@ -34,7 +35,7 @@ from tests.browser.conftest import asgi_live_server  # noqa: F401 - the real ASG
 from tests.mcp_gateway.conftest import mcp_client, mcp_live_server  # noqa: F401 - Airlock's MCP gateway, live
 from tests.reliability.conftest import mcp_url  # noqa: F401 - the fixture: a real MCP server in a subprocess
 from tests.runs.conftest import call, post_calls, start_run
-from tests.runs.factories import grant, make_skill
+from tests.runs.factories import grant, make_skill, published_policy, rule
 from traces.access import owner_view
 from traces.models import Span
 from traces.why import explain_call
@@ -269,7 +270,8 @@ def test_a_5xx_body_or_an_html_error_page_is_not_given_to_the_model(agent_client
 
 @pytest.fixture
 def desk(mcp_url):  # noqa: F811 - the imported fixture
-    register_mcp_server(name="desk", transport="http", url=mcp_url)
+    server = register_mcp_server(name="desk", transport="http", url=mcp_url)
+    server.shared_with.add(Team.objects.get_or_create(slug="support-tools", defaults={"name": "Support tools"})[0])
     return mcp_url
 
 
@@ -332,7 +334,8 @@ def test_a_model_probing_missing_ids_does_not_open_the_servers_breaker(agent_cli
     results = post_calls(agent_client, run["run_id"], calls).json()["results"]
     assert [r["error"]["class"] for r in results] == ["not_found"] * 3
     assert breakers.state_of("mcp://desk") == breakers.CLOSED
-    assert call_tool(connection_for("mcp://desk/counts"), "counts", {}, timeout_s=10)["executions"]["refuse"] >= 3
+    counter = connection_for("mcp://desk/counts", team="support-tools")
+    assert call_tool(counter, "counts", {}, timeout_s=10)["executions"]["refuse"] >= 3
 
 
 def test_an_internal_exception_reaches_the_span_and_nothing_of_it_the_model(agent_client, acme):
@@ -604,6 +607,38 @@ def test_a_page_of_a_skill_that_needs_approval_is_not_run_or_asked_again(agent_c
 
     assert second["status"] == "ok" and second["content"][0]["id"] == f"m-{first['truncation']['returned_items']}"
     assert executions["export"] == 1 and ApprovalRequest.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_of_a_simply_allowed_call_asks_a_person_when_a_confirm_rule_was_published_since(
+    agent_client, acme, approver
+):
+    """Issue 43, hole 5: the first call was allowed, not approved, so it covers no confirm rule published after
+    it; the page waits for a person, and once approved it is read from the kept result, the tool not run again."""
+    make_skill("mail.export", effect="write", adapter="python:test.export", result_limit_bytes=4096, extra=LISTED)
+    grant(acme, "mail.*")
+    run_id, first = _one_call(agent_client, "mail.export", {"to": "archive"})
+    assert first["status"] == "ok" and first["next"]
+    published_policy([rule("export-review", "confirm")], scope="tenant", tenant=acme, name="exports need a person")
+
+    page = post_calls(agent_client, run_id, [call("c2", "mail.export", {}, page=first["next"])]).json()["results"][0]
+
+    assert page["status"] == "approval_required" and executions["export"] == 1
+    decide_approval(approval=ApprovalRequest.objects.get(pk=page["approval_id"]), user=approver, decision="approve")
+    served = ToolCall.objects.get(run_id=run_id, call_id="c2")
+    assert served.status == "succeeded"
+    assert served.result["content"][0]["id"] == f"m-{first['truncation']['returned_items']}"
+    assert executions["export"] == 1  # approved, and still read from the record
+
+
+def test_a_page_is_denied_by_a_deny_rule_published_since(agent_client, acme):
+    make_skill("mail.export", effect="write", adapter="python:test.export", result_limit_bytes=4096, extra=LISTED)
+    grant(acme, "mail.*")
+    run_id, first = _one_call(agent_client, "mail.export", {"to": "archive"})
+    published_policy([rule("no-exports", "deny")], scope="tenant", tenant=acme, name="no exports")
+    page = post_calls(agent_client, run_id, [call("c2", "mail.export", {}, page=first["next"])]).json()["results"][0]
+    assert page["status"] == "error" and page["error"]["code"] == "denied_by_policy"
+    assert executions["export"] == 1
 
 
 def test_a_tools_own_cursor_becomes_a_next_handle_that_calls_the_read_again(agent_client, acme):
