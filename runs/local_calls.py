@@ -84,10 +84,32 @@ def _when(raw: dict, field: str, *, required: bool) -> datetime | None:
     value = raw.get(field)
     if value is None and not required:
         return None
-    parsed = parse_datetime(value) if isinstance(value, str) else None
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) else None
+    except ValueError:  # shaped as a time, naming none (checked for the whole upload first: impossible_time)
+        parsed = None
     if parsed is None or parsed.tzinfo is None:
         raise _field_error(field, "an ISO 8601 time with its UTC offset", code="invalid_time")
     return parsed
+
+
+def impossible_time(calls: list) -> ValidationFailed | None:
+    """The first time in the upload written as ISO 8601 but naming no moment (February 30, hour 25, an offset
+    of +99:00). The SDK never spools one, so the whole upload is refused and nothing of it recorded."""
+    for index, raw in enumerate(calls):
+        for field in ("decided_at", "finished_at"):
+            value = raw.get(field) if isinstance(raw, dict) else None
+            try:
+                parse_datetime(value) if isinstance(value, str) else None
+            except ValueError as exc:
+                where = f"calls[{index}].{field}"
+                message = f"{value[:40]!r} is not a real time ({exc})"
+                return ValidationFailed(
+                    f"{where}: {message}; nothing of this upload was recorded.",
+                    code="invalid_time",
+                    fields=[{"field": where, "message": message}],
+                )
+    return None
 
 
 def _string(raw: dict, field: str, limit: int, *, required: bool = True) -> str:
@@ -191,7 +213,11 @@ def _refused(raw: Any, error: CallError) -> dict:
 
 
 def record_local_calls(*, run: Run, agent: Agent, calls: list) -> list[dict]:
-    """Record each uploaded call once; one answer per call, in the order given."""
+    """Record each uploaded call once; one answer per call, in the order given. An impossible time refuses
+    the whole upload first (`impossible_time`), raised, with nothing recorded."""
+    refused = impossible_time(calls)
+    if refused is not None:
+        raise refused
     now, answers, seen = timezone.now(), [], set()
     for raw in calls:
         try:
@@ -334,5 +360,6 @@ __all__ = [
     "answer_of",
     "check_bundle_number",
     "highest_issued_bundle",
+    "impossible_time",
     "record_local_calls",
 ]

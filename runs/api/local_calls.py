@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from console.api_auth import IsAgent, RevokedAgentMayReport
 from console.api_errors import error_body, error_responses
 from runs.api.serializers import LocalCallsUploadedSerializer, LocalCallsUploadSerializer
+from runs.errors import ValidationFailed
 from runs.local_calls import MAX_UPLOAD, record_local_calls
 from runs.models import Run
 
@@ -52,7 +53,10 @@ def upload_local_calls(request: Request, run_id) -> Response:
             ),
             status=400,
         )
-    answers = record_local_calls(run=run, agent=agent, calls=calls)
+    try:
+        answers = record_local_calls(run=run, agent=agent, calls=calls)
+    except ValidationFailed as exc:  # the whole upload refused, nothing of it recorded
+        return Response({"error": exc.as_error()}, status=400)
     recorded = sum(1 for answer in answers if answer["status"] == "recorded")
     return Response(
         {"run_id": str(run.pk), "recorded": recorded, "refused": len(answers) - recorded, "results": answers}
