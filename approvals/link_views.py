@@ -1,14 +1,16 @@
-"""Console pages behind links sent outside the console: an e-mail's decision link, and the link
-that ties a Slack user to the signed-in approver. A GET shows what would happen; only a POST acts."""
+"""Console pages behind links sent outside the console: an e-mail's decision link, and the link that
+proposes tying a Slack user to the signed-in approver (the Slack user confirms it from Slack). A GET
+shows what would happen; only a POST acts."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from approvals import decision_links, presentation, services, slack
+from approvals import decision_links, presentation, services, slack, slack_linking
 from approvals.forms import EmailDecisionForm
 from approvals.models import ApprovalRequest
 from console.models import Role
@@ -54,24 +56,25 @@ def email_decision(request: HttpRequest, link: str) -> HttpResponse:
     return redirect("approvals:detail", approval.pk)
 
 
+@never_cache  # the POST's page carries the one-time code
 @login_required
 @require_http_methods(["GET", "POST"])
 def slack_link(request: HttpRequest, slack_token: str) -> HttpResponse:
-    """Confirm that the Slack user who pressed a button is the signed-in approver."""
+    """Propose that the Slack user who pressed a button is the signed-in approver; the POST's page shows the
+    one-time code that Slack user types back in Slack, where the link is made."""
     try:
         identity = slack.read_link_token(slack_token)
     except slack.SlackRefused as exc:
         return render(request, "approvals/slack_link.html", {"refused": str(exc)}, status=400)
     tenant = get_object_or_404(tenants_for(request.user), pk=identity["t"])
     require_role(request.user, tenant, Role.APPROVER)
-    context = {"tenant": tenant, "identity": identity, "error": ""}
+    context = {"tenant": tenant, "identity": identity, "error": "", "code": ""}
     if request.method == "POST":
         try:
-            slack.link_slack_user(tenant=tenant, user=request.user, identity=identity)
-        except slack.LinkRefused as exc:
+            _, context["code"] = slack_linking.propose_slack_link(tenant=tenant, user=request.user, identity=identity)
+        except slack_linking.LinkRefused as exc:
             return render(request, "approvals/slack_link.html", {**context, "error": str(exc)}, status=400)
-        messages.success(request, f"Slack user {identity['user']} now decides as you in {tenant.name}.")
-        return redirect("approvals:notification_preferences")
+        context["minutes"] = int(slack_linking.PROPOSAL_MAX_AGE.total_seconds() // 60)
     return render(request, "approvals/slack_link.html", context)
 
 
@@ -79,6 +82,6 @@ def slack_link(request: HttpRequest, slack_token: str) -> HttpResponse:
 @require_POST
 def slack_unlink(request: HttpRequest, tenant_slug: str) -> HttpResponse:
     tenant = tenant_for_user_or_404(request.user, tenant_slug, role=Role.APPROVER)
-    if slack.unlink_slack_user(tenant=tenant, user=request.user):
+    if slack_linking.unlink_slack_user(tenant=tenant, user=request.user):
         messages.success(request, f"Your Slack account is no longer linked in {tenant.name}.")
     return redirect("approvals:notification_preferences")

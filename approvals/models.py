@@ -514,7 +514,8 @@ class SlackLinkQuerySet(TenantScopedQuerySet):
 
 
 class SlackLink(models.Model):
-    """A Slack user of a tenant's Slack app, linked to the Airlock user who confirmed it in the console.
+    """A Slack user of a tenant's Slack app, linked to an Airlock user: proposed by that user in the console,
+    confirmed by the Slack user from Slack (SlackLinkProposal, approvals.slack_linking).
 
     Only a linked Slack user's button clicks decide, and they decide as this Airlock user, under every
     rule of the inbox. One Airlock user per Slack user and one Slack user per Airlock user in a tenant."""
@@ -538,3 +539,29 @@ class SlackLink(models.Model):
 
     def __str__(self) -> str:
         return f"slack {self.slack_team_id}/{self.slack_user_id} is {self.user} in {self.tenant.slug}"
+
+
+class SlackLinkProposal(models.Model):
+    """A console user's claim that a Slack user is them, which links nothing by itself.
+
+    The console shows a one-time code once and keeps only its hash; the link is made when the same Slack
+    user types that code in Slack and confirms the account Airlock names there (approvals.slack_linking),
+    which spends the proposal by deleting it. Open until `expires_at` and MAX_CODE_ATTEMPTS wrong codes."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    slack_team_id = models.CharField(max_length=32)
+    slack_user_id = models.CharField(max_length=32)
+    slack_username = models.CharField(max_length=200, blank=True)
+    code_hash = models.CharField(max_length=64)
+    failed_attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+
+    objects = SlackLinkQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "slack_team_id", "slack_user_id"], name="slack_proposal_by_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} proposes slack {self.slack_team_id}/{self.slack_user_id} in {self.tenant.slug}"

@@ -4,9 +4,13 @@ interaction's response_url.
 
 A click changes something only when it is signed with the tenant's Slack signing secret
 (`v0=` + HMAC-SHA256 of `v0:{timestamp}:{raw body}`), its timestamp is within five minutes of ours,
-the same signed request was not seen before, and its Slack user is linked (`SlackLink`, confirmed by
-that person in the console). The button carries the request's id only; what the message says comes
-from `approvals.notices`, which withholds a confidential skill's arguments.
+the same signed request was not seen before, and its Slack user is linked (`SlackLink`). The button
+carries the request's id only; what the message says comes from `approvals.notices`, which withholds a
+confidential skill's arguments.
+
+An unlinked Slack user is answered with a console link and a box for the code the console shows; the
+link is made only when that Slack user, from Slack, types the code and confirms the console account
+Airlock names (approvals.slack_linking), so opening someone else's link in the console links nothing.
 """
 
 from __future__ import annotations
@@ -25,12 +29,11 @@ from django.conf import settings
 from django.core import signing
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
-from approvals import notices, services, tasks
+from approvals import notices, services, slack_linking, tasks
 from approvals.models import ApprovalRequest, SlackLink, TenantNotificationSettings
-from console.models import Role, Tenant
-from console.tenancy import require_role
+from console.models import Tenant
 from lib import bounded_json, egress
 from lib.public_url import public_reverse
 from lib.sealing import unseal
@@ -43,6 +46,13 @@ LINK_SALT = "airlock.approvals.slack-link"
 LINK_MAX_AGE_SECONDS = 10 * 60
 REASON_HINT = " Type the reason in the box above the buttons, then press Decline."
 DECISIONS = {notices.SLACK_APPROVE: "approve", notices.SLACK_DECLINE: "decline"}
+# The interactive parts of the answer to an unlinked press: a box for the console's code, a button that
+# checks it, and on the answer to that a button that confirms the account Airlock names.
+LINK_CODE_BLOCK = "airlock_link_code"
+LINK_CODE_INPUT = "code"
+LINK_CHECK = "airlock_link_check"
+LINK_CONFIRM = "airlock_link_confirm"
+ACTIONS = {**DECISIONS, LINK_CHECK: "link_check", LINK_CONFIRM: "link_confirm"}
 
 
 class SlackRefused(Exception):
@@ -92,15 +102,23 @@ class Click:
     team_id: str
     user_id: str
     username: str
-    decision: str
-    approval_ref: str
-    reason: str
+    action: str  # "approve", "decline", "link_check" or "link_confirm"
+    value: str  # the button's value: a request's id, or (link_confirm) the proposal and its code
+    typed: str  # what the user typed in the message's box: a decline's reason, or the console's code
     response_url: str
 
 
-def _reason(payload: dict) -> str:
+def _typed(payload: dict, action: str) -> str:
+    block, field = (
+        (LINK_CODE_BLOCK, LINK_CODE_INPUT)
+        if action == "link_check"
+        else (
+            notices.SLACK_REASON_BLOCK,
+            notices.SLACK_REASON_INPUT,
+        )
+    )
     values = (payload.get("state") or {}).get("values") or {}
-    typed = ((values.get(notices.SLACK_REASON_BLOCK) or {}).get(notices.SLACK_REASON_INPUT) or {}).get("value")
+    typed = ((values.get(block) or {}).get(field) or {}).get("value")
     return str(typed or "").strip()
 
 
@@ -121,8 +139,8 @@ def parse_click(body: bytes) -> Click:
         raise SlackRefused("bad_payload", f"The payload is not one Slack sends: {exc}.") from None
     except (KeyError, IndexError, TypeError, ValueError, UnicodeDecodeError):
         raise SlackRefused("bad_payload", "Expected a form field `payload` holding a block_actions JSON.") from None
-    if payload.get("type") != "block_actions" or action.get("action_id") not in DECISIONS:
-        raise SlackRefused("bad_payload", "Only Airlock's Approve and Decline buttons are handled here.")
+    if payload.get("type") != "block_actions" or action.get("action_id") not in ACTIONS:
+        raise SlackRefused("bad_payload", "Only Airlock's buttons (Approve, Decline, linking) are handled here.")
     team_id, user_id = str(team.get("id") or user.get("team_id") or ""), str(user.get("id") or "")
     if not all(SLACK_ID.fullmatch(value) for value in (team_id, user_id)):
         raise SlackRefused("bad_payload", "The payload's user and team must be Slack ids (letters and digits).")
@@ -130,9 +148,9 @@ def parse_click(body: bytes) -> Click:
         team_id=team_id,
         user_id=user_id,
         username=str(user.get("username") or user.get("name") or ""),
-        decision=DECISIONS[action["action_id"]],
-        approval_ref=str(action.get("value") or ""),
-        reason=_reason(payload),
+        action=ACTIONS[action["action_id"]],
+        value=str(action.get("value") or ""),
+        typed=_typed(payload, ACTIONS[action["action_id"]]),
         response_url=_check_response_url(str(payload.get("response_url") or "")),
     )
 
@@ -183,13 +201,85 @@ def read_link_token(token: str) -> dict:
         raise SlackRefused("bad_link", "This link is not one Airlock made.") from None
 
 
+def _plain(text: str) -> dict:
+    return {"type": "plain_text", "text": text}
+
+
+def _button(label: str, action_id: str, value: str = "") -> dict:
+    button = {"type": "button", "action_id": action_id, "text": _plain(label[:75])}
+    return {**button, "value": value} if value else button
+
+
 def _link_instructions(tenant: Tenant, click: Click) -> dict:
+    """Not linked: a console link naming this Slack user, and a box for the code the console then shows."""
     token = link_token(tenant=tenant, team_id=click.team_id, user_id=click.user_id, username=click.username)
     url = public_reverse("approvals:slack_link", args=[token])
-    return _ephemeral(
+    text = (
         f"Your Slack account is not linked to an Airlock approver in {tenant.slug}, so nothing was decided. "
-        f"Open <{url}|this link> signed in to the Airlock console and confirm (within ten minutes), "
-        "then press the button again."
+        f"To link it, open <{url}|this link> signed in to the Airlock console (within ten minutes) and confirm "
+        "there; the console shows a code. Type the code in the box below and press Check the code: Airlock "
+        "then names the console account, and you confirm here."
+    )
+    code_box = {"type": "plain_text_input", "action_id": LINK_CODE_INPUT, "placeholder": _plain("ABCD-EFGH")}
+    return {
+        **_ephemeral(text),
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+            {
+                "type": "input",
+                "block_id": LINK_CODE_BLOCK,
+                "optional": True,
+                "label": _plain("Code from the Airlock console"),
+                "element": code_box,
+            },
+            {"type": "actions", "elements": [_button("Check the code", LINK_CHECK)]},
+        ],
+    }
+
+
+def _link_refused(exc: Exception) -> dict:
+    return _ephemeral(f"Nothing was linked. {exc}")
+
+
+def _answer_link_check(tenant: Tenant, click: Click) -> dict:
+    """The code matched a proposal: name the console account it would link, with a button to confirm."""
+    try:
+        proposal = slack_linking.proposal_for_code(
+            tenant=tenant, team_id=click.team_id, slack_user_id=click.user_id, code=click.typed
+        )
+    except slack_linking.LinkRefused as exc:
+        return _link_refused(exc)
+    user, e = proposal.user, notices.slack_escape
+    account = user.username + (f" ({user.get_full_name()})" if user.get_full_name() else "")
+    text = (
+        f"The Airlock account *{e(account)}* in {e(tenant.name)} asked to link your Slack user "
+        f"{click.user_id}. Once linked, your Approve and Decline buttons decide as {e(user.username)}. "
+        f"Press Link me to {e(user.username)} only if that is your own Airlock account."
+    )
+    value = f"{proposal.pk}:{slack_linking.normalized(click.typed)}"  # the code again: confirming checks it too
+    confirm = _button(f"Link me to {user.username}", LINK_CONFIRM, value)
+    return {
+        **_ephemeral(text),
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+            {"type": "actions", "elements": [{**confirm, "style": "primary"}]},
+        ],
+    }
+
+
+def _answer_link_confirm(tenant: Tenant, click: Click) -> dict:
+    proposal_ref, _, code = click.value.partition(":")
+    try:
+        if not proposal_ref.isdigit() or len(proposal_ref) > 18:
+            raise slack_linking.LinkRefused("This button is not one Airlock sent for linking.")
+        link = slack_linking.confirm_slack_link(
+            tenant=tenant, team_id=click.team_id, slack_user_id=click.user_id, proposal_id=int(proposal_ref), code=code
+        )
+    except slack_linking.LinkRefused as exc:
+        return _link_refused(exc)
+    return _ephemeral(
+        f"Linked: your Slack user {click.user_id} now decides as {notices.slack_escape(link.user.username)} "
+        f"in {notices.slack_escape(tenant.name)}. Press Approve or Decline on the request again."
     )
 
 
@@ -198,7 +288,12 @@ def _approval_id(ref: str) -> int | None:
 
 
 def answer_click(*, tenant: Tenant, click: Click) -> dict:
-    """Decide as the linked user, under every rule of the inbox; the answer for the response_url."""
+    """Decide as the linked user, under every rule of the inbox (or take a step of linking); the answer for
+    the response_url."""
+    if click.action == "link_check":
+        return _answer_link_check(tenant, click)
+    if click.action == "link_confirm":
+        return _answer_link_confirm(tenant, click)
     link = (
         SlackLink.objects.select_related("user")
         .filter(tenant=tenant, slack_team_id=click.team_id, slack_user_id=click.user_id, user__is_active=True)
@@ -210,7 +305,7 @@ def answer_click(*, tenant: Tenant, click: Click) -> dict:
     approval = (
         ApprovalRequest.objects.visible_to(user)
         .select_related("tenant", "call__run", "call__skill_version")
-        .filter(tenant=tenant, pk=_approval_id(click.approval_ref))
+        .filter(tenant=tenant, pk=_approval_id(click.value))
         .first()
     )
     if approval is None:
@@ -219,12 +314,12 @@ def answer_click(*, tenant: Tenant, click: Click) -> dict:
         return outcome_message(approval)
     try:
         approval = services.decide_approval(
-            approval=approval, user=user, decision=click.decision, reason=click.reason, via="slack"
+            approval=approval, user=user, decision=click.action, reason=click.typed, via="slack"
         )
     except services.AlreadyDecided as exc:
         return outcome_message(exc.request)
     except services.InvalidDecision as exc:
-        hint = REASON_HINT if click.decision == "decline" else ""
+        hint = REASON_HINT if click.action == "decline" else ""
         return _ephemeral(f"Nothing was decided: {exc}{hint}")
     except PermissionDenied as exc:
         return _ephemeral(f"Nothing was decided: {exc}")
@@ -246,35 +341,3 @@ def send_answer(*, response_url: str, body: dict[str, Any]) -> None:
 def answer_later(*, response_url: str, body: dict) -> None:
     """Slack wants its 200 within three seconds: the answer goes out from a worker after commit."""
     transaction.on_commit(lambda: tasks.answer_slack.delay(response_url, body), robust=True)
-
-
-# --- linking ----------------------------------------------------------------------------------------
-
-
-class LinkRefused(ValueError):
-    """The link cannot be made as asked; the message says why."""
-
-
-def link_slack_user(*, tenant: Tenant, user, identity: dict) -> SlackLink:
-    """The signed-in approver confirms that the Slack user of the token is them."""
-    require_role(user, tenant, Role.APPROVER)
-    existing = SlackLink.objects.filter(tenant=tenant, user=user).first()
-    if existing is not None:
-        if (existing.slack_team_id, existing.slack_user_id) == (identity["team"], identity["user"]):
-            return existing
-        raise LinkRefused(f"You are already linked to Slack user {existing.slack_user_id}; unlink it first.")
-    try:
-        with transaction.atomic():
-            return SlackLink.objects.create(
-                tenant=tenant,
-                user=user,
-                slack_team_id=identity["team"],
-                slack_user_id=identity["user"],
-                slack_username=identity.get("name", "")[:200],
-            )
-    except IntegrityError:
-        raise LinkRefused("That Slack user is linked to another Airlock account; its owner must unlink it.") from None
-
-
-def unlink_slack_user(*, tenant: Tenant, user) -> int:
-    return SlackLink.objects.filter(tenant=tenant, user=user).delete()[0]

@@ -6,13 +6,13 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: an app's models may only load once the app registry is ready.
-        import runs.demo_tools  # noqa: F401 - its @register calls define the python:demo.* functions
         from console import hooks as console_hooks
         from policies import hooks as policies_hooks
         from registry import hooks as registry_hooks
-        from runs import incident_spans, lookups, trials
+        from runs import incident_spans, lookups, tool_modules, trials
         from traces import hooks as traces_hooks
 
+        tool_modules.load_tools()  # the deployment's own python: functions (and the demo's, in the demo)
         console_hooks.incident_control_applied.connect(incident_spans.mark_open_runs)
         policies_hooks.recorded_calls.connect(lookups.recorded_calls)
         traces_hooks.runs_by_id.connect(lookups.runs_by_id)

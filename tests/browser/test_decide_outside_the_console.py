@@ -1,16 +1,17 @@
 """Deciding from outside the console, in a real browser: the approver opens an e-mail's link, reads
 the request and approves from the confirmation page; a forwarded link refuses another approver.
-The link-Slack page as the approver confirming it and as a viewer who must not. A tenant admin
+The link-Slack page as the approver proposing a link (Slack confirms it) and as a viewer who must not. A tenant admin
 saves the Slack signing secret and never sees it again."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from approvals import decision_links, slack
+from approvals import decision_links, slack, slack_linking
 from approvals.models import ApprovalNotice, ApprovalStatus, NotifyMode, SlackLink
 from approvals.notifications import channels_of
 from tests.approvals.factories import open_request
@@ -57,17 +58,32 @@ def test_a_forwarded_link_refuses_another_approver(asgi_live_server, login_as, a
     assert approval.status == ApprovalStatus.PENDING
 
 
-def test_the_approver_links_their_slack_account(asgi_live_server, login_as, approver, acme):
+def test_the_approver_proposes_a_slack_link_and_slack_confirms_it(asgi_live_server, login_as, approver, acme):
+    """The page names the Slack user, workspace and console account, links nothing, and shows the code;
+    the link holds once that Slack user types the code in Slack and confirms (approvals.slack_linking,
+    driven as Slack in tests/approvals/test_slack_link.py)."""
     token = slack.link_token(tenant=acme, team_id="T0ACME", user_id="U0CASEY", username="casey")
     page = login_as(approver)
     page.goto(asgi_live_server.url + reverse("approvals:slack_link", args=[token]))
     confirm = page.locator("[data-slack-link-confirm]")
-    expect(confirm).to_contain_text("U0CASEY")
-    expect(confirm).to_contain_text("Confirm only if you pressed a button in Slack")
+    identity = page.locator("[data-slack-identity]")
+    for shown in ("U0CASEY (casey)", "T0ACME", approver.username):
+        expect(identity).to_contain_text(shown)
+    expect(confirm).to_contain_text("Continue only if you pressed a button in Slack")
     page.screenshot(path=str(SHOTS / "slack-link.png"), full_page=True)
-    assert not SlackLink.objects.exists()
-    confirm.get_by_role("button", name="Link this Slack account to me").click()
-    expect(page.locator("h1")).to_have_text("Your notifications")
+    confirm.get_by_role("button", name="This is my Slack user: show the code").click()
+    code = page.locator("[data-slack-link-code]")
+    expect(code).to_have_text(re.compile(r"^[A-Z0-9]{4}-[A-Z0-9]{4}$"))
+    expect(confirm).to_contain_text("Never give this code to anyone")
+    expect(page.locator("[data-slack-identity]")).to_contain_text("U0CASEY")
+    page.screenshot(path=str(SHOTS / "slack-link-code.png"), full_page=True)
+    assert not SlackLink.objects.exists()  # proposed only
+    typed = code.inner_text()
+    proposal = slack_linking.proposal_for_code(tenant=acme, team_id="T0ACME", slack_user_id="U0CASEY", code=typed)
+    slack_linking.confirm_slack_link(
+        tenant=acme, team_id="T0ACME", slack_user_id="U0CASEY", proposal_id=proposal.pk, code=typed
+    )
+    page.goto(asgi_live_server.url + reverse("approvals:notification_preferences"))
     expect(page.locator('[data-tenant="acme"] [data-slack-link]')).to_contain_text("Linked to Slack user U0CASEY")
     assert SlackLink.objects.get().user == approver
 
@@ -77,7 +93,7 @@ def test_a_viewer_cannot_link_a_slack_account(asgi_live_server, login_as, viewer
     page = login_as(viewer)
     response = page.goto(asgi_live_server.url + reverse("approvals:slack_link", args=[token]))
     assert response.status == 403
-    expect(page.get_by_role("button", name="Link this Slack account to me")).to_have_count(0)
+    expect(page.get_by_role("button", name="This is my Slack user: show the code")).to_have_count(0)
     assert not SlackLink.objects.exists()
 
 
