@@ -4,7 +4,8 @@ the SDK decided (the agent's key and standing, the run) and today's grants, skil
 The SDK decided from its bundle while Airlock was unreachable; policies may have changed since. Anything but
 allow flags the call. A flagged call is kept (it ran; the record must say so) and its skill's owning team
 and the tenant's admins are told: the owners through `registry.notifications.notify_owners`, the admins by
-`runs.tasks.email_admins_flagged_call`, each at most once per skill and run every 15 minutes.
+`runs.tasks.email_admins_flagged_call`, each at most once per agent and skill every 15 minutes (a new
+run does not mail them again).
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ def notify_flagged(*, call_pk: int) -> None:
         f"Run {call.run_id}, call {call.call_id} ({call.name}) was decided by the agent's SDK under decision "
         f"bundle {call.local.bundle_number} at {call.local.decided_at:%Y-%m-%d %H:%M:%S} UTC while Airlock was "
         f"unreachable, and ran. Judged again on upload: {call.local.flag_verdict}. {call.local.flag_reason}\n\n"
-        "Flagged local calls are listed under Runs, filter 'flagged local calls'."
+        "Flagged local calls are listed under Runs, filter 'flagged local calls'. Further flagged calls of this "
+        "agent and skill in the next 15 minutes are listed there without another mail."
     )
-    dedupe = f"local-flag:{call.run_id}:{call.name}"
+    dedupe = f"local-flag:{call.run.agent_id}:{call.name}"  # per agent, not per run: a new run mails nobody again
     notify_owners(skill_name=call.name, subject=subject, body=body, dedupe_key=dedupe)
     if cache.add(f"airlock:{dedupe}:admins", 1, timeout=DEDUPE_S):
         tasks.email_admins_flagged_call.delay(call_pk=call.pk, subject=subject, body=body)
