@@ -27,7 +27,7 @@ from console.models import Agent
 from lib.canonical import sha256_of
 from policies.models import IssuedBundle
 from registry.snapshots import ResolvedSkill, index_for
-from runs import client_exec, lifecycle, local_review
+from runs import client_exec, lifecycle, local_review, ratelimit
 from runs.errors import CallError, Conflict, NotFound, NotPermitted, ValidationFailed
 from runs.models import CallStatus, LocalDecision, Run, ToolCall, Verdict
 from traces.recording import record_span_safely
@@ -213,11 +213,14 @@ def _refused(raw: Any, error: CallError) -> dict:
 
 
 def record_local_calls(*, run: Run, agent: Agent, calls: list) -> list[dict]:
-    """Record each uploaded call once; one answer per call, in the order given. An impossible time refuses
-    the whole upload first (`impossible_time`), raised, with nothing recorded."""
+    """Record each uploaded call once; one answer per call, in the order given. Two refusals of the whole
+    upload are raised first, with nothing recorded: an impossible time (`impossible_time`, ValidationFailed)
+    and the agent's rate limit (RateLimited: the calls count against the agent as the gate's do, and while
+    its minute is used up the SDK keeps them in its spool and sends them again after `retry_after`)."""
     refused = impossible_time(calls)
     if refused is not None:
         raise refused
+    ratelimit.check_agent(agent.pk, calls=len(calls))  # RateLimited: the whole upload waits, nothing recorded
     now, answers, seen = timezone.now(), [], set()
     for raw in calls:
         try:

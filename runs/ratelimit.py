@@ -1,8 +1,10 @@
 """Fixed-window rate limits per agent and per tenant and skill, one cache round trip per call.
 
 A call that reaches authorization is checked against both limits at once (`check_call`); one that
-fails before (unknown name, invalid arguments, denied) still counts against its agent (`check_agent`).
-With REDIS_URL each check is one Lua command (INCR, and EXPIRE on a window's first hit) on a shared
+fails before (unknown name, invalid arguments, denied) still counts against its agent (`check_agent`), and
+so does each call of an upload of calls the SDK decided locally (`check_agent(agent_id, calls=n)`: the
+upload is refused whole while the agent's minute is used up, runs.local_calls).
+With REDIS_URL each check is one Lua command (INCRBY, and EXPIRE on a window's first hits) on a shared
 client of its own: Django's RedisCache has no public atomic increment-or-create (its `incr` is an EXISTS
 and an INCRBY, after an `add`). The embedded mode counts in the process's local-memory cache instead.
 
@@ -30,10 +32,10 @@ WINDOW_S = 60
 KEY_TTL_S = WINDOW_S + 5  # outlives its window, whatever the clock skew between processes
 
 
-# INCR, and the TTL on a window's first hit, as one atomic command (EVALSHA after the first call).
+# INCRBY, and the TTL on a window's first hits, as one atomic command (EVALSHA after the first call).
 COUNT_HIT = """
-local hits = redis.call('INCR', KEYS[1])
-if hits == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+local hits = redis.call('INCRBY', KEYS[1], ARGV[2])
+if hits == tonumber(ARGV[2]) then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return hits
 """
 
@@ -60,17 +62,17 @@ def _count_call(url: str) -> redis.commands.core.Script:
     return redis_clients.shared(url).register_script(COUNT_CALL)
 
 
-def _count(key: str) -> int:
-    """Count one hit under `key`; the hits so far, this one included."""
+def _count(key: str, hits: int = 1) -> int:
+    """Count `hits` under `key`; the hits so far, these included."""
     if settings.REDIS_URL:
-        return int(_count_hit(settings.REDIS_URL)(keys=[key], args=[KEY_TTL_S]))
-    if cache.add(key, 1, timeout=KEY_TTL_S):
-        return 1
+        return int(_count_hit(settings.REDIS_URL)(keys=[key], args=[KEY_TTL_S, hits]))
+    if cache.add(key, hits, timeout=KEY_TTL_S):
+        return hits
     try:
-        return cache.incr(key)
+        return cache.incr(key, hits)
     except ValueError:  # expired between add and incr
-        cache.add(key, 1, timeout=KEY_TTL_S)
-        return 1
+        cache.add(key, hits, timeout=KEY_TTL_S)
+        return hits
 
 
 def _window_key(key: str, window: int) -> str:
@@ -81,11 +83,12 @@ def _retry_after(now: float, window: int) -> int:
     return max(1, math.ceil((window + 1) * WINDOW_S - now))
 
 
-def _hit(key: str, limit: int) -> int | None:
-    """Count one hit in the current window; the seconds until the window resets when over the limit."""
+def _hit(key: str, limit: int, hits: int = 1) -> int | None:
+    """Count `hits` in the current window; the seconds until the window resets when the window already held
+    `limit` hits before these (for one hit: when it is over the limit)."""
     now = clock.time()
     window = int(now // WINDOW_S)
-    if _count(_window_key(key, window)) <= limit:
+    if _count(_window_key(key, window), hits) - hits < limit:
         return None
     return _retry_after(now, window)
 
@@ -117,9 +120,11 @@ def _skill_limited(skill_name: str, limit: int, wait: int) -> RateLimited:
     )
 
 
-def check_agent(agent_id: int) -> None:
+def check_agent(agent_id: int, calls: int = 1) -> None:
+    """Count `calls` of the agent (an upload of locally decided calls counts them all at once: runs.local_calls);
+    refused when the agent's minute was already used up before them. A refused batch still counts."""
     limit = settings.AIRLOCK_RATE_LIMIT_AGENT_PER_MINUTE
-    wait = _hit(f"agent:{agent_id}", limit)
+    wait = _hit(f"agent:{agent_id}", limit, calls)
     if wait is not None:
         raise _agent_limited(limit, wait)
 

@@ -1,6 +1,7 @@
 """`POST /api/v1/runs/{run_id}/local-calls`: the SDK uploads the calls it decided locally while Airlock was
 unreachable (runs.local_calls). One answer per call; the good calls of an upload are recorded whatever the
-others are. A revoked agent's genuine key is accepted here, and only here: what it decided before the
+others are, except when the whole upload is refused with nothing recorded: an impossible time (400) or the
+agent's rate limit used up (429, `Retry-After`). A revoked agent's genuine key is accepted here, and only here: what it decided before the
 revocation is recorded, anything decided after is recorded flagged."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from rest_framework.response import Response
 from console.api_auth import IsAgent, RevokedAgentMayReport
 from console.api_errors import error_body, error_responses
 from runs.api.serializers import LocalCallsUploadedSerializer, LocalCallsUploadSerializer
-from runs.errors import ValidationFailed
+from runs.errors import RateLimited, ValidationFailed
 from runs.local_calls import MAX_UPLOAD, record_local_calls
 from runs.models import Run
 
@@ -22,7 +23,7 @@ from runs.models import Run
 @extend_schema(
     operation_id="runs_local_calls_upload",
     request=LocalCallsUploadSerializer,
-    responses={200: LocalCallsUploadedSerializer, **error_responses(400, 401, 404)},
+    responses={200: LocalCallsUploadedSerializer, **error_responses(400, 401, 404, 429)},
     tags=["runs"],
     description="Upload calls the SDK decided locally under a signed decision bundle, as its spool holds "
     "them. Idempotent by call id: the same call again answers as the first time; the same id with other "
@@ -57,6 +58,8 @@ def upload_local_calls(request: Request, run_id) -> Response:
         answers = record_local_calls(run=run, agent=agent, calls=calls)
     except ValidationFailed as exc:  # the whole upload refused, nothing of it recorded
         return Response({"error": exc.as_error()}, status=400)
+    except RateLimited as exc:  # the agent's minute is used up: the SDK sends the batch again after retry_after
+        return Response({"error": exc.as_error()}, status=429, headers={"Retry-After": str(exc.extra["retry_after"])})
     recorded = sum(1 for answer in answers if answer["status"] == "recorded")
     return Response(
         {"run_id": str(run.pk), "recorded": recorded, "refused": len(answers) - recorded, "results": answers}
