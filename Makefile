@@ -41,12 +41,12 @@ bench-tools:
 	  || echo "Install wrk and nginx-light (apt-get) to run the benches."
 
 bench: install bench-tools
-	$(PY) -m bench
+	AIRLOCK_DEMO=1 $(PY) -m bench
 
 # 200 agents for 60 s through the production process model (Granian WSGI, 2 workers; the uvicorn stream
 # process; the nginx front door), a Celery worker, PostgreSQL and Redis; then the books.
 load: install bench-tools
-	$(PY) -m bench.load --agents $${LOAD_AGENTS:-200} --seconds $${LOAD_SECONDS:-60}
+	AIRLOCK_DEMO=1 $(PY) -m bench.load --agents $${LOAD_AGENTS:-200} --seconds $${LOAD_SECONDS:-60}
 
 worker: install
 	$(VENV)/bin/celery -A console worker --loglevel INFO

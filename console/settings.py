@@ -326,6 +326,12 @@ AIRLOCK_RATE_LIMITS = rate_limit_list("AIRLOCK_RATE_LIMITS", env_list("AIRLOCK_R
 # Decision bundles (policies/bundles.py): the longest a signed bundle lets an agent decide locally, whatever
 # its tenant's admins set (a revoked agent's local decisions stop at most this long after the revocation).
 AIRLOCK_BUNDLE_MAX_VALIDITY_SECONDS = env_int("AIRLOCK_BUNDLE_MAX_VALIDITY_SECONDS", 3600, minimum=30)
+
+# The deployment's own in-process tools (`python:` adapters): modules whose `@register` calls declare them, and
+# every installed package's `airlock.tools` entry points (runs/tool_modules.py). The demo's functions load only
+# in the demo: the embedded default (no DATABASE_URL, as `make run` starts it) or AIRLOCK_DEMO=1.
+AIRLOCK_TOOL_MODULES = env_list("AIRLOCK_TOOL_MODULES", [])
+AIRLOCK_DEMO = env_bool("AIRLOCK_DEMO", not env_str("DATABASE_URL"))
 AIRLOCK_GATE_WORKERS = env_int("AIRLOCK_GATE_WORKERS", 16, minimum=1)
 # The gate's hot statements are prepared on PostgreSQL (lib/sql_rows.hot_cursor); off behind a
 # transaction-mode pooler that cannot keep prepared statements (PgBouncer before 1.21).

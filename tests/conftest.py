@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from rest_framework.test import APIClient
 
 import airlock.asgi  # noqa: F401  built once here, from the real settings (see below)
+import runs.demo_tools  # noqa: F401 - the suite asks for the demo's tools (see below)
 from console.celery import app as celery_app
 from console.models import Membership, Role, Team, Tenant
 from console.services import create_agent
@@ -22,6 +23,10 @@ from lib import clock as airlock_clock
 from registry.namespaces import assign_namespace
 
 REQUIRE_SERVICES = os.environ.get("AIRLOCK_REQUIRE_SERVICES") == "1"
+# The suite is a deployment that asks for the demo's tools (runs/tool_modules.py): most tests call `python:demo.*`
+# functions. Django read its settings before this module, so the demo's module is imported above too; the
+# workers and servers the suite starts inherit the variable.
+os.environ["AIRLOCK_DEMO"] = "1"
 # SDK clients started by tests (and their subprocesses) pin keys in a throwaway folder, not in ~/.config.
 os.environ.setdefault("AIRLOCK_TRUST_DIR", tempfile.mkdtemp(prefix="airlock-trust-"))
 # airlock.asgi wraps websockets in Channels' AllowedHostsOriginValidator, which reads ALLOWED_HOSTS when
