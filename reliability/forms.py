@@ -72,6 +72,14 @@ class McpServerProposalForm(forms.Form):
         return data
 
 
+class McpServerShareForm(forms.Form):
+    """The team a server's maintainers share it with, or take the share back from."""
+
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.all(), to_field_name="slug", error_messages={"invalid_choice": "No such team."}
+    )
+
+
 class McpServerForm(forms.Form):
     name = forms.SlugField(max_length=63, help_text="Adapters say mcp://<name>/<tool>.")
     transport = forms.ChoiceField(choices=McpTransport.choices)

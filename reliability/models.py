@@ -24,6 +24,8 @@ from runs.plane.models import (  # noqa: F401 - registered under this app label,
     CredentialBindingQuerySet,
     CredentialQuerySet,
     McpServer,
+    McpServerAction,
+    McpServerEvent,
     McpServerStatus,
     McpTransport,
 )

@@ -25,6 +25,8 @@ from reliability.models import (
     CredentialAudit,
     CredentialBinding,
     McpServer,
+    McpServerAction,
+    McpServerEvent,
     McpServerStatus,
     McpTransport,
     ReconciliationItem,
@@ -43,7 +45,9 @@ __all__ = [
     "register_mcp_server",
     "resolve_item",
     "save_credential",
+    "share_mcp_server",
     "unbind_credential",
+    "unshare_mcp_server",
 ]
 
 # A skill name (`customer.read_profile`) or a namespace (`customer.*`, `mcp.ticket_desk.*`); never a bare `*`.
@@ -252,6 +256,58 @@ def approve_mcp_server(*, server: McpServer, by) -> McpServer:
 
 def decline_mcp_server(*, server: McpServer, by) -> McpServer:
     return _review(server, by=by, to=McpServerStatus.DECLINED)
+
+
+def can_share_mcp_server(server: McpServer, user) -> bool:
+    """Whether `user` may share the server with other teams (its headers are its team's credentials): a
+    maintainer of its team, or a platform admin (who alone shares a server that belongs to no team)."""
+    if server.team is None:
+        return user.is_superuser
+    return server.team.is_maintained_by(user)
+
+
+def _require_sharer(server: McpServer, user) -> None:
+    if not can_share_mcp_server(server, user):
+        owner = f"maintainers of {server.team.slug}" if server.team is not None else "a platform admin"
+        raise PermissionDenied(f"Only {owner} (or a platform admin) share {server.name} with other teams.")
+
+
+def _server_audit(*, server: McpServer, action: str, team: Team, by) -> McpServerEvent:
+    return McpServerEvent.objects.create(
+        server=server,
+        server_name=server.name,
+        action=action,
+        team=team,
+        team_label=team.slug,
+        actor=by,
+        actor_label=by.get_username(),
+    )
+
+
+@transaction.atomic
+def share_mcp_server(*, server: McpServer, team: Team, by) -> McpServer:
+    """Let skills of `team` call `server`, with the server's own headers: its owner's credentials."""
+    _require_sharer(server, by)
+    server = McpServer.objects.select_for_update().select_related("team").get(pk=server.pk)
+    if team.pk == server.team_id:
+        raise McpServerRefused(f"{server.name} belongs to {team.slug}: its skills may already call it.")
+    if server.shared_with.filter(pk=team.pk).exists():
+        raise McpServerRefused(f"{server.name} is already shared with {team.slug}.")
+    server.shared_with.add(team)
+    _server_audit(server=server, action=McpServerAction.SHARED, team=team, by=by)
+    return server
+
+
+@transaction.atomic
+def unshare_mcp_server(*, server: McpServer, team: Team, by) -> McpServer:
+    """From the next call on, skills of `team` may no longer call `server` (execution checks every call)."""
+    _require_sharer(server, by)
+    server = McpServer.objects.select_for_update().select_related("team").get(pk=server.pk)
+    if not server.shared_with.filter(pk=team.pk).exists():
+        raise McpServerRefused(f"{server.name} is not shared with {team.slug}.")
+    server.shared_with.remove(team)
+    _server_audit(server=server, action=McpServerAction.UNSHARED, team=team, by=by)
+    return server
 
 
 def import_mcp_tools(*, server: McpServer, by) -> ImportResult:

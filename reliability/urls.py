@@ -24,4 +24,6 @@ urlpatterns = [
     path("mcp-servers/propose/", views.mcp_server_propose, name="mcp_server_propose"),
     path("mcp-servers/<id:server_id>/review/", views.mcp_server_review, name="mcp_server_review"),
     path("mcp-servers/<id:server_id>/import/", views.mcp_server_import, name="mcp_server_import"),
+    path("mcp-servers/<id:server_id>/share/", views.mcp_server_share, name="mcp_server_share"),
+    path("mcp-servers/<id:server_id>/unshare/", views.mcp_server_unshare, name="mcp_server_unshare"),
 ]

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console.models import Role
+from console.models import Role, Team
 from console.tenancy import get_visible_or_404, has_role, is_platform_admin, teams_for, tenant_for_user_or_404
 from lib.egress import describe_failure
 from lib.endpoints import endpoint_of
@@ -21,6 +21,7 @@ from reliability.forms import (
     CredentialForm,
     McpServerForm,
     McpServerProposalForm,
+    McpServerShareForm,
     ResolveForm,
 )
 from reliability.models import (
@@ -219,14 +220,25 @@ def _mcp_servers_page(request: HttpRequest, *, form=None, proposal=None, result=
     teams = teams_for(request.user)
     if not (is_platform_admin(request.user) or teams.exists()):
         raise PermissionDenied("Platform admins and members of owning teams manage MCP servers.")
-    servers = McpServer.objects.visible_to(request.user).select_related("team", "proposed_by", "reviewed_by")
+    servers = (
+        McpServer.objects.visible_to(request.user)
+        .select_related("team", "proposed_by", "reviewed_by")
+        .prefetch_related("shared_with")
+    )
     team_ids = set(teams.values_list("pk", flat=True))
+    maintained_ids = set(request.user.maintained_teams.values_list("pk", flat=True))
     rows = [
-        {"server": server, "can_review": services.can_review_mcp_server(server, request.user, team_ids=team_ids)}
+        {
+            "server": server,
+            "can_review": services.can_review_mcp_server(server, request.user, team_ids=team_ids),
+            # as services.can_share_mcp_server says, without a query per row
+            "can_share": request.user.is_superuser or server.team_id in maintained_ids,
+        }
         for server in servers
     ]
     context = {
         "rows": rows,
+        "team_slugs": Team.objects.values_list("slug", flat=True) if any(r["can_share"] for r in rows) else [],
         "form": form if form is not None else McpServerForm(),
         "proposal": proposal if proposal is not None else McpServerProposalForm(teams=teams),
         "can_register": is_platform_admin(request.user),
@@ -303,3 +315,37 @@ def mcp_server_import(request: HttpRequest, server_id: int) -> HttpResponse:
         messages.error(request, f"Could not list {server.name}'s tools: {describe_failure(exc, who='the server')}.")
         return redirect("reliability:mcp_server_list")
     return _mcp_servers_page(request, result=result)
+
+
+def _share_change(request: HttpRequest, server_id: int, change, done: str) -> HttpResponse:
+    server = _get_mcp_server_for_user_or_404(request.user, server_id)
+    if not services.can_share_mcp_server(server, request.user):  # before the form: a refused user learns nothing
+        raise PermissionDenied("Only maintainers of the server's team, or a platform admin, share it.")
+    form = McpServerShareForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest(form.errors["team"][0])
+    team = form.cleaned_data["team"]
+    try:
+        change(server=server, team=team, by=request.user)
+    except services.McpServerRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, done.format(server=server.name, team=team.slug))
+    return redirect("reliability:mcp_server_list")
+
+
+@login_required
+@require_POST
+def mcp_server_share(request: HttpRequest, server_id: int) -> HttpResponse:
+    """A maintainer of the server's team lets another team's skills call it, with the server's headers."""
+    return _share_change(
+        request, server_id, services.share_mcp_server, "Skills of {team} may now call {server}, with its headers."
+    )
+
+
+@login_required
+@require_POST
+def mcp_server_unshare(request: HttpRequest, server_id: int) -> HttpResponse:
+    return _share_change(
+        request, server_id, services.unshare_mcp_server, "Skills of {team} may no longer call {server}."
+    )

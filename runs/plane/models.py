@@ -51,6 +51,9 @@ class McpServer(models.Model):
     manifests, snapshots and traces only ever name the server. A member of an owning team proposes one
     for the team's skills; another person (a teammate or a platform admin) approves it
     (reliability.services); a platform admin's own registration is approved at once.
+
+    Its headers are its owner's credentials: only skills of its own team, or of a team it is shared with
+    (`shared_with`, by a maintainer of the owner or a platform admin), may name it (`usable_by`).
     """
 
     name = models.SlugField(max_length=63, unique=True)
@@ -69,6 +72,9 @@ class McpServer(models.Model):
     url = models.URLField(max_length=500, blank=True, help_text="Streamable HTTP endpoint, e.g. https://host/mcp.")
     command = models.CharField(max_length=500, blank=True, help_text="For stdio: the command line that starts it.")
     headers_sealed = models.TextField(blank=True, help_text="Extra HTTP headers (credentials), sealed.")
+    shared_with = models.ManyToManyField(
+        Team, blank=True, related_name="shared_mcp_servers", help_text="Other teams whose skills may call it."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = McpServerQuerySet.as_manager()
@@ -80,11 +86,52 @@ class McpServer(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def owner_label(self) -> str:
+        return f"the {self.team.slug} team" if self.team_id else "the platform (no team)"
+
+    def usable_by(self, team_slug: str) -> bool:
+        """Whether skills owned by `team_slug` may call it: approved, and their team's or shared with it."""
+        if self.status != McpServerStatus.APPROVED or not team_slug:
+            return False
+        if self.team_id is not None and self.team.slug == team_slug:
+            return True
+        return self.shared_with.filter(slug=team_slug).exists()
+
     def set_headers(self, headers: dict[str, str]) -> None:
         self.headers_sealed = seal(headers) if headers else ""
 
     def headers(self) -> dict[str, str]:
         return unseal(self.headers_sealed) if self.headers_sealed else {}
+
+
+class McpServerAction(models.TextChoices):
+    SHARED = "shared"
+    UNSHARED = "unshared"
+
+
+class McpServerEvent(AppendOnlyModel):
+    """The append-only history of who shared an MCP server with which team, and who took the share back.
+
+    Labels keep the names readable after the server, the team or the user is deleted."""
+
+    append_only_message = "The MCP server audit log is append-only."
+
+    server = models.ForeignKey(McpServer, null=True, on_delete=models.SET_NULL, related_name="events")
+    server_name = models.CharField(max_length=63)
+    action = models.CharField(max_length=16, choices=McpServerAction.choices)
+    team = models.ForeignKey(Team, null=True, on_delete=models.SET_NULL, related_name="+")
+    team_label = models.CharField(max_length=63)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_label = models.CharField(max_length=150, help_text="Who acted, kept even if the user is deleted.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        app_label = "reliability"
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.actor_label} {self.action} {self.server_name} with {self.team_label}"
 
 
 class CredentialQuerySet(TenantScopedQuerySet):

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from console.models import Invitation, Membership, Role, Tenant
+from console.models import Invitation, Membership, Role, Team, Tenant
 from reliability.models import McpServer
 from tests.browser.conftest import ARTIFACTS
 from tests.conftest import make_user
@@ -141,3 +141,28 @@ def test_a_teammate_approves_a_proposed_server_the_proposer_could_not(
 def test_a_tenant_admin_outside_every_team_sees_no_servers(asgi_live_server, login_as, tenant_admin, owner):
     page = login_as(tenant_admin)
     assert page.goto(asgi_live_server.url + reverse("reliability:mcp_server_list")).status == 403
+
+
+def test_a_maintainer_shares_a_server_with_another_team_and_takes_it_back(
+    asgi_live_server, login_as, owner, owner_team, viewer
+):
+    owner_team.members.add(viewer)  # a teammate, not a maintainer: no Share control
+    owner_team.maintainers.add(owner)
+    Team.objects.create(slug="growth", name="Growth")
+    McpServer.objects.create(name="desk", team=owner_team, url="https://mcp.example.com/mcp", status="approved")
+    page = login_as(viewer)
+    page.goto(asgi_live_server.url + reverse("reliability:mcp_server_list"))
+    expect(page.locator("#shares-desk")).to_contain_text("no other team")
+    expect(page.locator("#shares-desk").get_by_role("button", name="Share")).to_have_count(0)
+
+    page = login_as(owner)
+    page.goto(asgi_live_server.url + reverse("reliability:mcp_server_list"))
+    page.get_by_label("Share desk with team").fill("growth")
+    page.locator("#shares-desk").get_by_role("button", name="Share").click()
+    expect(page.locator(".messages")).to_contain_text("Skills of growth may now call desk")
+    expect(page.locator("#shares-desk")).to_contain_text("growth")
+    _shot(page, "mcp-server-shared.png")
+    page.get_by_role("button", name="Stop sharing desk with growth").click()
+    expect(page.locator(".messages")).to_contain_text("Skills of growth may no longer call desk")
+    expect(page.locator("#shares-desk")).to_contain_text("no other team")
+    assert not McpServer.objects.get(name="desk").shared_with.exists()
