@@ -4,8 +4,11 @@ A `python:<name>` adapter runs deployed code inside Airlock. Whoever writes that
 function is registered (`runs.adapters.python.register`), its effect class, the approval it needs at
 least, and which teams may name it. A manifest that claims a lower effect or a weaker approval than the
 declaration, or that names a function its team may not use, is refused when it is stored and again when
-it is published. An `mcp://<server>/<tool>` adapter is held to the tool's own annotations, as recorded
-when the platform's server was imported (`destructive_hint` and the rest, `registry.mcp_import`).
+it is published. An `mcp://<server>/<tool>` adapter names an approved server of the skill's own team or one
+shared with that team (its headers are its owner's credentials; the rule is `McpServer.usable_by`, asked
+through `hooks.mcp_server_refusal` and again at execution), and a tool imported from it: it is held to the
+tool's own annotations, as recorded when the server was imported (`destructive_hint` and the rest,
+`registry.mcp_import`). A tool never imported has no declaration and is refused.
 
 A first version is also sent to review (`first_version_findings`) when it names a function that another
 skill already runs, or declares more than the function does: nothing earlier was reviewed to compare with.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from registry import hooks
 from registry.models import EFFECT_RANK, Skill, SkillVersion
 from registry.review import APPROVAL_RANK, Finding
 from registry.validation import problem
@@ -90,15 +94,46 @@ def _mcp_tool_contract(adapter: str) -> FunctionContract | None:
     )
     if imported is None:
         return None
-    return FunctionContract(name=adapter, effect=effect_of_annotations(imported.get("annotations") or {}))
+    return imported_tool_contract(adapter, imported)
 
 
-def contract_problems(manifest: dict, team_slug: str | None) -> list[dict]:
-    """Why the manifest says less than its adapter's declaration (empty when it says as much or more)."""
+def imported_tool_contract(adapter: str, imported_from: dict) -> FunctionContract:
+    """The declaration an MCP tool made of itself when it was imported (`SkillVersion.imported_from`)."""
+    return FunctionContract(name=adapter, effect=effect_of_annotations(imported_from.get("annotations") or {}))
+
+
+def mcp_server_problems(manifest: dict, team_slug: str | None) -> list[dict]:
+    """Why the manifest's MCP targets (its adapter, and where it asks about earlier work) name a server
+    that skills of `team_slug` may not call: unknown, not approved, or another team's and not shared."""
+    execution = manifest.get("execution") or {}
+    errors = []
+    for key in ("adapter", "reconcile", "job_status"):
+        target = str(execution.get(key) or "")
+        if not target.startswith("mcp://"):
+            continue
+        server = target.removeprefix("mcp://").partition("/")[0]
+        refusal = hooks.mcp_server_refusal(server=server, team_slug=team_slug or "")
+        if refusal is not None:
+            code, message = refusal
+            errors.append(problem(f"$.execution.{key}", code, message))
+    return errors
+
+
+def contract_problems(manifest: dict, team_slug: str | None, *, imported_from: dict | None = None) -> list[dict]:
+    """Why the manifest says less than its adapter's declaration (empty when it says as much or more).
+
+    `imported_from` is the tool a version is being imported from (`registry.mcp_import`): its declaration
+    before any version records it."""
     adapter = str((manifest.get("execution") or {}).get("adapter") or "")
     risk = manifest.get("risk") or {}
     effect, approval = risk.get("effect"), risk.get("approval", "not_required")
-    contract = contract_for(adapter)
+    server_errors = mcp_server_problems(manifest, team_slug)
+    if server_errors:  # nothing more to say about a tool the skill may not call at all
+        return server_errors
+    if adapter.startswith("mcp://") and imported_from:
+        contract = imported_tool_contract(adapter, imported_from)
+    else:
+        contract = contract_for(adapter)
     if contract is None:
         if adapter.startswith("python:"):
             return [
@@ -107,6 +142,17 @@ def contract_problems(manifest: dict, team_slug: str | None) -> list[dict]:
                     "unknown_function",
                     f"No in-process function {adapter.removeprefix('python:')} is registered in this deployment; "
                     "a python: adapter names a function registered with its declaration (docs/registry.md).",
+                )
+            ]
+        if adapter.startswith("mcp://"):
+            server, _, tool = adapter.removeprefix("mcp://").partition("/")
+            return [
+                problem(
+                    "$.execution.adapter",
+                    "unknown_mcp_tool",
+                    f"No tool {tool or '(none)'} was ever imported from the MCP server {server}, so nothing declares "
+                    f"what it does; a member of the server's team imports its tools on the MCP servers page "
+                    "before a skill may name one (docs/registry.md).",
                 )
             ]
         return []

@@ -7,6 +7,10 @@
   validation, policy and execution, against its sandbox, and record a `SkillTestRun`, which it returns.
   Receiver: `runs.trials.run_skill_tests` (connected in runs.apps). `publish_version` calls it before a
   version with tests may leave draft.
+- `mcp_server_refusal(server=, team_slug=)`: why skills of `team_slug` may not name the MCP server `server`
+  (unknown, not approved, or another team's and not shared with this one), as `(code, message)`, or None.
+  Receiver: `runs.plane.mcp_servers.access_refusal` (connected in runs.apps), the rule execution applies
+  again before every connection. `contracts.contract_problems` asks it when a version is stored and published.
 """
 
 from __future__ import annotations
@@ -28,5 +32,10 @@ class RunSkillTests(Protocol):
     def __call__(self, *, version: SkillVersion, trigger: str, user: Any) -> SkillTestRun: ...
 
 
+class McpServerRefusal(Protocol):
+    def __call__(self, *, server: str, team_slug: str) -> tuple[str, str] | None: ...
+
+
 version_figures: Hook[VersionFigures] = Hook("registry.hooks.version_figures")
 run_skill_tests: Hook[RunSkillTests] = Hook("registry.run_skill_tests")
+mcp_server_refusal: Hook[McpServerRefusal] = Hook("registry.hooks.mcp_server_refusal")

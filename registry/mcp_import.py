@@ -96,9 +96,14 @@ def risk_defaults(annotations: dict) -> tuple[dict, dict]:
     return risk, execution_hints
 
 
-def manifest_for_tool(*, server: str, tool: dict, team: str, roles: list[str], tenants: list[str]) -> dict:
+def manifest_for_tool(
+    *, server: str, tool: dict, team: str, roles: list[str], tenants: list[str], namespace: str = ""
+) -> dict:
+    """A draft manifest for one tool of `server` (the registered name adapters say), named in
+    `mcp.<namespace>` (default: the server's name; a skill name has no hyphens)."""
+    namespace = namespace or server
     tool_name = slug(tool["name"])
-    name = f"mcp.{server}.{tool_name}"
+    name = f"mcp.{namespace}.{tool_name}"
     description = (tool.get("description") or "").strip()
     if len(description) < 20:
         description = (
@@ -115,7 +120,7 @@ def manifest_for_tool(*, server: str, tool: dict, team: str, roles: list[str], t
         else {"type": "object", "description": "Unstructured MCP content."}
     )
     return {
-        "skill_id": f"skl_mcp_{server}_{tool_name}"[:64],
+        "skill_id": f"skl_mcp_{namespace}_{tool_name}"[:64],
         "name": name,
         "version": "0.1.0",
         "description": description[:2000],
@@ -151,24 +156,31 @@ def import_mcp_server(
     roles: list[str] | None = None,
     tenants: list[str] | None = None,
 ) -> ImportResult:
-    """Create one unconfirmed draft per tool; tools whose skill already exists are skipped."""
+    """Create one unconfirmed draft per tool; tools whose skill already exists are skipped.
+
+    The drafts' adapters say `mcp://<server_name>/<tool>`: give the server's registered name (the drafts'
+    team must own it or have it shared, `registry.contracts`); the skill namespace is `mcp.<its slug>`."""
     listed = list_mcp_tools(target, headers=headers)
-    server = slug(server_name or listed.server_name)
-    result = ImportResult(server=server, created=[], skipped=[], failed={})
+    namespace = slug(server_name or listed.server_name)
+    server = server_name or namespace
+    result = ImportResult(server=namespace, created=[], skipped=[], failed={})
     for tool in listed.tools:
         manifest = manifest_for_tool(
-            server=server, tool=tool, team=team.slug, roles=roles or ["*"], tenants=tenants or ["*"]
+            server=server,
+            tool=tool,
+            team=team.slug,
+            roles=roles or ["*"],
+            tenants=tenants or ["*"],
+            namespace=namespace,
         )
         if Skill.objects.filter(name=manifest["name"]).exists():
             result.skipped.append(manifest["name"])
             continue
+        imported_from = {"server": server, "tool": tool["name"], "annotations": tool.get("annotations") or {}}
         try:
-            version = create_draft_version(manifest=manifest, author=author)
+            version = create_draft_version(manifest=manifest, author=author, imported_from=imported_from)
         except ManifestInvalid as exc:
             result.failed[manifest["name"]] = exc.errors
             continue
-        version.imported_from = {"server": server, "tool": tool["name"], "annotations": tool.get("annotations") or {}}
-        version.defaults_confirmed = False
-        version.save(update_fields=["imported_from", "defaults_confirmed"])
         result.created.append(version)
     return result

@@ -53,9 +53,10 @@ def _require_member_of_named_team(manifest: dict, user) -> None:
         raise PermissionDenied(f"Only members of {team.slug} (or a platform admin) may create its skills.")
 
 
-def check_manifest(*, manifest: dict, skill: Skill | None = None) -> list[dict]:
+def check_manifest(*, manifest: dict, skill: Skill | None = None, imported_from: dict | None = None) -> list[dict]:
     """Validation errors for a manifest submitted as a new version of `skill` (or a new skill): the manifest's
-    own, then what its namespace's owner and its adapter's declaration allow."""
+    own, then what its namespace's owner and its adapter's declaration allow (`imported_from`: the MCP tool
+    being imported, whose declaration no version records yet)."""
     previous = latest_published(skill)
     errors = validate_manifest(manifest, skill=skill, previous=previous)
     ownership = manifest.get("ownership") if isinstance(manifest.get("ownership"), dict) else {}
@@ -65,7 +66,9 @@ def check_manifest(*, manifest: dict, skill: Skill | None = None) -> list[dict]:
     if previous is None and isinstance(name, str) and isinstance(team_slug, str):
         errors += namespaces.namespace_problems(name, team_slug)
     if well_formed:
-        errors += contracts.contract_problems(manifest, team_slug if isinstance(team_slug, str) else None)
+        errors += contracts.contract_problems(
+            manifest, team_slug if isinstance(team_slug, str) else None, imported_from=imported_from
+        )
         errors += trials.sandbox_problems(manifest, team_slug if isinstance(team_slug, str) else None)
         errors += trials.manifest_test_problems(manifest)
     if skill is not None and isinstance(manifest.get("ownership"), dict):
@@ -82,18 +85,22 @@ def check_manifest(*, manifest: dict, skill: Skill | None = None) -> list[dict]:
 
 
 @transaction.atomic
-def create_draft_version(*, manifest: dict, author, skill: Skill | None = None) -> SkillVersion:
+def create_draft_version(
+    *, manifest: dict, author, skill: Skill | None = None, imported_from: dict | None = None
+) -> SkillVersion:
     """Store a validated manifest as a draft: of `skill`, or of a new skill named in the manifest.
 
     Re-submitting the version number of an existing draft replaces that draft; published
     versions are never touched (immutability), a new version number is needed instead.
+    `imported_from` (an MCP import, `registry.mcp_import`) records the tool and its annotations, and marks
+    the guessed risk fields unconfirmed.
     """
     if author is not None:  # authorization before validation: a non-owner learns nothing
         if skill is not None:
             _require_owner(skill, author)
         else:
             _require_member_of_named_team(manifest, author)
-    errors = check_manifest(manifest=manifest, skill=skill)
+    errors = check_manifest(manifest=manifest, skill=skill, imported_from=imported_from)
     existing = skill.versions.filter(version=manifest.get("version")).first() if skill else None
     if existing is not None and existing.status != VersionStatus.DRAFT:
         errors.append(
@@ -125,6 +132,8 @@ def create_draft_version(*, manifest: dict, author, skill: Skill | None = None) 
     version.data_classification = manifest["risk"]["data_classification"]
     version.description = manifest["description"]
     version.author = author
+    if imported_from:
+        version.imported_from, version.defaults_confirmed = imported_from, False
     version.save()
     return version
 

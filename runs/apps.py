@@ -10,6 +10,7 @@ class RunsConfig(AppConfig):
         from policies import hooks as policies_hooks
         from registry import hooks as registry_hooks
         from runs import incident_spans, lookups, tool_modules, trials
+        from runs.plane import mcp_servers
         from traces import hooks as traces_hooks
 
         tool_modules.load_tools()  # the deployment's own python: functions (and the demo's, in the demo)
@@ -18,3 +19,4 @@ class RunsConfig(AppConfig):
         traces_hooks.runs_by_id.connect(lookups.runs_by_id)
         traces_hooks.call_pks.connect(lookups.call_pks)
         registry_hooks.run_skill_tests.connect(trials.run_skill_tests)
+        registry_hooks.mcp_server_refusal.connect(mcp_servers.access_refusal)

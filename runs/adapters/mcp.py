@@ -9,14 +9,16 @@ from __future__ import annotations
 from runs.adapters.base import AdapterResult, InvocationContext
 from runs.plane.credentials import attached_headers
 from runs.plane.execution import current_trail
-from runs.plane.mcp_servers import call_tool, connection_for, parse
+from runs.plane.mcp_servers import call_tool, connection_for, owning_team, parse
 
 
 class McpAdapter:
     def invoke(self, *, manifest: dict, arguments: dict, context: InvocationContext) -> AdapterResult:
         uri = manifest["execution"]["adapter"]
         trail = current_trail()
-        connection = trail.mcp if trail is not None and trail.mcp else connection_for(uri)
+        # `prepare` looked the server up for the skill's team; without a trail, the same check here
+        prepared = trail.mcp if trail is not None else None
+        connection = prepared or connection_for(uri, team=owning_team(manifest))
         headers = {"X-Airlock-Run": context.run_id, "X-Airlock-Call": context.call_id, **attached_headers()}
         content = call_tool(
             connection,

@@ -17,7 +17,7 @@ from lib import egress
 from runs.adapters.http import error_for_status
 from runs.errors import Transient, Unavailable, egress_refused
 from runs.plane.credentials import resolve_headers
-from runs.plane.mcp_servers import call_tool, connection_for, parse
+from runs.plane.mcp_servers import call_tool, connection_for, owning_team, parse
 
 ASK_TIMEOUT_S = 10.0
 
@@ -44,7 +44,11 @@ def ask(*, manifest: dict, target: str, field: str, value: str, tenant_slug: str
         answer = response.json()
     elif target.startswith("mcp://"):
         answer = call_tool(
-            connection_for(target), parse(target)[1], {field: value}, headers=headers, timeout_s=ASK_TIMEOUT_S
+            connection_for(target, team=owning_team(manifest)),
+            parse(target)[1],
+            {field: value},
+            headers=headers,
+            timeout_s=ASK_TIMEOUT_S,
         )
     else:
         raise Unavailable("The skill declares no way to ask about earlier work.", code="no_status_endpoint")

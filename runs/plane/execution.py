@@ -27,7 +27,7 @@ from lib import clock
 from runs import hooks
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, internal_from
 from runs.plane import aftermath, breakers, contracts, credentials, downstream_errors
-from runs.plane.mcp_servers import connection_for
+from runs.plane.mcp_servers import connection_for, owning_team
 
 if TYPE_CHECKING:
     from runs.adapters import Adapter, InvocationContext
@@ -147,7 +147,7 @@ def prepare(*, manifest: dict, context: InvocationContext) -> Trail:
         if execution.get("job_status"):
             trail.headers["X-Airlock-Callback"] = hooks.job_callback_url(context.run_id, context.call_id)
         if adapter.startswith("mcp://"):
-            trail.mcp = connection_for(adapter)
+            trail.mcp = connection_for(adapter, team=owning_team(manifest))
     except CallError as exc:
         trail.error = exc
     except Exception as exc:

@@ -20,14 +20,44 @@ def parse(uri: str) -> tuple[str, str]:
     return server, tool
 
 
-def connection_for(uri: str) -> dict:
-    """The server's connection settings (headers unsealed), or `unavailable` for an unknown server."""
-    name, _ = parse(uri)
-    server = McpServer.objects.filter(name=name).first()
+def owning_team(manifest: dict) -> str:
+    """The team a skill's manifest names as its owner (the registry keeps it equal to the skill's)."""
+    ownership = manifest.get("ownership")
+    return str(ownership.get("team") or "") if isinstance(ownership, dict) else ""
+
+
+def server_for(name: str, *, team: str) -> McpServer:
+    """The approved server `name` if skills of `team` may call it (`McpServer.usable_by`), else the typed
+    refusal. The registry asks the same when a manifest is stored and published (`access_refusal`); this is
+    asked again before every connection, so that a version stored before the rule existed sends nothing."""
+    server = McpServer.objects.filter(name=name).select_related("team").first()
     if server is None:
         raise Unavailable(f"No MCP server named {name} is registered in this deployment.", code="unknown_server")
     if server.status != McpServerStatus.APPROVED:  # a team's proposal nobody else has approved yet, or declined
         raise Unavailable(f"The MCP server {name} is not approved for use.", code="server_not_approved")
+    if not server.usable_by(team):
+        raise NotPermitted(
+            f"The MCP server {name} belongs to {server.owner_label} and is not shared with "
+            f"{team or 'a skill without an owning team'}: a skill names only an approved server of its own team "
+            "or one shared with it.",
+            code="mcp_server_not_for_team",
+        )
+    return server
+
+
+def access_refusal(*, server: str, team_slug: str) -> tuple[str, str] | None:
+    """(code, message) when skills of `team_slug` may not name `server`; the registry's hook receiver."""
+    try:
+        server_for(server, team=team_slug)
+    except CallError as exc:
+        return exc.code, exc.message
+    return None
+
+
+def connection_for(uri: str, *, team: str) -> dict:
+    """The server's connection settings (headers unsealed) for a skill owned by `team`, or a typed refusal."""
+    name, _ = parse(uri)
+    server = server_for(name, team=team)
     return {
         "name": server.name,
         "transport": server.transport,

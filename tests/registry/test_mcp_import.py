@@ -6,15 +6,23 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from console.models import Team
 from registry.mcp_import import import_mcp_server
 from registry.models import SkillVersion
 from registry.services import ManifestInvalid, approve_version, confirm_imported_defaults, publish_version
+from reliability.models import McpServer
 from tests.registry.mcp_demo_server import server
 
 pytestmark = pytest.mark.django_db
 
 
+def registered(name: str, team) -> McpServer:
+    """The server the drafts' adapters name, approved and owned by the importing team (registry/contracts.py)."""
+    return McpServer.objects.create(name=name, team=team, url="https://desk.example/mcp", status="approved")
+
+
 def test_import_creates_unconfirmed_drafts_with_annotation_defaults(owner_team, owner, platform_admin):
+    registered("ticket_desk", owner_team)
     result = import_mcp_server(target=server, team=owner_team, author=owner)
     assert result.server == "ticket_desk"
     by_name = {v.skill.name: v for v in result.created}
@@ -46,7 +54,28 @@ def test_import_creates_unconfirmed_drafts_with_annotation_defaults(owner_team, 
     assert again.created == [] and len(again.skipped) == 3
 
 
+def test_an_import_for_a_team_that_may_not_use_the_server_creates_nothing(owner_team, owner):
+    result = import_mcp_server(target=server, team=owner_team, author=owner)  # no server named ticket_desk
+    assert result.created == [] and {e["code"] for errors in result.failed.values() for e in errors} == {
+        "unknown_server"
+    }
+    registered("ticket_desk", Team.objects.create(slug="growth", name="Growth"))
+    result = import_mcp_server(target=server, team=owner_team, author=owner)
+    assert result.created == [] and {e["code"] for errors in result.failed.values() for e in errors} == {
+        "mcp_server_not_for_team"
+    }
+
+
+def test_a_server_named_with_a_hyphen_keeps_its_name_in_the_adapters(owner_team, owner):
+    registered("ticket-desk", owner_team)
+    result = import_mcp_server(target=server, team=owner_team, author=owner, server_name="ticket-desk")
+    assert result.server == "ticket_desk"
+    assert {v.skill.namespace for v in result.created} == {"mcp.ticket_desk"}
+    assert {v.manifest["execution"]["adapter"].rsplit("/", 1)[0] for v in result.created} == {"mcp://ticket-desk"}
+
+
 def test_command_imports_from_a_stdio_subprocess(owner_team):
+    registered("desk", owner_team)
     out = StringIO()
     call_command(
         "import_mcp",
@@ -93,6 +122,7 @@ def test_console_form_imports_over_streamable_http(client, platform_admin, owner
     from tests.conftest import login
 
     login(client, platform_admin)
+    registered("helpdesk", owner_team)
     response = client.post(
         reverse("registry:import_mcp"), {"target": http_server_url, "team": "support-tools", "server_name": "helpdesk"}
     )

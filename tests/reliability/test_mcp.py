@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from console.models import Team
 from reliability.models import ReconciliationItem
 from reliability.services import register_mcp_server, save_credential
 from runs.models import CallStatus, ToolCall
@@ -19,14 +20,19 @@ pytestmark = pytest.mark.django_db
 SERVER_SECRET = "server-level-secret-77"
 
 
+def register_for_skills(**settings) -> None:
+    """A platform admin's server, shared with support-tools, the team that owns these tests' skills."""
+    register_mcp_server(**settings).shared_with.add(Team.objects.get(slug="support-tools"))
+
+
 @pytest.fixture
 def desk(world, mcp_url):
-    register_mcp_server(name="desk", transport="http", url=mcp_url, headers={"X-Server-Secret": SERVER_SECRET})
+    register_for_skills(name="desk", transport="http", url=mcp_url, headers={"X-Server-Secret": SERVER_SECRET})
     return mcp_url
 
 
 def counts() -> dict:
-    return call_tool(connection_for("mcp://desk/counts"), "counts", {}, timeout_s=10)
+    return call_tool(connection_for("mcp://desk/counts", team="support-tools"), "counts", {}, timeout_s=10)
 
 
 def one(agent, name, arguments, call_id="c1", run=None):
@@ -87,7 +93,8 @@ def test_slow_mcp_write_is_timeout_unknown_reconciled_through_the_tool_and_ran_o
     assert result["error"]["class"] == "timeout_unknown"
     key = f"{run.pk}:c1"
     item = ReconciliationItem.objects.get(call__run=run)
-    call_tool(connection_for("mcp://desk/release"), "release", {}, timeout_s=10)  # the slow write finishes
+    release = connection_for("mcp://desk/release", team="support-tools")
+    call_tool(release, "release", {}, timeout_s=10)  # the slow write finishes
     deadline = time.monotonic() + 10
     while key not in counts()["notes"]:
         assert time.monotonic() < deadline, "the slow write never finished"
@@ -103,7 +110,7 @@ def test_slow_mcp_write_is_timeout_unknown_reconciled_through_the_tool_and_ran_o
 
 def test_unreachable_mcp_server_opens_the_breaker(world, db, settings):
     settings.AIRLOCK_BREAKER_OPEN_SECONDS = 600  # stays open however long a busy machine takes to look
-    register_mcp_server(name="gone", transport="http", url=f"http://127.0.0.1:{free_port()}/mcp")
+    register_for_skills(name="gone", transport="http", url=f"http://127.0.0.1:{free_port()}/mcp")
     skill("gone.lookup", "mcp://gone/lookup", max_attempts=2)
     publish()
     run = None
@@ -125,7 +132,7 @@ def test_unknown_mcp_server_is_unavailable(world):
 
 def test_stdio_server(world):
     script = Path(__file__).parents[1] / "registry" / "mcp_demo_server.py"
-    register_mcp_server(name="stdiodesk", transport="stdio", command=f"{sys.executable} {script}")
+    register_for_skills(name="stdiodesk", transport="stdio", command=f"{sys.executable} {script}")
     skill("stdiodesk.get_ticket", "mcp://stdiodesk/get_ticket", timeout_ms=20000)
     publish()
     ticket = f"T-{uuid.uuid4().hex[:6]}"

@@ -48,7 +48,7 @@ def test_a_teammate_proposes_and_another_approves(client, owner, teammate):
     client.post(reverse("reliability:mcp_server_review", args=[server.pk]), {"decision": "approve"})
     server.refresh_from_db()
     assert (server.status, server.reviewed_by) == ("approved", teammate)
-    assert connection_for("mcp://desk/lookup")["url"] == "https://mcp.example.com/mcp"
+    assert connection_for("mcp://desk/lookup", team="support-tools")["url"] == "https://mcp.example.com/mcp"
 
 
 def test_the_proposer_cannot_approve_their_own_server(client, owner):
@@ -98,11 +98,11 @@ def test_an_unapproved_or_declined_server_is_never_called(client, owner, teammat
     propose(client)
     server = McpServer.objects.get(name="desk")
     with pytest.raises(Unavailable) as refused:
-        connection_for("mcp://desk/lookup")
+        connection_for("mcp://desk/lookup", team="support-tools")
     assert refused.value.code == "server_not_approved"
     services.decline_mcp_server(server=server, by=teammate)
     with pytest.raises(Unavailable):
-        connection_for("mcp://desk/lookup")
+        connection_for("mcp://desk/lookup", team="support-tools")
     with pytest.raises(services.McpServerRefused, match="not waiting for review"):
         services.approve_mcp_server(server=server, by=teammate)  # a decline is final: propose again
 
@@ -180,16 +180,17 @@ def test_the_servers_page_costs_the_same_queries_with_more_servers(client, owner
     assert 0 < queries() <= one
 
 
-def test_an_agents_call_reaches_a_proposed_server_only_once_another_person_approves_it(world, mcp_url, owner, teammate):
+def test_an_agents_call_reaches_a_proposed_server_only_once_another_person_approves_it(
+    world, mcp_url, owner, owner_team, teammate
+):
     """The real gate, a real MCP server counting its executions: nothing arrives while the server waits.
     The server is shared by the module's tests, so its count is read before and after, through a second
     entry an operator registered for the same URL."""
-    McpServer.objects.create(name="desk-counter", url=mcp_url, status=McpServerStatus.APPROVED)
+    McpServer.objects.create(name="desk-counter", url=mcp_url, status=McpServerStatus.APPROVED, team=owner_team)
 
     def lookups() -> int:
-        return call_tool(connection_for("mcp://desk-counter/counts"), "counts", {}, timeout_s=10)["executions"].get(
-            "lookup", 0
-        )
+        counter = connection_for("mcp://desk-counter/counts", team="support-tools")
+        return call_tool(counter, "counts", {}, timeout_s=10)["executions"].get("lookup", 0)
 
     before = lookups()
     server = services.propose_mcp_server(team=owner.teams.get(), name="desk", url=mcp_url, by=owner)

@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from approvals.models import DeliveryStatus, WebhookDelivery
 from console.env import port_list
+from console.models import Team
 from lib import egress
 from registry.snapshots import publish_snapshot
 from reliability.jobs import check_job
@@ -299,8 +300,10 @@ def via_mcp_import(base: str, w: World) -> str:
 
 
 def via_mcp_execution(base: str, w: World) -> str:
-    register_mcp_server(name="probe", transport="http", url=f"{base}/mcp")
-    _skill("probe.lookup", "mcp://probe/lookup")
+    _skill("probe.lookup", "mcp://probe/lookup")  # owned by support-tools, which the server is shared with
+    register_mcp_server(name="probe", transport="http", url=f"{base}/mcp").shared_with.add(
+        Team.objects.get(slug="support-tools")
+    )
     _, result = _gate(w, "probe.lookup")
     assert result["status"] == "error"
     return result["error"]["message"]

@@ -28,6 +28,7 @@ from registry.demo import CATALOG
 from registry.models import ClaimStatus, NamespaceClaim, Skill, SkillVersion, VersionStatus
 from registry.namespaces import owning_claim
 from registry.services import ManifestInvalid, approve_version, create_draft_version, publish_version
+from reliability.models import McpServer
 from runs.gate import process_batch
 from tests.conftest import make_user
 from tests.runs.factories import run_for
@@ -191,9 +192,14 @@ def test_an_mcp_tool_is_held_to_its_annotations(demo):
     NamespaceClaim.objects.create(
         namespace="mcp", team=Team.objects.get(slug="developer-platform"), status=ClaimStatus.APPROVED
     )
-    version = create_draft_version(manifest=imported, author=demo["olivia"])
-    version.imported_from = {"server": "desk", "tool": "delete_ticket", "annotations": {"destructiveHint": True}}
-    version.save(update_fields=["imported_from"])
+    McpServer.objects.create(  # the team's own approved server (tests/security/test_mcp_adapter_ownership.py)
+        name="desk", team=Team.objects.get(slug="developer-platform"), url="https://desk.example/mcp", status="approved"
+    )
+    create_draft_version(
+        manifest=imported,
+        author=demo["olivia"],
+        imported_from={"server": "desk", "tool": "delete_ticket", "annotations": {"destructiveHint": True}},
+    )
     borrowed = copy.deepcopy(imported)
     borrowed.update(name="mcp.desk.tidy_ticket", skill_id="skl_mcp_desk_tidy_ticket")
     borrowed["risk"].update(effect="read", approval="not_required")

@@ -18,15 +18,16 @@ from django.core.exceptions import PermissionDenied
 
 from console.models import Role
 from console.services import create_agent
-from registry.models import VersionStatus
+from registry.models import SkillVersion, VersionStatus
 from registry.services import approve_version, create_draft_version, publish_version
+from reliability.models import McpServer
 from reliability.services import bind_credential, save_credential
 from runs.errors import NotPermitted
 from runs.gate import process_batch
 from runs.plane.asking import ask
 from tests.conftest import make_user
 from tests.registry.factories import manifest
-from tests.runs.factories import grant, run_for
+from tests.runs.factories import grant, make_skill, run_for
 from tests.security.listener import start_listener
 
 pytestmark = pytest.mark.django_db
@@ -245,17 +246,30 @@ def test_two_person_to_required_is_a_lowered_approval(olivia, oscar):
             VersionStatus.IN_REVIEW,
             ["first version sends calls to https://crm.example.com"],
         ),
-        (
-            {"execution__adapter": "mcp://crm/read_profile"},
-            VersionStatus.IN_REVIEW,
-            ["first version sends calls to mcp://crm"],
-        ),
     ],
-    ids=["python adapter", "tenant credential", "http host", "mcp server"],
+    ids=["python adapter", "tenant credential", "http host"],
 )
 def test_a_first_version_needs_review_when_it_leaves_airlock_or_uses_a_credential(olivia, execution, status, reasons):
     first = publish(olivia, manifest(SKILL, **execution))
     assert (first.status, first.review_reasons) == (status, reasons)
+
+
+def test_a_first_version_on_an_mcp_server_needs_review(olivia, owner_team):
+    """The team's own approved server, and a tool imported from it (tests/security/test_mcp_adapter_ownership.py)."""
+    McpServer.objects.create(name="crm", team=owner_team, url="https://crm.example/mcp", status="approved")
+    imported = make_skill(
+        "mcp.crm.read_profile",
+        status=VersionStatus.DRAFT,
+        publish=False,
+        team=owner_team,
+        adapter="mcp://crm/read_profile",
+    )
+    SkillVersion.objects.filter(pk=imported.pk).update(imported_from={"annotations": {"readOnlyHint": True}})
+    first = publish(olivia, manifest(SKILL, execution__adapter="mcp://crm/read_profile"))
+    assert (first.status, first.review_reasons) == (
+        VersionStatus.IN_REVIEW,
+        ["first version sends calls to mcp://crm", "mcp://crm/read_profile already runs mcp.crm.read_profile"],
+    )
 
 
 def test_a_platform_admin_may_review_but_not_their_own(olivia, platform_admin):
