@@ -288,7 +288,7 @@ def _server_audit(*, server: McpServer, action: str, team: Team, by) -> McpServe
 def share_mcp_server(*, server: McpServer, team: Team, by) -> McpServer:
     """Let skills of `team` call `server`, with the server's own headers: its owner's credentials."""
     _require_sharer(server, by)
-    server = McpServer.objects.select_for_update().select_related("team").get(pk=server.pk)
+    server = McpServer.objects.select_for_update(of=("self",)).select_related("team").get(pk=server.pk)
     if team.pk == server.team_id:
         raise McpServerRefused(f"{server.name} belongs to {team.slug}: its skills may already call it.")
     if server.shared_with.filter(pk=team.pk).exists():
@@ -302,7 +302,7 @@ def share_mcp_server(*, server: McpServer, team: Team, by) -> McpServer:
 def unshare_mcp_server(*, server: McpServer, team: Team, by) -> McpServer:
     """From the next call on, skills of `team` may no longer call `server` (execution checks every call)."""
     _require_sharer(server, by)
-    server = McpServer.objects.select_for_update().select_related("team").get(pk=server.pk)
+    server = McpServer.objects.select_for_update(of=("self",)).select_related("team").get(pk=server.pk)
     if not server.shared_with.filter(pk=team.pk).exists():
         raise McpServerRefused(f"{server.name} is not shared with {team.slug}.")
     server.shared_with.remove(team)
