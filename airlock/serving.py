@@ -9,10 +9,14 @@ The Dockerfile and docker-compose.yml run the same commands (tests/test_deploy.p
 
 from __future__ import annotations
 
+import grp
+import os
+import pwd
 import re
 import shutil
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 FRONT_DOOR_TEMPLATE = Path(__file__).resolve().parent.parent / "deploy" / "front-door.conf.template"
@@ -22,20 +26,20 @@ WEB_THREADS = 8  # per worker: requests in Django at once, each on a pooled conn
 # scheme): one on the same host, as in front of `manage.py serve`; the image's FORWARDED_ALLOW_IPS agrees.
 TLS_PROXY = "127.0.0.1"
 
-# A whole nginx configuration around the template, for a process that is not root and writes only to workdir.
+# A whole nginx configuration around the template, writing only to workdir and its temp directory.
 _NGINX_MAIN = """\
 daemon off;
-worker_processes 1;
+{user}worker_processes 1;
 pid {workdir}/nginx.pid;
 error_log stderr warn;
 events {{ worker_connections 4096; }}
 http {{
     access_log off;
-    client_body_temp_path {workdir}/client_body;
-    proxy_temp_path {workdir}/proxy;
-    fastcgi_temp_path {workdir}/fastcgi;
-    uwsgi_temp_path {workdir}/uwsgi;
-    scgi_temp_path {workdir}/scgi;
+    client_body_temp_path {temp}/client_body;
+    proxy_temp_path {temp}/proxy;
+    fastcgi_temp_path {temp}/fastcgi;
+    uwsgi_temp_path {temp}/uwsgi;
+    scgi_temp_path {temp}/scgi;
 {server}
 }}
 """
@@ -78,6 +82,22 @@ def front_door_server_block(*, listen: str, web: str, stream: str, tls_proxy: st
     return re.sub(r"\$\{(AIRLOCK_\w+)\}", lambda m: values[m.group(1)], FRONT_DOOR_TEMPLATE.read_text())
 
 
+def _worker_user_and_temp(workdir: Path) -> tuple[str, Path]:
+    """Who nginx's worker runs as (its `user` line) and where it keeps bodies and responses too large for memory.
+
+    Not root: nginx stays this user, and the temp files go under workdir. Root: the master stays root and its
+    worker drops to `nobody`, which can neither write nor even reach a private (0700) workdir, so that every
+    request body over 8 KB was a 500 (`client_body/... failed (13: Permission denied)`). The worker is then
+    named explicitly and gets a temp directory of its own under the system's temp directory, which it owns.
+    """
+    if os.geteuid() != 0:
+        return "", workdir
+    nobody = pwd.getpwnam("nobody")
+    temp = Path(tempfile.mkdtemp(prefix="airlock-front-door-temp-"))
+    os.chown(temp, nobody.pw_uid, nobody.pw_gid)
+    return f"user {nobody.pw_name} {grp.getgrgid(nobody.pw_gid).gr_name};\n", temp
+
+
 def front_door_command(workdir: Path, *, listen: str, web: str, stream: str) -> list[str] | None:
     """nginx in the foreground with a configuration written to workdir; None when nginx is not installed."""
     binary = front_door_binary()
@@ -86,7 +106,8 @@ def front_door_command(workdir: Path, *, listen: str, web: str, stream: str) -> 
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "nginx.conf"
     server = front_door_server_block(listen=listen, web=web, stream=stream)
-    config.write_text(_NGINX_MAIN.format(workdir=workdir, server=server))
+    user, temp = _worker_user_and_temp(workdir)
+    config.write_text(_NGINX_MAIN.format(workdir=workdir, user=user, temp=temp, server=server))
     return [binary, "-e", "stderr", "-p", str(workdir), "-c", str(config)]
 
 

@@ -70,6 +70,7 @@ def deployment(tmp_path_factory) -> Iterator[Deployment]:
         AIRLOCK_PUBLIC_URL=url,
         DATABASE_URL=f"sqlite:///{workdir / 'airlock.sqlite3'}",
         AIRLOCK_VAR_DIR=str(workdir),
+        AIRLOCK_DEMO="1",  # the demo's tools and data, as `make run` has them
         LOG_LEVEL="WARNING",
     )
     manage = [sys.executable, str(ROOT / "manage.py")]
@@ -146,3 +147,55 @@ def test_every_kind_of_request_answers_at_the_one_origin_and_takes_its_route(dep
         assert _mcp_initialize(agent).status_code == 502
         with pytest.raises(InvalidStatus):
             _websocket(deployment, cookie)
+
+
+def _otlp_json(size: int) -> bytes:
+    """An OTLP/JSON export of about `size` bytes: spans of one trace, each with a 30 KB attribute."""
+    value = "x" * 30_000
+    spans = [
+        {
+            "traceId": "ab" * 16,
+            "spanId": f"{index + 1:016x}",
+            "name": f"step {index}",
+            "kind": 1,
+            "startTimeUnixNano": "1777636800000000000",
+            "endTimeUnixNano": "1777636800010000000",
+            "attributes": [{"key": "note", "value": {"stringValue": value}}],
+        }
+        for index in range(size // 30_200)
+    ]
+    export = {
+        "resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}]}]
+    }
+    return json.dumps(export).encode()
+
+
+def test_bodies_nginx_keeps_in_temp_files_reach_the_application(deployment, settings):
+    """nginx writes a body over its 16 KB buffer to client_body_temp_path: as root, its worker (nobody) must
+    be able to, or every such request is a 500 at the front door (issue 44)."""
+    with _agent(deployment) as agent:
+        started = agent.post(reverse("runs_api:run_create"), json={"end_user": "u-3", "task": "big bodies"})
+        calls = [
+            {
+                "call_id": f"c{i}",
+                "name": "customer.read_profile",
+                "arguments": {"customer_id": f"cus_{i:06d}"},
+                "idempotency_key": f"big-body-profile-read-{i:04d}",
+            }
+            for i in range(50)
+        ]
+        batch = json.dumps({"calls": calls, "exposed_tools": ["customer.read_profile"] * 200}).encode()
+        assert 11_000 < len(batch) < 14_000  # over nginx's in-memory body buffer (8 KB)
+        answer = agent.post(
+            reverse("runs_api:run_calls", args=[started.json()["run_id"]]),
+            content=batch,
+            headers={"Content-Type": "application/json"},
+        )
+        assert answer.status_code == 200, answer.text[:500]
+        assert len(answer.json()["results"]) == 50
+        limit = settings.TRACES_INGEST_MAX_BODY_BYTES
+        for size in (1024 * 1024, limit - 64 * 1024):
+            body = _otlp_json(size)
+            assert size - 64 * 1024 < len(body) <= limit
+            ingested = agent.post(reverse("otlp:traces"), content=body, headers={"Content-Type": "application/json"})
+            assert 200 <= ingested.status_code < 300, (len(body), ingested.status_code, ingested.text[:500])
