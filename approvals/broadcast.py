@@ -50,3 +50,26 @@ def approval_changed(request) -> None:
     )
     tenant_id = request.tenant_id
     transaction.on_commit(lambda: send_now(tenant_id, message))
+
+
+@dataclass(frozen=True)
+class ClaimChanged:
+    """ "alice is looking at request 42 of tenant acme (until 12:03:10)", or, with an empty `by`, no one is."""
+
+    approval_id: int
+    tenant: str
+    by: str
+    expires_at: str = ""
+    routed: bool = False
+    type: str = "approval.claimed"
+
+
+async def claim_changed(tenant_id: int, message: ClaimChanged) -> None:
+    """Tell the tenant's approvers who holds a card now; sent from the inbox socket, outside any transaction."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        await layer.group_send(tenant_group(tenant_id), asdict(message))
+    except Exception:  # Redis down: the claim still holds; other inboxes see it on their next load
+        logger.warning("could not broadcast the claim on approval %s", message.approval_id, exc_info=True)

@@ -3,6 +3,10 @@
 A request routed to an approver group is forwarded only to the sockets of users it is routed to (or of the
 tenant's admins), as `ApprovalRequest.objects.routed_to` decides when the hint arrives.
 
+The browser sends one kind of message back: which card its person is working ("claim", "release";
+approvals.claims), which the socket checks, records and tells the tenant's other approvers as
+`approval.claimed`, under the same routing rule. Claims a socket holds end when it closes.
+
 Access is checked again before every message is forwarded, not only at connect: a socket whose
 session ended (logout, expiry, password change) closes with SESSION_ENDED, one whose user lost the
 approver role in a tenant it listens to closes with ROLE_LOST, and the event is not sent.
@@ -21,7 +25,8 @@ from django.db.models import Subquery, Value
 from django.db.models.functions import Now
 from django.utils.crypto import constant_time_compare
 
-from approvals.broadcast import tenant_group
+from approvals.broadcast import ClaimChanged, claim_changed, tenant_group
+from approvals.claims import claim_approval, release_claim
 from approvals.models import ApprovalRequest
 from console.models import Role
 from console.tenancy import tenant_ids_for, tenants_covered
@@ -110,9 +115,10 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
 
     groups_joined: list[str]
     tenant_ids: set[int]
+    claimed: set[int]
 
     async def connect(self) -> None:
-        self.groups_joined, self.tenant_ids = [], set()
+        self.groups_joined, self.tenant_ids, self.claimed = [], set(), set()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=NOT_LOGGED_IN)
@@ -127,12 +133,58 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
+        for approval_id in sorted(self.claimed):  # she left: her cards are free again
+            released = await database_sync_to_async(self._release)(approval_id)
+            if released is not None:
+                await claim_changed(*released)
+        self.claimed = set()
         for group in self.groups_joined:
             await self.channel_layer.group_discard(group, self.channel_name)
         self.groups_joined = []
 
     async def receive_json(self, content, **kwargs) -> None:
-        """The socket is one-way; the browser decides through ordinary POSTs with CSRF."""
+        """Only claims come this way ({"type": "claim" | "release", "approval_id": 42}); the browser decides
+        through ordinary POSTs with CSRF."""
+        kind = content.get("type") if isinstance(content, dict) else None
+        approval_id = content.get("approval_id") if isinstance(content, dict) else None
+        if kind not in ("claim", "release") or type(approval_id) is not int:
+            return
+        if not await self._still_allowed():
+            return
+        handler = self._claim if kind == "claim" else self._release
+        changed = await database_sync_to_async(handler)(approval_id)
+        if changed is not None:
+            await claim_changed(*changed)
+
+    def _claimable(self, approval_id: int) -> ApprovalRequest | None:
+        queryset = ApprovalRequest.objects.select_related("tenant", "group")
+        return queryset.filter(pk=approval_id, tenant_id__in=self.tenant_ids).first()
+
+    def _claim(self, approval_id: int) -> tuple[int, ClaimChanged] | None:
+        approval = self._claimable(approval_id)
+        claim = claim_approval(approval=approval, user=self.scope["user"]) if approval is not None else None
+        if claim is None:
+            return None
+        if claim.user_id == self.scope["user"].pk:
+            self.claimed.add(approval_id)
+        message = ClaimChanged(
+            approval_id=approval_id,
+            tenant=approval.tenant.slug,
+            by=claim.username,
+            expires_at=claim.expires_at.isoformat(),
+            routed=approval.group_id is not None,
+        )
+        return approval.tenant_id, message
+
+    def _release(self, approval_id: int) -> tuple[int, ClaimChanged] | None:
+        self.claimed.discard(approval_id)
+        approval = self._claimable(approval_id)
+        if approval is None or not release_claim(approval_id=approval_id, user=self.scope["user"]):
+            return None
+        message = ClaimChanged(
+            approval_id=approval_id, tenant=approval.tenant.slug, by="", routed=approval.group_id is not None
+        )
+        return approval.tenant_id, message
 
     def _routed_here(self, approval_id: int) -> bool:
         user = self.scope["user"]
@@ -157,5 +209,20 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
                 "approval_id": event["approval_id"],
                 "tenant": event["tenant"],
                 "status": event["status"],
+            }
+        )
+
+    async def approval_claimed(self, event: dict) -> None:
+        if not await self._still_allowed():
+            return
+        if event.get("routed") and not await database_sync_to_async(self._routed_here)(event["approval_id"]):
+            return
+        await self.send_json(
+            {
+                "type": "approval.claimed",
+                "approval_id": event["approval_id"],
+                "tenant": event["tenant"],
+                "by": event["by"],
+                "expires_at": event["expires_at"],
             }
         )

@@ -19,6 +19,27 @@ class DecisionForm(forms.Form):
     )
 
 
+class IdListField(forms.Field):
+    """Request ids posted as repeated `ids` fields; at most queue.BULK_LIMIT are taken."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value) -> list[int]:
+        try:
+            ids = [int(v) for v in value or []]
+        except (TypeError, ValueError):
+            raise forms.ValidationError("Request ids are whole numbers.") from None
+        if any(pk < 1 for pk in ids):
+            raise forms.ValidationError("Request ids are whole numbers.")
+        return ids
+
+
+class BulkDecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("decline", "Decline")])
+    reason = forms.CharField(required=False, max_length=2000)
+    ids = IdListField()
+
+
 class CancelForm(forms.Form):
     reason = forms.CharField(max_length=2000, help_text="Shown to the agent and kept in the audit log.")
 

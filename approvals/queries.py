@@ -3,6 +3,7 @@
 from django.db.models import Count, Min, QuerySet
 
 from approvals.models import ApprovalRequest, ApprovalStatus
+from console.tenancy import decision_reader_tenant_ids
 
 GROUP_MINE = "mine"
 GROUP_ALL = "all"
@@ -55,3 +56,11 @@ def pending_by_tenant(user) -> list[dict]:
         .annotate(count=Count("id"), oldest=Min("created_at"))
         .order_by("tenant__slug")
     )
+
+
+def recently_decided(user, *, everything: bool = False) -> QuerySet[ApprovalRequest]:
+    """Decided requests newest first: those routed to the user, and every decision of the tenants whose
+    decisions they read (admins and auditors, as on the Decisions page)."""
+    readable = ApprovalRequest.objects.filter(tenant_id__in=decision_reader_tenant_ids(user))
+    mine = approvable(user, everything=everything)
+    return (mine | readable).decided().select_related("tenant").order_by("-decided_at", "-id")

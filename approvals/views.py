@@ -1,5 +1,6 @@
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -9,12 +10,12 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals import presentation, queries, services
-from approvals.forms import CancelForm, DecisionForm, InboxFilterForm
+from approvals import claims, presentation, queries, queue, services
+from approvals.forms import BulkDecisionForm, CancelForm, DecisionForm, InboxFilterForm
 from approvals.models import ApprovalEvent, ApprovalRequest
 from approvals.services import escalation_threshold
 from console.models import Agent, Role
-from console.tenancy import get_visible_or_404, tenants_for
+from console.tenancy import decision_reader_tenant_ids, get_visible_or_404, tenants_for
 from lib import clock
 
 
@@ -28,8 +29,17 @@ def _filters(request: HttpRequest) -> dict:
     return form.cleaned_data if form.is_valid() else {}
 
 
-def _card_context(approval: ApprovalRequest, user, routed_ids: set[int] | None = None) -> dict:
+def _card_context(
+    approval: ApprovalRequest,
+    user,
+    routed_ids: set[int] | None = None,
+    history: queue.CardHistory | None = None,
+    claim: claims.Claim | None = None,
+) -> dict:
     action = presentation.proposed_action(approval, user, routed_ids)
+    if history is None:
+        history = queue.histories([approval])[approval.pk]
+        claim = claims.current_claim(approval.pk)
     return {
         "approval": approval,
         "routed_to_me": approval.routed_to_user(user) if routed_ids is None else approval.pk in routed_ids,
@@ -41,7 +51,17 @@ def _card_context(approval: ApprovalRequest, user, routed_ids: set[int] | None =
         ),
         "own_run": approval.acts_for(user),
         "my_vote": any(v.user_id == user.pk for v in approval.votes.all()),
+        "history": history,
+        "claim": claim,
+        "claimed_by_other": claim is not None and claim.user_id != user.pk,
     }
+
+
+def _cards(user, pending: list[ApprovalRequest], routed: set[int]) -> list[dict]:
+    """The inbox's cards: each one's history from one query, and its claim from one cache read."""
+    histories = queue.histories(pending)
+    held = claims.claims_on([a.pk for a in pending])
+    return [_card_context(a, user, routed, histories[a.pk], held.get(a.pk)) for a in pending]
 
 
 @login_required
@@ -51,8 +71,10 @@ def inbox(request: HttpRequest) -> HttpResponse:
     pending = list(queries.pending_for(request.user, filters)[:200])
     everything = filters.get("group") == queries.GROUP_ALL  # an admin's oversight lists requests of other groups
     routed = queries.routed_among(request.user, pending) if everything else {approval.pk for approval in pending}
+    cards = _cards(request.user, pending, routed)
     context = {
-        "cards": [_card_context(a, request.user, routed) for a in pending],
+        "cards": cards,
+        "groups": queue.grouped(cards),
         "filter_form": InboxFilterForm(request.GET),
         "query": request.GET.urlencode(),
     }
@@ -61,10 +83,10 @@ def inbox(request: HttpRequest) -> HttpResponse:
     approver_tenants = tenants_for(request.user, "approver")
     context.update(
         admin_tenants=tenants_for(request.user, Role.ADMIN).order_by("slug"),
-        recent=queries.approvable(request.user, everything=filters.get("group") == queries.GROUP_ALL)
-        .decided()
-        .select_related("tenant")
-        .order_by("-decided_at")[:15],
+        compact=queue.compact_inbox(request.user),
+        claim_seconds=settings.AIRLOCK_APPROVAL_CLAIM_SECONDS,
+        decision_tenants=tenants_for(request.user).filter(pk__in=decision_reader_tenant_ids(request.user)),
+        recent=queries.recently_decided(request.user, everything=everything)[:15],
         scheduled=queries.scheduled_for(request.user)[:50],
         approver_tenants=approver_tenants,
         agents=Agent.objects.filter(tenant__in=approver_tenants).values_list("name", flat=True).distinct(),
@@ -81,6 +103,41 @@ def card(request: HttpRequest, approval_id: int) -> HttpResponse:
         get_visible_or_404(ApprovalRequest.objects, request.user, pk=approval_id)
         return HttpResponse("")
     return render(request, "approvals/inbox.html#card", _card_context(approval, request.user))
+
+
+@login_required
+@require_POST
+def bulk_decide(request: HttpRequest) -> HttpResponse:
+    """One decision and reason for a selection or a group of cards, each decided and audited on its own."""
+    if not tenants_for(request.user, Role.APPROVER).exists():
+        raise PermissionDenied("You are not an approver in any tenant.")
+    form = BulkDecisionForm(request.POST)
+    if not form.is_valid():
+        outcomes, error = [], "Choose approve or decline and at least one request."
+    else:
+        data = form.cleaned_data
+        outcomes = queue.decide_approvals(
+            approval_ids=data["ids"], user=request.user, decision=data["decision"], reason=data["reason"]
+        )
+        error = ""
+    if request.htmx:
+        return render(request, "approvals/inbox.html#bulk-result", {"outcomes": outcomes, "error": error})
+    if error:
+        messages.error(request, error)
+    for outcome in outcomes:
+        level = messages.SUCCESS if outcome.ok else messages.WARNING
+        messages.add_message(request, level, f"Request {outcome.approval_id}: {outcome.message}.")
+    return redirect("approvals:inbox")
+
+
+@login_required
+@require_POST
+def inbox_layout(request: HttpRequest) -> HttpResponse:
+    """Full cards or the compact list, remembered for this person on every browser."""
+    compact = queue.save_compact_inbox(user=request.user, compact=request.POST.get("compact") == "1")
+    if request.htmx:
+        return HttpResponse(status=204, headers={"X-Inbox-Compact": "1" if compact else "0"})
+    return redirect("approvals:inbox")
 
 
 @login_required

@@ -474,3 +474,15 @@ class GateGeneration(models.Model):
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     epoch = models.CharField(max_length=36)
     number = models.BigIntegerField(default=1)
+
+
+class UserPreference(models.Model):
+    """One person's console display choices, kept on the server so that they follow them across browsers."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="console_preference")
+    compact_inbox = models.BooleanField(
+        default=False, help_text="The approvals inbox as a compact list (one line a request) instead of full cards."
+    )
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user}"

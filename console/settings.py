@@ -363,6 +363,9 @@ AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES = env_int("AIRLOCK_APPROVAL_ESCALATE_AFT
 # suspension is looked at again when it ends, or after this, whichever is sooner).
 AIRLOCK_SUSPENDED_RECHECK_SECONDS = env_int("AIRLOCK_SUSPENDED_RECHECK_SECONDS", 30, minimum=1)
 # Webhooks to a run's callback URL (approvals/delivery.py): per-request timeout, backoff and attempts.
+# The inbox's claims (approvals/claims.py): "alice is looking at this" lapses this long after her browser last
+# renewed it (it renews a third of the way through while the page stays open).
+AIRLOCK_APPROVAL_CLAIM_SECONDS = env_int("AIRLOCK_APPROVAL_CLAIM_SECONDS", 90, minimum=10)
 AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = env_float("AIRLOCK_WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.1)
 AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS", 2.0)
 AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS", 600.0)

@@ -1,6 +1,7 @@
-// Live approvals: the nav badge on every page, and the inbox's cards, countdowns and shortcuts.
-// The websocket only says "request N of tenant T changed"; everything shown is re-read over HTTP
-// from permission-checked views, and every (re)connect re-reads the whole pending list.
+// Live approvals: the nav badge on every page, and the inbox's cards, countdowns, shortcuts, claims,
+// selection and desktop notifications. The websocket only says "request N of tenant T changed" (or who
+// is looking at it); everything shown is re-read over HTTP from permission-checked views, and every
+// (re)connect re-reads the whole pending list.
 (() => {
   const script = document.currentScript;
   const countUrl = script && script.dataset.countUrl;
@@ -23,7 +24,26 @@
         if (text === null) return;
         badge.dataset.count = text.trim();
         badge.textContent = text.trim() === "0" ? "" : text.trim();
+        if (list) document.title = `${text.trim() === "0" ? "" : `(${text.trim()}) `}Approvals · Airlock`;
       });
+    }
+
+    // Desktop notifications: asked for only when the approver clicks the button, never on load.
+    const notifyButton = document.getElementById("enable-notifications");
+    const canNotify = () => "Notification" in window && Notification.permission === "granted";
+    if (notifyButton && "Notification" in window && Notification.permission === "default") {
+      notifyButton.hidden = false;
+      notifyButton.addEventListener("click", () => {
+        Notification.requestPermission().then(() => { notifyButton.hidden = true; });
+      });
+    }
+    function announce(card) {
+      if (!canNotify() || !card || !card.hasAttribute("data-routed")) return;
+      const title = card.querySelector(".title");
+      const note = new Notification("A request waits for you", {
+        body: title ? title.textContent.trim() : "A new approval request", tag: `approval-${card.dataset.approvalId}`,
+      });
+      note.onclick = () => { window.focus(); card.focus(); };
     }
 
     function cards() { return list ? Array.from(list.querySelectorAll(".approval-card")) : []; }
@@ -48,22 +68,81 @@
       if (existing) {
         htmx.ajax("GET", cardUrl(id), { target: `#approval-${id}`, swap: "outerHTML" }).then(syncEmpty);
       } else {
-        htmx.ajax("GET", cardUrl(id), { target: "#pending-list", swap: "afterbegin" }).then(syncEmpty);
+        htmx.ajax("GET", cardUrl(id), { target: "#pending-list", swap: "afterbegin" }).then(() => {
+          syncEmpty();
+          announce(document.getElementById(`approval-${id}`));
+        });
       }
     }
+
+    // Claims: "alice is looking at this". The server checks each claim, keeps it until the page stops
+    // renewing it or its socket closes, and tells every approver of the request.
+    const me = list ? list.dataset.me : "";
+    const claimSeconds = list ? Number(list.dataset.claimSeconds || 90) : 90;
+    let socket = null;
+    function send(message) { if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message)); }
+    function showClaim(card, by, expiresAt) {
+      const box = card && card.querySelector("[data-claim]");
+      if (!box) return;
+      box.dataset.claimedBy = by || "";
+      box.dataset.claimExpires = expiresAt || "";
+      const note = box.querySelector(".claim-note");
+      note.textContent = "";
+      if (by && by !== me) {
+        const who = document.createElement("strong");
+        who.textContent = by;
+        note.append(who, " is looking at this");
+      } else if (by) {
+        note.textContent = "You are looking at this";
+      }
+      card.classList.toggle("claimed", Boolean(by) && by !== me);
+      const button = box.querySelector("[data-claim-button]");
+      if (button) button.textContent = by === me ? "Release" : "I'm on it";
+    }
+    function myClaims() {
+      return cards().filter((c) => { const box = c.querySelector("[data-claim]"); return box && box.dataset.claimedBy === me; });
+    }
+    if (list) {
+      list.addEventListener("click", (event) => {
+        const button = event.target.closest("[data-claim-button]");
+        if (!button) return;
+        const card = button.closest(".approval-card");
+        const mine = card.querySelector("[data-claim]").dataset.claimedBy === me;
+        send({ type: mine ? "release" : "claim", approval_id: Number(card.dataset.approvalId) });
+      });
+      setInterval(() => myClaims().forEach((c) => send({ type: "claim", approval_id: Number(c.dataset.approvalId) })),
+        Math.max(5, claimSeconds / 3) * 1000);
+    }
+
+    // Selection: tick cards (or press x) and decide them together with one reason.
+    const bulkForm = document.getElementById("bulk-form");
+    function syncSelection() {
+      if (!bulkForm) return;
+      const ticked = document.querySelectorAll("input.select-card:checked").length;
+      const counter = document.getElementById("selected-count");
+      counter.dataset.selected = String(ticked);
+      counter.textContent = ticked ? `${ticked} selected` : "Select cards to decide them together";
+      bulkForm.querySelectorAll("button").forEach((b) => { b.disabled = ticked === 0; });
+    }
+    document.body.addEventListener("change", (event) => { if (event.target.matches("input.select-card")) syncSelection(); });
 
     let delay = 500;
     function connect() {
       const scheme = window.location.protocol === "https:" ? "wss" : "ws";
-      const socket = new WebSocket(`${scheme}://${window.location.host}${wsPath}`);
+      socket = new WebSocket(`${scheme}://${window.location.host}${wsPath}`);
       socket.onopen = () => {
         delay = 500;
         if (live) { live.textContent = "live"; live.className = "pill ok"; }
+        myClaims().forEach((c) => send({ type: "claim", approval_id: Number(c.dataset.approvalId) }));  // a new socket holds none
         refreshList();   // anything that changed while we were not listening
         refreshCount();
       };
       socket.onmessage = (message) => {
         const data = JSON.parse(message.data);
+        if (data.type === "approval.claimed") {
+          showClaim(document.getElementById(`approval-${data.approval_id}`), data.by, data.expires_at);
+          return;
+        }
         if (data.type !== "approval.changed") return;
         refreshCount();
         refreshCard(data.approval_id);
@@ -92,7 +171,12 @@
       }
     });
 
-    document.body.addEventListener("htmx:afterSwap", () => {
+    document.body.addEventListener("htmx:afterSwap", (event) => {
+      if (event.detail.target && event.detail.target.id === "bulk-result") {
+        refreshList();  // the decided cards leave, the refused ones stay, with what became of each above
+        if (bulkForm) bulkForm.reset();
+      }
+      syncSelection();
       syncEmpty();
       tick();
       document.querySelectorAll("[data-decided]").forEach((note) => {
@@ -107,6 +191,9 @@
     // Live expiry countdowns.
     function tick() {
       const now = Date.now();
+      document.querySelectorAll("[data-claim-expires]").forEach((box) => {
+        if (box.dataset.claimExpires && Date.parse(box.dataset.claimExpires) <= now) showClaim(box.closest(".approval-card"), "", "");
+      });
       document.querySelectorAll("[data-expires-at]").forEach((el) => {
         const left = Math.round((Date.parse(el.dataset.expiresAt) - now) / 1000);
         if (left <= 0) { el.textContent = "expired"; el.classList.add("urgent"); return; }
@@ -126,6 +213,8 @@
       if (!all.length) return;
       index = Math.max(0, Math.min(i, all.length - 1));
       all.forEach((c, n) => c.classList.toggle("selected", n === index));
+      const group = all[index].closest("details");
+      if (group) group.open = true;
       all[index].scrollIntoView({ block: "nearest" });
     }
     document.addEventListener("keydown", (event) => {
@@ -140,6 +229,9 @@
       else if (event.key === "a" && current) {
         const button = current.querySelector('button[data-action="approve"]');
         if (button && !button.disabled) button.click();
+      } else if (event.key === "x" && current) {
+        const box = current.querySelector("input.select-card");
+        if (box) { box.checked = !box.checked; syncSelection(); }
       } else if (event.key === "d" && current) {
         const reason = current.querySelector('.decline-form input[name="reason"]');
         if (reason) { reason.focus(); event.preventDefault(); }
