@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_htmx",
     "template_partials",
+    "audit",
     "console",
     "registry",
     "policies",
@@ -192,6 +193,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "traces: evaluate alert rules": {"task": "traces.tasks.evaluate_alerts", "schedule": 60.0},
     "traces: delete traces past retention": {"task": "traces.tasks.purge_expired_traces", "schedule": 600.0},
     "traces: forward spans to tenants' OTLP endpoints": {"task": "traces.tasks.forward_all", "schedule": 15.0},
+    "audit: sign the heads of the audit chains": {"task": "audit.tasks.sign_checkpoints", "schedule": 300.0},
     "retention: delete closed runs past retention, then expired audit rows": {
         "task": "retention.tasks.purge_expired_records",
         "schedule": 600.0,

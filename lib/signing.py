@@ -68,6 +68,13 @@ def key_id() -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
+def key_id_of(public_pem: str) -> str:
+    """`key_id()` of another key, given its PEM public key (an earlier key kept for verifying)."""
+    public = serialization.load_pem_public_key(public_pem.encode())
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
 def sign(payload: bytes) -> str:
     return base64.b64encode(signing_key().sign(payload)).decode()
 
