@@ -1,6 +1,7 @@
 """Signed decision bundles: what one agent's SDK may decide by itself while Airlock is unreachable.
 
-A bundle holds the client-executed skills offered to the agent (their snapshot entries), its tenant's
+A bundle holds the client-executed skills offered to the agent (their snapshot entries, only the versions
+that reach its tenant: `client_entries`), its tenant's
 active grants for its role, the published policies that can apply to it (source rules, compiled by the
 SDK with the same evaluator, `airlock_sdk.policy`), the agent's rate limit, whether its role may decide
 locally, an audience (tenant, agent, the key in use), a number that only grows and `valid_until`. It is
@@ -30,6 +31,7 @@ from policies.grants import active_grants
 from policies.models import IssuedBundle, LocalDecisionSettings, PolicyVersion, Scope, VersionStatus
 from registry.offering import offered_to
 from registry.snapshots import SnapshotIndex, latest_index
+from registry.stages import Audience
 
 BUNDLE_FORMAT = "airlock.bundle/1"
 DEFAULT_VALIDITY = timedelta(minutes=10)
@@ -62,16 +64,21 @@ def _window(now: datetime, validity: timedelta) -> tuple[datetime, datetime]:
 
 
 def client_entries(agent: Agent, index: SnapshotIndex) -> list[dict]:
-    """Every callable version (active and deprecated) of the client-executed skills offered to the agent."""
-    return sorted(
-        (
-            entry
-            for entry in index.skills
-            if is_client_skill(entry["manifest"])
-            and offered_to(entry["manifest"], tenant_slug=agent.tenant.slug, agent_role=agent.role)
-        ),
-        key=lambda entry: (entry["name"], entry["skill_version_id"]),
-    )
+    """Every callable version (active and deprecated) of the client-executed skills offered to the agent that
+    reaches its tenant, as the gate resolves a run's versions (registry.stages): a canary staged for other
+    tenants and a rolled-back version are left out; one staged for a share of runs is marked `share_of_runs`
+    (its percent), and the SDK uses it only in the runs inside that share (airlock_sdk.policy.audience)."""
+    audience, stages, entries = Audience(tenant_id=agent.tenant_id), index.stages, []
+    for entry in index.skills:
+        if not is_client_skill(entry["manifest"]) or not offered_to(
+            entry["manifest"], tenant_slug=agent.tenant.slug, agent_role=agent.role
+        ):
+            continue
+        if stages.reaches(entry["name"], entry["version"], audience):
+            entries.append(entry)
+        elif share := stages.runs_share(entry["name"], entry["version"], agent.tenant_id):
+            entries.append({**entry, "share_of_runs": share})
+    return sorted(entries, key=lambda entry: (entry["name"], entry["skill_version_id"]))
 
 
 def policy_entries(tenant: Tenant, skill_names: set[str]) -> list[dict]:

@@ -282,6 +282,16 @@ class SnapshotIndex:
     def rollouts(self) -> list[dict]:
         return self.body.get("rollouts", [])
 
+    @property
+    def stages(self) -> Stages:
+        """The snapshot's stages: which caller each staged version reaches (registry.stages)."""
+        return self._stages
+
+    def entry(self, name: str, version: str) -> dict | None:
+        """The snapshot's entry for this exact version, whoever it reaches (a record of what was called, not a
+        resolution: `resolve` is what may be called)."""
+        return next((e for e in self._by_name.get(name, []) if e["version"] == version), None)
+
 
 _CACHE_SIZE = 16
 _cache: OrderedDict[tuple[int, str], SnapshotIndex] = OrderedDict()

@@ -5,17 +5,19 @@ canary tenants or its share of runs, and each rolled-back version. `SnapshotInde
 whether a version reaches this caller; a staged version that does not, and a rolled-back one, are skipped,
 so the caller gets the version below (the baseline everyone else is on).
 
-A share of runs is chosen by hashing the run's id with the skill's name and version, so it needs no write,
-a run never sees two versions while it keeps its snapshot, and a run inside 10 % stays inside at 50 %.
+A share of runs is chosen by hashing the run's id with the skill's name and version
+(`airlock_sdk.policy.audience`, the rule the SDK applies to a decision bundle's `share_of_runs` too), so it
+needs no write, a run never sees two versions while it keeps its snapshot, and a run inside 10 % stays inside
+at 50 %. A decision bundle (policies.bundles) holds what `reaches` the agent's tenant, and marks what reaches
+only a share of its runs (`runs_share`).
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-SHARE_POINTS = 10_000  # a share is compared in hundredths of a percent
+from airlock_sdk.policy.audience import SHARE_POINTS, in_share, share_point
 
 
 @dataclass(frozen=True)
@@ -30,22 +32,13 @@ class Audience:
         return cls(tenant_id=run.tenant_id, run_key=str(run.pk))
 
 
-def share_point(run_key: str, name: str, version: str) -> int:
-    """A run's stable place in [0, 10000) for one staged version."""
-    digest = hashlib.sha256(f"{run_key}\x1f{name}\x1f{version}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % SHARE_POINTS
-
-
 def in_stage(stage: dict, name: str, audience: Audience | None) -> bool:
     """Whether a staged version (a `rollouts` entry) reaches this caller."""
     if audience is None:
         return False
     if audience.tenant_id is not None and audience.tenant_id in stage.get("tenant_ids", []):
         return True
-    percent = stage.get("percent")
-    if not percent or not audience.run_key:
-        return False
-    return share_point(audience.run_key, name, stage["version"]) < percent * SHARE_POINTS // 100
+    return in_share(audience.run_key, name, stage["version"], stage.get("percent"))
 
 
 @dataclass(frozen=True)
@@ -68,5 +61,15 @@ class Stages:
         stage = self.staged.get(name)
         return stage is None or stage["version"] != version or in_stage(stage, name, audience)
 
+    def runs_share(self, name: str, version: str, tenant_id: int) -> int | None:
+        """The percent of the tenant's runs a version reaches when that depends on the run (staged for a share
+        of runs, and not for the tenant as a canary); None when it reaches all of them or none (`reaches`)."""
+        stage = self.staged.get(name)
+        if (name, version) in self.withheld or stage is None or stage["version"] != version:
+            return None
+        if in_stage(stage, name, Audience(tenant_id=tenant_id)):
+            return None
+        return stage.get("percent") or None
 
-__all__ = ["Audience", "Stages", "in_stage", "share_point"]
+
+__all__ = ["SHARE_POINTS", "Audience", "Stages", "in_stage", "share_point"]

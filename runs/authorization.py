@@ -99,7 +99,10 @@ def standing_of(skill: ResolvedSkill, *, generation: gate_cache.Generation = Non
     return kernel.CALLABLE
 
 
-def skill_facts(skill: ResolvedSkill | None, *, standing: str = kernel.CALLABLE) -> kernel.Skill | None:
+def skill_facts(
+    skill: ResolvedSkill | None, *, standing: str = kernel.CALLABLE, reaches_audience: bool = True
+) -> kernel.Skill | None:
+    """`reaches_audience=False`: the version is known but this run no longer resolves it (an upload's)."""
     if skill is None:
         return None
     return kernel.Skill(
@@ -111,6 +114,7 @@ def skill_facts(skill: ResolvedSkill | None, *, standing: str = kernel.CALLABLE)
         manifest=skill.manifest,
         builtin=skill.builtin,
         standing=standing,
+        reaches_audience=reaches_audience,
         replacement=replacement_of(skill) if standing != kernel.CALLABLE else None,
     )
 

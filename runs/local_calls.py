@@ -27,6 +27,7 @@ from console.models import Agent
 from lib.canonical import sha256_of
 from policies.models import IssuedBundle
 from registry.snapshots import ResolvedSkill, index_for
+from registry.stages import Audience
 from runs import client_exec, lifecycle, local_review, ratelimit
 from runs.errors import CallError, Conflict, NotFound, NotPermitted, ValidationFailed
 from runs.models import CallStatus, LocalDecision, Run, ToolCall, Verdict
@@ -50,6 +51,7 @@ class LocalCall:
 
     call_id: str
     skill: ResolvedSkill
+    resolves: bool  # False: the run's snapshot no longer gives this run that version (recorded flagged)
     arguments: dict
     reason: str
     bundle_number: int
@@ -131,6 +133,20 @@ def _checked_times(raw: dict, run: Run, now: datetime) -> tuple[datetime, dateti
     return decided_at, finished_at
 
 
+def _skill_of_call(run: Run, name: str, version: str) -> tuple[ResolvedSkill, bool]:
+    """The version the call names as the run resolves it (its stages included: registry.stages), and whether
+    it does; a version the run's snapshot holds but no longer gives this run (a canary of other tenants, a
+    rolled-back or sunset version) is still recorded, flagged: it ran. One the snapshot never held is refused."""
+    index = index_for(run.snapshot)
+    skill = index.resolve(name, version or None, audience=Audience.of_run(run))
+    if skill is not None:
+        return skill, True
+    entry = index.entry(name, version) if version else None
+    if entry is None:
+        raise NotFound(f"The run's snapshot has no skill {name} {version}".rstrip() + ".", code="unknown_skill")
+    return ResolvedSkill.from_entry(entry), False
+
+
 def parse_local_call(raw: Any, *, run: Run, agent: Agent, now: datetime) -> LocalCall:
     """The uploaded call, or the typed reason it is refused."""
     if not isinstance(raw, dict):
@@ -157,9 +173,7 @@ def parse_local_call(raw: Any, *, run: Run, agent: Agent, now: datetime) -> Loca
     if not isinstance(sequence, int) or isinstance(sequence, bool) or not 0 <= sequence < 2**31:
         raise _field_error("sequence", "a non-negative integer")
     decided_at, finished_at = _checked_times(raw, run, now)
-    skill = index_for(run.snapshot).resolve(name, version or None)
-    if skill is None:
-        raise NotFound(f"The run's snapshot has no skill {name} {version}".rstrip() + ".", code="unknown_skill")
+    skill, resolves = _skill_of_call(run, name, version)
     if not client_exec.is_client_skill(skill.manifest):
         raise NotPermitted(
             f"{name} runs on Airlock's side; only skills the agent executes itself are decided locally.",
@@ -177,6 +191,7 @@ def parse_local_call(raw: Any, *, run: Run, agent: Agent, now: datetime) -> Loca
     return LocalCall(
         call_id=call_id,
         skill=skill,
+        resolves=resolves,
         arguments=arguments,
         reason=redact_text(str(raw.get("reason") or ""), limit=300),
         bundle_number=bundle,
@@ -305,7 +320,12 @@ def _insert(*, run: Run, agent: Agent, local: LocalCall) -> ToolCall:
     }
     call.save(force_insert=True)
     flag = local_review.reevaluate(
-        run=run, agent=agent, skill=skill, arguments=local.arguments, decided_at=local.decided_at
+        run=run,
+        agent=agent,
+        skill=skill,
+        resolves=local.resolves,
+        arguments=local.arguments,
+        decided_at=local.decided_at,
     )
     call.local = LocalDecision.objects.create(
         call=call,

@@ -24,6 +24,8 @@ from registry.snapshots import ResolvedSkill
 from runs import authorization, gate_cache, tasks
 from runs.models import Run, ToolCall
 
+NO_LONGER = "it is staged for other tenants or another share of runs, rolled back, or past its sunset."
+
 
 @dataclass(frozen=True)
 class Flag:
@@ -45,13 +47,14 @@ def reevaluate(
     run: Run,
     agent: Agent,
     skill: ResolvedSkill | None,
+    resolves: bool = True,
     name: str = "",
     arguments: dict,
     decided_at: datetime,
     bundle: kernel.Bundle | None = None,
 ) -> Flag | None:
     """None when the kernel, asked with the facts of the moment the SDK decided, allows the call as the SDK
-    did; else the flag to record."""
+    did; else the flag to record. `resolves=False`: the run no longer gives it this version (flagged)."""
     facts = kernel.Facts(
         path=Path.UPLOAD_REVIEW,
         agent=authorization.agent_facts(agent, at=decided_at),
@@ -59,7 +62,11 @@ def reevaluate(
         run=_run_when_decided(run, decided_at),
         name=skill.name if skill else name,
         version=skill.version if skill else None,
-        skill=authorization.skill_facts(skill, standing=authorization.standing_of(skill)) if skill else None,
+        skill=(
+            authorization.skill_facts(skill, standing=authorization.standing_of(skill), reaches_audience=resolves)
+            if skill
+            else None
+        ),
         arguments=arguments,
         argument_errors=authorization.errors_in(skill, arguments) if skill else None,
         grants=gate_cache.active_grants(tenant_id=run.tenant_id, agent_role=agent.role, generation=None),
@@ -68,6 +75,8 @@ def reevaluate(
     )
     ruling = kernel.decide(facts)
     when = f"Decided at {decided_at:%Y-%m-%d %H:%M:%S} UTC"
+    if ruling.refused and ruling.refusal.code == "unknown_skill" and skill is not None:
+        return Flag("deny", f"{when}: {skill.name} {skill.version} no longer resolves for this run: {NO_LONGER}")
     if ruling.refused:
         return Flag("deny", f"{when}: {ruling.refusal.message}")
     if ruling.verdict == "allow":

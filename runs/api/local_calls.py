@@ -1,8 +1,8 @@
 """`POST /api/v1/runs/{run_id}/local-calls`: the SDK uploads the calls it decided locally while Airlock was
 unreachable (runs.local_calls). One answer per call; the good calls of an upload are recorded whatever the
 others are, except when the whole upload is refused with nothing recorded: an impossible time (400) or the
-agent's rate limit used up (429, `Retry-After`). A revoked agent's genuine key is accepted here, and only here: what it decided before the
-revocation is recorded, anything decided after is recorded flagged."""
+agent's rate limit used up (429, `Retry-After`). A revoked agent's genuine key is accepted here, and only
+here: what it decided before the revocation is recorded, anything decided after is recorded flagged."""
 
 from __future__ import annotations
 

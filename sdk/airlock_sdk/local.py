@@ -1,6 +1,7 @@
 """Local decisions: a call of a skill the agent runs itself, decided from the signed bundle when the gate
 cannot be reached (or first, with `local_first=True`), by the gate's own decision kernel
-(`airlock_sdk.policy.kernel`) with the facts the bundle holds: the skill as it reaches this agent, its
+(`airlock_sdk.policy.kernel`) with the facts the bundle holds: the skill as it reaches this agent's run (a
+version staged for a share of runs only inside that share, `reaches_run`), its
 input schema, the offer and the grants, the agent's rate limit (counted in this process), the policies
 and the floors, the bundle's validity and the role's opt-in. A deny is the gate's typed error, with the
 same code, reason, rule and policy version. Whatever the gate would answer otherwise (confirm, a
@@ -21,6 +22,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 
 from airlock_sdk.bundles import CachedBundle
 from airlock_sdk.policy import engine, kernel
+from airlock_sdk.policy.audience import in_share
 from airlock_sdk.policy.context import is_client_skill
 
 WINDOW_S = 60
@@ -64,10 +66,10 @@ class CompiledBundle:
         self.rate_limit = int(body["rate_limit_per_minute"])
         self.grants = [(str(g["pattern"]), list(g.get("scopes") or [])) for g in body.get("grants", [])]
         self.skills = {(s["name"], s["version"]): s for s in body.get("skills", [])}
-        self.latest = {}
-        for entry in sorted(body.get("skills", []), key=lambda s: _semver(s["version"])):
+        self.newest_first: dict[str, list[dict]] = {}
+        for entry in sorted(body.get("skills", []), key=lambda s: _semver(s["version"]), reverse=True):
             if entry.get("status", "active") == "active":
-                self.latest[entry["name"]] = entry
+                self.newest_first.setdefault(entry["name"], []).append(entry)
         self.policies = [
             engine.CompiledPolicy(
                 policy_id=int(p["policy_id"]),
@@ -83,8 +85,12 @@ class CompiledBundle:
         ]
         self._validators: dict[tuple[str, str], Draft202012Validator] = {}
 
-    def resolve(self, name: str, version: str | None) -> dict | None:
-        return self.skills.get((name, version)) if version else self.latest.get(name)
+    def resolve(self, name: str, version: str | None, run_id: str = "") -> dict | None:
+        """The exact version (whether it reaches this run is the kernel's `reaches_audience`), or the newest
+        active one that reaches this run, as the gate resolves it (registry.snapshots.SnapshotIndex.resolve)."""
+        if version:
+            return self.skills.get((name, version))
+        return next((e for e in self.newest_first.get(name, []) if reaches_run(e, run_id)), None)
 
     def argument_errors(self, entry: dict, arguments: Any) -> list[dict]:
         """The input schema's objections, field by field, as the gate lists them."""
@@ -102,7 +108,16 @@ class CompiledBundle:
         return self._validators[key]
 
 
-def _skill_of(entry: dict) -> kernel.Skill:
+def reaches_run(entry: dict, run_id: str) -> bool:
+    """Whether a bundle entry reaches this run: every entry reaches the agent's tenant (the server leaves out
+    the rest), and one marked `share_of_runs` only the runs inside that share (the gate's own rule)."""
+    if entry.get("reaches_audience", True) is False:
+        return False
+    share = entry.get("share_of_runs")
+    return share is None or in_share(run_id, entry["name"], entry["version"], share)
+
+
+def _skill_of(entry: dict, run_id: str) -> kernel.Skill:
     return kernel.Skill(
         name=entry["name"],
         version=entry["version"],
@@ -110,7 +125,7 @@ def _skill_of(entry: dict) -> kernel.Skill:
         data_class=entry["data_classification"],
         namespace=entry["namespace"],
         manifest=entry.get("manifest") or {},
-        reaches_audience=entry.get("reaches_audience", True) is not False,
+        reaches_audience=reaches_run(entry, run_id),
     )
 
 
@@ -148,13 +163,15 @@ class LocalDecider:
         end_user_roles: list[str],
         retry_after: float = 5.0,
         now: datetime | None = None,
+        run_id: str = "",
     ) -> LocalVerdict:
-        """The decision kernel's ruling (`airlock_sdk.policy.kernel`, the gate's own) with the bundle's facts."""
+        """The decision kernel's ruling (`airlock_sdk.policy.kernel`, the gate's own) with the bundle's facts.
+        `run_id` picks the version a share-of-runs stage gives this run (without one, the version below)."""
         if bundle is None:
             return unavailable("no decision bundle has been received yet", retry_after=retry_after)
         compiled = self.compiled(bundle)
         number = compiled.number
-        entry = compiled.resolve(name, version)
+        entry = compiled.resolve(name, version, run_id)
         if entry is not None and not is_client_skill(entry.get("manifest") or {}):
             return unavailable(f"{name} runs on Airlock's side", retry_after=retry_after, bundle_number=number)
         facts = kernel.Facts(
@@ -173,7 +190,7 @@ class LocalDecider:
             ),
             name=name,
             version=version,
-            skill=_skill_of(entry) if entry is not None else None,
+            skill=_skill_of(entry, run_id) if entry is not None else None,
             arguments=arguments,
             argument_errors=compiled.argument_errors(entry, arguments) if entry is not None else None,
             grants=compiled.grants,
@@ -251,4 +268,4 @@ class LocalDecider:
         return replace(unavailable(why, retry_after=retry_after), **outcome)
 
 
-__all__ = ["CompiledBundle", "LocalDecider", "LocalVerdict", "is_client_skill", "unavailable"]
+__all__ = ["CompiledBundle", "LocalDecider", "LocalVerdict", "is_client_skill", "reaches_run", "unavailable"]

@@ -196,6 +196,7 @@ class Run:
             taint_source=self.taint_source,
             end_user=self.end_user,
             end_user_roles=self.end_user_roles,
+            run_id=self.run_id,
         )
         untrusted = ((verdict.skill or {}).get("manifest") or {}).get("risk", {}).get("untrusted_output")
         if verdict.verdict == "allow" and untrusted and not self.tainted:

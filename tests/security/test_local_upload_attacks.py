@@ -4,14 +4,29 @@ never opted in, canary versions staged for other tenants, and retention erasing 
 
 from __future__ import annotations
 
+import json
+import uuid
+from datetime import timedelta
+
+import httpx
 import pytest
+from airlock_sdk import Airlock, ClientSkillRegistry, Ok
+from airlock_sdk.bundles import CachedBundle
+from airlock_sdk.local import LocalDecider
 from django.core import mail
 
+from policies.bundles import bundle_for
+from policies.services import set_local_decisions
+from registry import rollouts
+from registry.snapshots import latest_index
+from registry.stages import Audience
 from runs import ratelimit
 from runs.models import LocalDecision, ToolCall
+from tests.browser.conftest import asgi_live_server  # noqa: F401 - reused fixture
 from tests.runs.conftest import call, post_calls, start_run
-from tests.runs.factories import published_policy, rule
+from tests.runs.factories import make_skill, published_policy, rule
 from tests.runs.test_local_calls import run_id, skills, spooled, upload  # noqa: F401 - reused fixtures
+from tests.sdk.test_live import Switchable
 
 pytestmark = pytest.mark.django_db
 
@@ -82,3 +97,127 @@ def test_flag_mail_goes_once_per_agent_and_skill_not_again_for_each_new_run(
     recipients = sorted(address for message in mail.outbox for address in message.to)
     assert recipients == ["admin@example.com", "support-tools@example.com"]
     assert LocalDecision.objects.filter(flagged=True).count() == 4  # every call is still flagged on record
+
+
+# 6: canary versions staged for other tenants ------------------------------------------------------
+
+
+@pytest.fixture
+def lookup_v11(skills, owner):
+    """crm.lookup_local 1.1.0 published beside 1.0.0; each test stages it."""
+    return make_skill("crm.lookup_local", version="1.1.0", adapter="client:crm.lookup_local", publish=False)
+
+
+def bundle_versions(agent) -> dict[str, dict]:
+    return {e["version"]: e for e in bundle_for(agent).body["skills"] if e["name"] == "crm.lookup_local"}
+
+
+def test_a_bundle_holds_no_canary_staged_for_another_tenant_and_names_no_canary_tenant(
+    acme, globex, agent, owner, lookup_v11
+):
+    rollouts.roll_out_version(version=lookup_v11, user=owner, tenants=["globex"])
+    assert set(bundle_versions(agent)) == {"1.0.0"}
+    assert "globex" not in json.dumps(bundle_for(agent).body)
+    rollouts.roll_out_version(version=lookup_v11, user=owner, tenants=["acme"])
+    versions = bundle_versions(agent)
+    assert set(versions) == {"1.0.0", "1.1.0"} and "share_of_runs" not in versions["1.1.0"]
+
+
+def test_a_share_of_runs_is_marked_and_the_sdk_picks_the_servers_version_for_each_run(
+    acme, globex, agent, owner, lookup_v11
+):
+    rollouts.roll_out_version(version=lookup_v11, user=owner, percent=40)
+    set_local_decisions(tenant=acme, agent_roles=["support"], bundle_validity=timedelta(minutes=10), by_label="t")
+    assert bundle_versions(agent)["1.1.0"]["share_of_runs"] == 40
+    signed = bundle_for(agent)
+    bundle = CachedBundle(number=signed.body["number"], body=signed.body, signature=signed.signature)
+    decider, index, chosen = LocalDecider(), latest_index(), set()
+    for number in range(200):
+        run_key = str(uuid.UUID(int=number * 7919 + 13))
+        server = index.resolve("crm.lookup_local", audience=Audience(tenant_id=acme.pk, run_key=run_key))
+        local = decider.decide(
+            bundle,
+            name="crm.lookup_local",
+            version=None,
+            arguments={"customer": "c-1"},
+            run_tainted=False,
+            taint_source="",
+            end_user="u-1",
+            end_user_roles=[],
+            run_id=run_key,
+        )
+        assert local.verdict == "allow" and local.skill["version"] == server.version, run_key
+        pinned = decider.decide(
+            bundle,
+            name="crm.lookup_local",
+            version="1.1.0",
+            arguments={"customer": "c-1"},
+            run_tainted=False,
+            taint_source="",
+            end_user="u-1",
+            end_user_roles=[],
+            run_id=run_key,
+        )
+        assert (pinned.verdict == "allow") == (server.version == "1.1.0"), run_key  # outside: not in the bundle
+        chosen.add(server.version)
+    assert chosen == {"1.0.0", "1.1.0"}
+
+
+def test_an_upload_of_the_tenants_own_canary_is_recorded_unflagged(acme, owner, lookup_v11, agent_client, run_id):
+    rollouts.roll_out_version(version=lookup_v11, user=owner, tenants=["acme"])
+    run_id = start_run(agent_client)["run_id"]  # a run on the snapshot with the stage
+    answer = upload(agent_client, run_id, [spooled("c-1", version="1.1.0")]).json()["results"][0]
+    assert answer["status"] == "recorded" and answer["flagged"] is False, answer
+    assert ToolCall.objects.get(run_id=run_id, call_id="c-1").requested_version == "1.1.0"
+
+
+def test_a_call_decided_with_another_tenants_canary_is_recorded_flagged_never_dropped(
+    acme, globex, owner, lookup_v11, agent_client, run_id
+):
+    rollouts.roll_out_version(version=lookup_v11, user=owner, tenants=["globex"])
+    run_id = start_run(agent_client)["run_id"]
+    answer = upload(agent_client, run_id, [spooled("c-1", version="1.1.0")]).json()["results"][0]
+    assert answer["status"] == "recorded" and answer["flagged"] is True, answer
+    local = LocalDecision.objects.get(call__call_id="c-1")
+    assert "no longer resolves" in local.flag_reason and local.flag_verdict == "deny"
+
+
+@pytest.fixture
+def sdk_outage(asgi_live_server, agent_and_key, tmp_path, monkeypatch):
+    """acme's agent as a real SDK (bundle cache, spool and uploader) against a live Airlock it can lose."""
+    monkeypatch.setenv("AIRLOCK_TRUST_DIR", str(tmp_path / "trust"))
+    monkeypatch.delenv("AIRLOCK_PUBLIC_KEY", raising=False)
+    monkeypatch.delenv("AIRLOCK_TENANT", raising=False)
+    switch, ran = Switchable(), []
+    client_skills = ClientSkillRegistry()
+    client_skills.register("crm.lookup_local", lambda customer: ran.append(customer) or {"name": "Ada"})
+    client = Airlock(
+        asgi_live_server.url,
+        agent_and_key[1],
+        cache_dir=tmp_path / "cache",
+        retries=1,
+        client_skills=client_skills,
+        http_client=httpx.Client(transport=switch, timeout=40),
+        spool_path=tmp_path / "spool.sqlite3",
+    )
+    yield client, switch, ran
+    client.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sdk_never_decides_with_another_tenants_canary_and_what_it_ran_is_recorded(
+    acme, globex, owner, lookup_v11, sdk_outage
+):
+    airlock, switch, ran = sdk_outage
+    rollouts.roll_out_version(version=lookup_v11, user=owner, tenants=["globex"])
+    set_local_decisions(tenant=acme, agent_roles=["support"], bundle_validity=timedelta(minutes=10), by_label="t")
+    run = airlock.start_run(end_user="u-1", task="outage")
+    airlock.refresh_bundle()
+    switch.down = True
+    (result,) = run.call([{"name": "crm.lookup_local", "arguments": {"customer": "c-1"}}])
+    assert isinstance(result, Ok) and result.decided_locally and ran == ["c-1"]
+    assert result.skill["version"] == "1.0.0"  # the version the gate gives acme's runs, not globex's canary
+    switch.down = False
+    report = airlock.flush_spool()
+    assert report.recorded == [result.call_id] and report.refused == [] and report.flagged == []
+    assert ToolCall.objects.get(run_id=run.run_id).requested_version == "1.0.0"

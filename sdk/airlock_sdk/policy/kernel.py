@@ -92,7 +92,8 @@ SUNSET = "sunset"
 @dataclass(frozen=True)
 class Skill:
     """The version as it reaches this audience. `reaches_audience` is False for a version staged only for
-    other tenants (a canary): to this agent it does not exist."""
+    other tenants (a canary), or for a share of runs this run is outside (airlock_sdk.policy.audience): to
+    this call it does not exist."""
 
     name: str
     version: str
