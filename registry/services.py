@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from console.models import Team
 from lib.canonical import sha256_of
-from registry import contracts, hooks, namespaces, review, trials
+from registry import contracts, fallbacks, hooks, namespaces, review, trials
 from registry.models import (
     LIFECYCLE_MANIFEST_KEYS,
     PUBLISHED_STATUSES,
@@ -71,6 +71,7 @@ def check_manifest(*, manifest: dict, skill: Skill | None = None, imported_from:
         )
         errors += trials.sandbox_problems(manifest, team_slug if isinstance(team_slug, str) else None)
         errors += trials.manifest_test_problems(manifest)
+        errors += fallbacks.fallback_problems(manifest)
     if skill is not None and isinstance(manifest.get("ownership"), dict):
         team = manifest["ownership"].get("team")
         if team not in (None, skill.owner_team.slug):

@@ -111,6 +111,8 @@ def span_attributes(error: CallError) -> dict[str, str]:
         attributes["airlock.error.downstream_message"] = shown["downstream_message"]
     if "downstream_code" in shown:
         attributes["airlock.error.downstream_code"] = shown["downstream_code"]
+    if "fallback" in shown:  # the approved fallback offered to the model while the breaker is open
+        attributes["airlock.fallback.offered"] = shown["fallback"]
     if error.exception:
         attributes["exception.type"] = error.exception["type"]
         attributes["exception.message"] = error.exception["message"]

@@ -27,6 +27,7 @@ from runs.plane import execution as plane
 logger = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_MS = 10_000
 READ_EFFECTS = frozenset({"read"})
+BREAKER_OPEN_CODES = frozenset({"circuit_open", "circuit_half_open"})  # the skill is unavailable for now
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()

@@ -555,6 +555,7 @@ def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
         [(plan.skill.manifest, plan.effect, plan.arguments, invocation_context(run, plan.tool_call)) for plan in reads]
     )
     for plan, outcome in zip(reads, outcomes, strict=True):
+        _offer_fallback(plan, outcome, state)
         _settle_read(plan, outcome, run)
     for plan in others:  # side effects: one at a time, in the order given, each recorded before the next
         _guarded(plan, state, lambda p=plan: _execute_write(p, state))
@@ -621,6 +622,7 @@ def _execute_write(plan: Planned, state: BatchState) -> None:
         arguments=plan.arguments,
         context=invocation_context(state.run, plan.tool_call),
     )
+    _offer_fallback(plan, plan.outcome, state)
     plan.result = recording.record_execution(
         call=plan.tool_call,
         skill=plan.skill,
@@ -630,6 +632,20 @@ def _execute_write(plan: Planned, state: BatchState) -> None:
         arguments=plan.arguments,
     )
     _note_untrusted(plan, state.run)
+
+
+def _offer_fallback(plan: Planned, outcome: execution.Outcome, state: BatchState) -> None:
+    """While a skill's breaker is open, its error names the fallback its owners approved (`execution.fallback`),
+    if this agent may call that skill now; the offer is recorded with the call and on its span."""
+    fallback = (plan.skill.manifest.get("execution") or {}).get("fallback")
+    error = outcome.error
+    if not fallback or error is None or error.code not in execution.BREAKER_OPEN_CODES:
+        return
+    if fallback not in _available(state):
+        return
+    error.extra["fallback"] = fallback
+    error.message += f" Its owners name {fallback} as the fallback while it is unavailable: call that instead."
+    plan.tool_call.decision = {**plan.tool_call.decision, "fallback_offered": fallback}
 
 
 def _note_untrusted(plan: Planned, run: Run) -> None:
