@@ -34,6 +34,7 @@ class FunctionContract:
     effect: str
     approval: str = "not_required"
     teams: tuple[str, ...] = (ANY_TEAM,)
+    sandbox_for: str = ""  # a sandbox: the function it stands in for when owners try a skill; never production
 
     def __post_init__(self) -> None:
         if self.effect not in EFFECT_RANK or self.approval not in APPROVAL_RANK or not self.teams:
