@@ -27,6 +27,7 @@ urlpatterns = [
     path("v1/", include("traces.otlp_urls")),
     path("registry/", include("runs.trial_urls")),  # a version's try page, beside its registry pages
     path("registry/", include("registry.urls")),
+    path("policies/", include("runs.grant_urls")),  # a grant's page and revocation preview, beside the grants
     path("policies/", include("policies.urls")),
     path("runs/", include("runs.urls")),
     path("approvals/", include("approvals.urls")),

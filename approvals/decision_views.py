@@ -7,7 +7,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from approvals.decisions import EXPORTS, decision_row, decisions_in
+from approvals.decisions import EXPORTS, audit_lines, decision_row, decisions_in
 from approvals.forms import DecisionFilterForm
 from console.tenancy import decision_reader_tenant_or_404
 
@@ -32,12 +32,19 @@ def decision_history(request: HttpRequest, tenant_slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def decision_export(request: HttpRequest, tenant_slug: str) -> HttpResponse:
-    """The filtered history as `?format=csv` (the default) or `?format=jsonl`, streamed."""
+    """The filtered history as `?format=csv` (the default) or `?format=jsonl`, streamed; `?format=audit`: the
+    tenant's whole audit chain with its signed checkpoints and its grants change log (JSON Lines)."""
     tenant = decision_reader_tenant_or_404(request.user, tenant_slug)
     form = DecisionFilterForm(request.GET)
     export_format = request.GET.get("format", "csv")
+    if export_format == "audit":
+        response = StreamingHttpResponse(audit_lines(tenant.pk), content_type="application/x-ndjson; charset=utf-8")
+        response["Content-Disposition"] = (
+            f'attachment; filename="audit-{tenant.slug}-{timezone.now():%Y%m%d-%H%M%S}.jsonl"'
+        )
+        return response
     if export_format not in EXPORTS:
-        return HttpResponse("format: choose csv or jsonl.", status=400, content_type="text/plain")
+        return HttpResponse("format: choose csv, jsonl or audit.", status=400, content_type="text/plain")
     if not form.is_valid():
         return HttpResponse(form.error_summary(), status=400, content_type="text/plain")
     lines, content_type = EXPORTS[export_format]

@@ -20,6 +20,8 @@ from django.urls import reverse
 from approvals.masking import MASK, mask
 from approvals.models import ApprovalEvent
 from approvals.notices import arguments_withheld
+from audit.chain import export_records
+from policies.models import GrantEvent
 
 # The audit actions that are decisions; "approved" with `detail.edited` is an edit-approval.
 DECISION_ACTIONS = ("approved", "declined", "vote", "expired", "cancelled")
@@ -166,6 +168,32 @@ def csv_lines(events: QuerySet[ApprovalEvent]) -> Iterator[str]:
 def jsonl_lines(events: QuerySet[ApprovalEvent]) -> Iterator[str]:
     for event in _batches(events):
         yield json.dumps(decision_row(event), ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def grant_log_row(event: GrantEvent) -> dict[str, Any]:
+    """One entry of the grants change log as the audit export shows it."""
+    return {
+        "type": "grant_event",
+        "id": event.pk,
+        "at": event.created_at.isoformat(),
+        "grant_id": event.grant_ref,
+        "action": event.action,
+        "skill_pattern": event.skill_pattern,
+        "agent_role": event.agent_role,
+        "by": event.actor_label,
+        "reason": event.reason,
+        "oauth_scopes": event.detail.get("oauth_scopes") or [],
+        "expires_at": event.detail.get("expires_at"),
+    }
+
+
+def audit_lines(tenant_id: int) -> Iterator[str]:
+    """`format=audit`: the tenant's audit chain (key, links, signed checkpoints), then its grants change log,
+    oldest first, one JSON object a line. docs/security.md shows how to check it without Airlock."""
+    for record in export_records(tenant_id):
+        yield json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
+    for event in GrantEvent.objects.filter(tenant_id=tenant_id).order_by("created_at", "pk").iterator(EXPORT_BATCH):
+        yield json.dumps(grant_log_row(event), ensure_ascii=False, sort_keys=True) + "\n"
 
 
 EXPORTS = {

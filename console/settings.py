@@ -328,6 +328,8 @@ AIRLOCK_RATE_LIMITS = rate_limit_list("AIRLOCK_RATE_LIMITS", env_list("AIRLOCK_R
 # Decision bundles (policies/bundles.py): the longest a signed bundle lets an agent decide locally, whatever
 # its tenant's admins set (a revoked agent's local decisions stop at most this long after the revocation).
 AIRLOCK_BUNDLE_MAX_VALIDITY_SECONDS = env_int("AIRLOCK_BUNDLE_MAX_VALIDITY_SECONDS", 3600, minimum=30)
+# A grant's page (runs/grant_revocation.py): the calls of this many past days that revoking it would have refused.
+AIRLOCK_GRANT_PREVIEW_DAYS = env_int("AIRLOCK_GRANT_PREVIEW_DAYS", 7, minimum=1)
 
 # The deployment's own in-process tools (`python:` adapters): modules whose `@register` calls declare them, and
 # every installed package's `airlock.tools` entry points (runs/tool_modules.py). The demo's functions load only

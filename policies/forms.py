@@ -15,6 +15,12 @@ def _count(skills: list) -> str:
     return f"{len(skills)} skill" if len(skills) == 1 else f"{len(skills)} skills"
 
 
+class RevokeGrantForm(forms.Form):
+    """Why a grant is revoked: asked for on every revocation, kept in the grant's change log."""
+
+    reason = forms.CharField(max_length=500, strip=True, error_messages={"required": "Say why the grant is revoked."})
+
+
 class GrantForm(forms.Form):
     """A grant picked from what exists: a role of the tenant's agents, a skill or namespace offered to it."""
 

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from console.models import Tenant
 from console.tenancy import TenantScopedQuerySet, tenants_for
+from lib.append_only import AppendOnlyModel
 from registry.models import Skill
 
 
@@ -52,6 +53,37 @@ class Grant(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
+
+
+class GrantAction(models.TextChoices):
+    GRANTED = "granted", "Granted"
+    REVOKED = "revoked", "Revoked"
+
+
+class GrantEvent(AppendOnlyModel):
+    """The change log of a tenant's grants: who granted or revoked what, when and why (the reason asked
+    for on revocation). The grant's pattern, role and id are kept on the row, so that it outlives the grant."""
+
+    append_only_message = "The grant change log is append-only."
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    grant = models.ForeignKey(Grant, null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
+    grant_ref = models.PositiveBigIntegerField(help_text="The grant's id, kept after it is deleted.")
+    action = models.CharField(max_length=16, choices=GrantAction.choices)
+    skill_pattern = models.CharField(max_length=200)
+    agent_role = models.CharField(max_length=64)
+    reason = models.CharField(max_length=500, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_label = models.CharField(max_length=150, help_text="Who acted, kept even if the user is deleted.")
+    detail = models.JSONField(default=dict, blank=True, help_text="OAuth scopes and expiry as granted.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["grant_ref", "created_at"], name="grant_event_grant_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.actor_label} {self.action} {self.skill_pattern} to {self.agent_role}"
 
 
 class Scope(models.TextChoices):

@@ -16,7 +16,17 @@ from django.utils import timezone
 
 from console.models import Tenant
 from policies import engine, hooks
-from policies.models import Grant, LocalDecisionSettings, Policy, PolicyTest, PolicyVersion, Scope, VersionStatus
+from policies.models import (
+    Grant,
+    GrantAction,
+    GrantEvent,
+    LocalDecisionSettings,
+    Policy,
+    PolicyTest,
+    PolicyVersion,
+    Scope,
+    VersionStatus,
+)
 from registry.snapshots import latest_snapshot, publish_snapshot
 
 
@@ -58,19 +68,40 @@ def create_grant(
             expires_at=expires_at,
             granted_by=granted_by,
         )
+        _record_grant_event(grant, GrantAction.GRANTED, actor=granted_by)
         _publish_snapshot(f"grant {grant.skill_pattern} to {tenant.slug}/{grant.agent_role}")
     return grant
 
 
-def revoke_grant(*, grant: Grant, revoked_by) -> Grant:
+def revoke_grant(*, grant: Grant, revoked_by, reason: str = "") -> Grant:
+    """Revoke the grant once; the change log records who, when and why (a second revocation records nothing)."""
     with transaction.atomic():
         updated = Grant.objects.filter(pk=grant.pk, revoked_at__isnull=True).update(
             revoked_at=timezone.now(), revoked_by=revoked_by
         )
         grant.refresh_from_db()
         if updated:
+            _record_grant_event(grant, GrantAction.REVOKED, actor=revoked_by, reason=reason)
             _publish_snapshot(f"revoke grant {grant.skill_pattern} from {grant.tenant.slug}/{grant.agent_role}")
     return grant
+
+
+def _record_grant_event(grant: Grant, action: str, *, actor, reason: str = "") -> GrantEvent:
+    return GrantEvent.objects.create(
+        tenant_id=grant.tenant_id,
+        grant=grant,
+        grant_ref=grant.pk,
+        action=action,
+        skill_pattern=grant.skill_pattern,
+        agent_role=grant.agent_role,
+        reason=reason.strip()[:500],
+        actor=actor if actor is not None and actor.is_authenticated else None,
+        actor_label=actor.get_username() if actor is not None and actor.is_authenticated else "system",
+        detail={
+            "oauth_scopes": list(grant.oauth_scopes),
+            "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
+        },
+    )
 
 
 # Policies -----------------------------------------------------------------------------------------

@@ -15,7 +15,14 @@ from django.views.decorators.http import require_GET, require_POST
 from console.models import Role
 from console.tenancy import RoleRequired, tenant_for_user_or_404, tenants_for
 from policies import bundles, engine, services
-from policies.forms import GrantForm, LocalDecisionsForm, PolicyCreateForm, PolicyTestForm, rules_from_post
+from policies.forms import (
+    GrantForm,
+    LocalDecisionsForm,
+    PolicyCreateForm,
+    PolicyTestForm,
+    RevokeGrantForm,
+    rules_from_post,
+)
 from policies.grant_options import reaches_nothing
 from policies.models import Grant, Policy, PolicyVersion, Scope, VersionStatus
 from registry.models import Skill
@@ -82,11 +89,16 @@ def grant_create(request: HttpRequest, tenant_slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def grant_revoke(request: HttpRequest, tenant_slug: str, grant_id: int) -> HttpResponse:
+    """Revoke with a reason (asked for on the grant's page, below what the revocation would refuse)."""
     tenant = tenant_for_user_or_404(request.user, tenant_slug, Role.ADMIN)
     grant = get_object_or_404(Grant, pk=grant_id, tenant=tenant)
-    services.revoke_grant(grant=grant, revoked_by=request.user)
+    form = RevokeGrantForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.errors["reason"]))
+        return redirect("grants:grant_detail", tenant_slug=tenant.slug, grant_id=grant.pk)
+    services.revoke_grant(grant=grant, revoked_by=request.user, reason=form.cleaned_data["reason"])
     messages.success(request, f"Revoked {grant.skill_pattern} from {grant.agent_role} agents.")
-    return redirect("policies:grant_list", tenant_slug=tenant.slug)
+    return redirect("grants:grant_detail", tenant_slug=tenant.slug, grant_id=grant.pk)
 
 
 @login_required

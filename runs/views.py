@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -17,6 +20,16 @@ from traces.models import Span
 
 PAGE_SIZE = 50
 TEXT_FILTERS = ("tenant", "agent", "end_user", "skill")
+
+
+def _page_cursor(value: str) -> tuple[datetime, uuid.UUID] | None:
+    """`before=<created_at>~<run id>` of the last run on the page before; anything else is the first page."""
+    created, _, run_id = value.partition("~")
+    try:
+        at, pk = datetime.fromisoformat(created), uuid.UUID(run_id)
+    except ValueError:
+        return None
+    return (at, pk) if at.tzinfo is not None else None
 
 
 def _filter_runs(runs: QuerySet[Run], filters: dict[str, str]) -> QuerySet[Run]:
@@ -47,11 +60,25 @@ def run_list(request: HttpRequest) -> HttpResponse:
         runs = runs.filter(tainted=True)
     if request.GET.get("flagged") == "1":  # calls decided locally during an outage that today's policy refuses
         runs = runs.filter(Exists(LocalDecision.objects.filter(call__run=OuterRef("pk"), flagged=True)))
+    before = _page_cursor(request.GET.get("before", ""))
+    if before is not None:
+        runs = runs.filter(Q(created_at__lt=before[0]) | Q(created_at=before[0], pk__lt=before[1]))
+    page = list(runs.order_by("-created_at", "-pk")[: PAGE_SIZE + 1])
+    query = request.GET.copy()
+    query.pop("before", None)
+    filter_query, older_query = query.urlencode(), ""
+    if len(page) > PAGE_SIZE:
+        page = page[:PAGE_SIZE]
+        query["before"] = f"{page[-1].created_at.isoformat()}~{page[-1].pk}"
+        older_query = query.urlencode()
     return render(
         request,
         "runs/list.html",
         {
-            "runs": runs[:PAGE_SIZE],
+            "runs": page,
+            "older_query": older_query,
+            "filter_query": filter_query,
+            "paged": before is not None,
             "status": status,
             "filters": filters,
             "statuses": RunStatus.values,

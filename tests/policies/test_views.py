@@ -39,7 +39,7 @@ def test_grant_create_rejects_bad_pattern(client, acme, tenant_admin):
 def test_grant_revoke_happy_path(client, acme, tenant_admin):
     created = grant(acme, "docs.*")
     login(client, tenant_admin)
-    response = client.post(reverse("policies:grant_revoke", args=["acme", created.pk]))
+    response = client.post(reverse("policies:grant_revoke", args=["acme", created.pk]), {"reason": "not needed"})
     assert response.status_code == 302
     created.refresh_from_db()
     assert created.revoked_at is not None and created.revoked_by == tenant_admin
