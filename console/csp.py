@@ -5,8 +5,9 @@ origin only, no inline script or style. This middleware adds what a static setti
 
 - connect-src gets the websocket form of this very origin (`ws://host` or `wss://host`, the Host
   already checked against ALLOWED_HOSTS), for the live inbox at /ws/approvals/;
-- the API reference page (drf-spectacular's Redoc) loads its script from a CDN and styles itself
-  inline; that one page, which shows only the public OpenAPI schema, gets a wider policy.
+- the API reference page (drf-spectacular's Redoc, its script vendored by drf-spectacular-sidecar and
+  served from this origin) styles itself inline, draws icons from data: URLs and runs its search in a blob:
+  worker; that one page, which shows only the public OpenAPI schema, gets those, and nothing from elsewhere.
 
 A JSON answer gets no policy: a browser never renders it as a page (every answer carries
 `X-Content-Type-Options: nosniff`), and building the header was the largest part of the middleware's
@@ -18,13 +19,12 @@ from __future__ import annotations
 from csp.middleware import CSPMiddleware, PolicyParts
 from django.http import HttpRequest, HttpResponseBase
 
-REDOC_CDN = "https://cdn.jsdelivr.net"
 PAGE_POLICIES: dict[str, dict[str, list[str]]] = {
     "api-docs": {
-        "script-src": ["'self'", REDOC_CDN],
-        "style-src": ["'self'", "'unsafe-inline'", "https://fonts.googleapis.com"],
-        "font-src": ["'self'", "https://fonts.gstatic.com"],
-        "img-src": ["'self'", "data:", "https:"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "font-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
         "worker-src": ["'self'", "blob:"],
     },
 }

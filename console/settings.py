@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Redoc's script, vendored and pinned: /api/docs/ works offline
     "django_htmx",
     "template_partials",
     "audit",
@@ -278,6 +279,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "REDOC_DIST": "SIDECAR",  # templates/drf_spectacular/redoc.html: no CDN, no web fonts
 }
 
 # Ed25519 key that signs registry snapshots: PEM text or a path to a PEM file. In development an
@@ -394,8 +396,13 @@ TRACES_INGEST_MAX_ATTRIBUTE_BYTES = env_int("TRACES_INGEST_MAX_ATTRIBUTE_BYTES",
 TRACES_INGEST_MAX_INFLIGHT = env_int("TRACES_INGEST_MAX_INFLIGHT", 8, minimum=1)
 TRACES_INGEST_SPANS_PER_MINUTE = env_int("TRACES_INGEST_SPANS_PER_MINUTE", 600_000, minimum=1)
 
-# Alert e-mail. The console backend prints messages to the log; production uses SMTP.
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# Alert e-mail. While DEBUG is on (the demo), each message is a file under VAR_DIR/mail rather than a screenful
+# of the console; otherwise the console backend prints it to the log. Production uses SMTP.
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.filebased.EmailBackend" if DEBUG else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_FILE_PATH = VAR_DIR / "mail"
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
@@ -434,6 +441,8 @@ if not DEBUG:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+# uvicorn's access log (the stream process, `serve --dev` and the embedded process): one line per request.
+AIRLOCK_ACCESS_LOG = env_bool("AIRLOCK_ACCESS_LOG", False)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -457,11 +466,18 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", LOG_LEVELS)},
     # httpx logs every request at INFO: the simulated agents and webhooks would drown the console.
-    # uvicorn's access log, as uvicorn writes it, through the masking filter (Django configures logging
-    # after uvicorn does, when the app is imported, so this is the configuration in effect).
+    # uvicorn's access log, as uvicorn writes it, through the masking filter, only with AIRLOCK_ACCESS_LOG=1
+    # (Django configures logging after uvicorn does, when the app is imported, so this, not uvicorn's
+    # --no-access-log, is the configuration in effect). Without a broker (eager tasks) kombu warns on every
+    # task that no hostname was supplied.
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
-        "uvicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False},
+        "uvicorn.access": {
+            "handlers": ["access"],
+            "level": "INFO" if AIRLOCK_ACCESS_LOG else "WARNING",
+            "propagate": False,
+        },
+        **({} if REDIS_URL else {"kombu.connection": {"level": "ERROR"}}),
     },
 }

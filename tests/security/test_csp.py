@@ -126,7 +126,7 @@ def test_a_json_answer_needs_no_policy_because_it_is_never_a_page(world, setting
 
 
 def test_only_the_api_reference_page_is_widened(world):
-    """Redoc (drf-spectacular) needs its CDN script and inline styles; it shows only the public schema."""
+    """Redoc (drf-spectacular) needs inline styles; it shows only the public schema and loads nothing from elsewhere."""
     response = Client().get(reverse("api-docs"))
     policy = _directives(response["Content-Security-Policy"])
     assert "'unsafe-inline'" not in policy["script-src"] and "'unsafe-eval'" not in policy["script-src"]
