@@ -82,15 +82,30 @@ def test_seed_demo_printed_keys_work():
         assert Agent.objects.get(key_lookup=lookup).key_matches(key)
 
 
-def test_serve_banner_prints_the_url_and_the_demo_logins(settings):
+def test_serve_names_its_process_model_then_ends_with_the_logins_and_keys_framed(settings):
     from airlock.management.commands.serve import Command
 
     settings.REDIS_URL = ""
+    command = Command(stdout=StringIO())
+    assert command._model(production=False).startswith("embedded: one uvicorn process")
+    settings.REDIS_URL = "redis://127.0.0.1:6379/0"
+    assert "(--dev)" in command._model(production=False)
+    assert "Granian calls 8 threads high" in command._model(production=True)
     out = StringIO()
-    Command(stdout=out)._banner("127.0.0.1", 8011)
-    text = out.getvalue()
-    assert "http://127.0.0.1:8011/" in text and "embedded" in text
-    assert "'airlock-demo'" in text
+    Command(stdout=out)._ready("http://127.0.0.1:8011", demo=True, new_keys={"acme/support-bot": "ak_x_y"})
+    lines = out.getvalue().splitlines()
+    assert lines[0] == lines[-1] == "-" * 78
+    assert "http://127.0.0.1:8011/" in lines[1] and "'airlock-demo'" in lines[2]
     for username in ("alice", "bob", "olivia", "adam", "gina", "root"):
-        assert f"  {username}" in text
-    assert "Snapshot signing key" in text
+        assert any(line.startswith(f"  {username}") for line in lines)
+    assert "shown this once" in out.getvalue() and "  acme/support-bot     ak_x_y" in lines
+    assert "snapshot signing key" in out.getvalue()
+
+
+def test_serve_with_redis_and_no_nginx_refuses_and_says_how_to_get_it(settings, monkeypatch):
+    from airlock.management.commands import serve
+
+    settings.REDIS_URL = "redis://127.0.0.1:6379/0"
+    monkeypatch.setattr(serve, "front_door_command", lambda *args, **kwargs: None)
+    with pytest.raises(CommandError, match=r"apt-get install nginx-light.*manage.py serve --dev"):
+        call_command("serve", stdout=StringIO())

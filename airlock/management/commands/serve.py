@@ -1,100 +1,177 @@
-"""Serve Airlock, one command (`make run`).
+"""Serve Airlock, one command (`make run` is `serve --demo`).
 
-- Embedded default (no REDIS_URL): one uvicorn process serves everything through airlock.asgi (the in-memory
-  channel layer and eager Celery need a single process), and `run_periodic` stands in for beat.
-- With REDIS_URL: the production process model (airlock/serving.py): Granian WSGI workers, the uvicorn
-  stream process and the nginx front door on --host/--port, plus a Celery worker and beat. Without nginx
-  installed it says so and serves everything from the one uvicorn process instead.
+Three process models, named once at the top of the output:
+- embedded (no REDIS_URL): one uvicorn process serves everything through airlock.asgi (the in-memory channel
+  layer and eager Celery need a single process), and `run_periodic` stands in for beat;
+- production (REDIS_URL): Granian WSGI workers, the uvicorn stream process and the nginx front door on
+  --host/--port (airlock/serving.py), plus a Celery worker and beat. Without nginx it refuses to start and
+  says how to install it;
+- --dev with REDIS_URL: one uvicorn process for every request, plus the Celery worker and beat.
+
+The servers start first; the front door only once both answer on their own ports (so it never logs a refused
+connection), the simulated agents once the front door answers. Then, last, the logins and any new agent keys.
 """
 
+from __future__ import annotations
+
+import logging
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from django.urls import reverse
 
-from airlock.serving import free_port, front_door_command, stream_command, web_command
+from airlock.serving import WEB_THREADS, WEB_WORKERS, free_port, front_door_command, stream_command, web_command
 from console.demo import DEMO_PASSWORD, PEOPLE
 from lib.signing import key_id
 
 NO_FRONT_DOOR = (
-    "nginx is not installed, so there is no front door: serving everything (sync views too) from one uvicorn "
-    "process instead of Granian's WSGI workers. Install it (apt-get install nginx-light) for the production "
-    "process model."
+    "REDIS_URL is set, so Airlock would run its production process model, whose front door is nginx, and nginx "
+    "is not installed. Install it (as root: apt-get install nginx-light; `make run` does it for you when run as "
+    "root), or serve every request from one process with `manage.py serve --dev`."
 )
+READY_SECONDS = 120
 
 
 def _exit_on_signal(signum, frame) -> None:
     raise SystemExit(0)
 
 
+def _answers(url: str) -> bool:
+    """Whether an HTTP server answers at url, whatever its status (a 503 from /healthz is an answer)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+
+
 class Command(BaseCommand):
-    help = "Start Airlock (with REDIS_URL: WSGI workers, the stream process, the front door, Celery worker and beat)."
+    help = (
+        "Start Airlock: embedded without REDIS_URL; with it, WSGI workers, the stream process, the nginx front "
+        "door, Celery worker and beat (--dev: one process instead of the first three)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-simulate", action="store_true", help="Do not start the simulated agents.")
+        parser.add_argument(
+            "--dev", action="store_true", help="One uvicorn process for every request, even with REDIS_URL."
+        )
+        parser.add_argument(
+            "--demo", action="store_true", help="Seed (or top up) the demo first; show its logins and new keys."
+        )
 
-    def handle(self, *args, host: str, port: int, no_simulate: bool, **options):
-        children: list[subprocess.Popen] = []
-        # A plain SIGTERM (docker stop, kill) must still stop the children in `finally`.
-        signal.signal(signal.SIGTERM, _exit_on_signal)
-        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
-        if not os.environ.get("AIRLOCK_PUBLIC_URL"):  # the children's callbacks and links point here
-            os.environ["AIRLOCK_PUBLIC_URL"] = f"http://{host}:{port}"
-        if settings.REDIS_URL:
-            celery = [sys.executable, "-m", "celery", "-A", "console"]
-            children.append(subprocess.Popen([*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"]))
-            children.append(
-                subprocess.Popen(
-                    [*celery, "beat", "--loglevel", "INFO", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule")]
-                )
-            )
-        else:
-            # No beat without Redis: run the periodic tasks in a small process of our own.
-            children.append(subprocess.Popen([sys.executable, str(settings.BASE_DIR / "manage.py"), "run_periodic"]))
-        servers = [subprocess.Popen(command) for command in self._server_commands(host, port)]
-        simulate = self._simulation_command(host, port)
-        if simulate and not no_simulate:
-            children.append(subprocess.Popen(simulate))
-        self._banner(host, port)
-        try:
-            while all(server.poll() is None for server in servers):  # one server gone: stop them all
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            for process in [*servers, *children]:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-            for process in [*servers, *children]:
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-
-    def _server_commands(self, host: str, port: int) -> list[list[str]]:
-        """The embedded single process, or the production process model behind a front door on host:port."""
-        embedded = [*stream_command(host, port), "--no-access-log"]
-        if not settings.REDIS_URL:
-            return [embedded]
+    def handle(self, *args, host: str, port: int, no_simulate: bool, dev: bool, demo: bool, **options):
+        production = bool(settings.REDIS_URL) and not dev
+        base = f"http://{host}:{port}"
         web, stream = free_port(), free_port()
-        front_door = front_door_command(
+        door = production and front_door_command(
             Path(tempfile.mkdtemp(prefix="airlock-front-door-")),
             listen=f"{host}:{port}",
             web=f"127.0.0.1:{web}",
             stream=f"127.0.0.1:{stream}",
         )
-        if front_door is None:
-            self.stderr.write(self.style.WARNING(NO_FRONT_DOOR))
-            return [embedded]
-        return [web_command("127.0.0.1", web), stream_command("127.0.0.1", stream), front_door]
+        if production and not door:
+            raise CommandError(NO_FRONT_DOOR)
+        self.stdout.write(self.style.SUCCESS(f"Airlock at {base}/: {self._model(production)}"))
+        new_keys = self._seed() if demo else {}
+
+        signal.signal(signal.SIGTERM, _exit_on_signal)  # a plain SIGTERM must still stop the children
+        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        os.environ.setdefault("AIRLOCK_PUBLIC_URL", base)  # the children's callbacks and links point here
+        if demo:
+            os.environ.setdefault("LOG_LEVEL", "WARNING")  # a first look: warnings, not every task's success
+        probe = reverse("console:login")  # a page every process serves; /healthz is 503 until Celery is up
+        servers: list[subprocess.Popen] = []
+        children: list[subprocess.Popen] = []
+        background: list[subprocess.Popen] = []
+        try:
+            background = [subprocess.Popen(command) for command in self._background_commands(quiet=demo)]
+            quiet = ["--log-level", "warning"] if demo else []  # uvicorn's start-up lines say what the frame says
+            if production:
+                servers += [subprocess.Popen(web_command("127.0.0.1", web))]
+                servers += [subprocess.Popen([*stream_command("127.0.0.1", stream), *quiet])]
+                self._wait_until_up([f"http://127.0.0.1:{web}{probe}", f"http://127.0.0.1:{stream}{probe}"], servers)
+                servers.append(subprocess.Popen(door))
+            else:
+                servers.append(subprocess.Popen([*stream_command(host, port), "--no-access-log", *quiet]))
+            self._wait_until_up([f"{base}{probe}"], servers)
+            simulate = self._simulation_command(host, port)
+            if simulate and not no_simulate:
+                children.append(subprocess.Popen(simulate))
+            self._ready(base, demo=demo, new_keys=new_keys)
+            while all(server.poll() is None for server in servers):  # one server gone: stop them all
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:  # the simulated agents first (they would retry against stopped servers), the workers last
+            for process in [*children, *servers, *background]:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+            for process in [*children, *servers, *background]:
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+
+    def _model(self, production: bool) -> str:
+        database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+        if production:
+            return (
+                f"production process model on {database} and Redis: Granian WSGI workers ({WEB_WORKERS} × "
+                f"{WEB_THREADS} threads; Granian calls {WEB_THREADS} threads high for the cores, and they are meant: "
+                "each mostly waits on the database), the uvicorn stream process, the nginx front door, Celery "
+                "worker and beat"
+            )
+        if settings.REDIS_URL:
+            return f"one uvicorn process for every request (--dev) on {database} and Redis, Celery worker and beat"
+        return f"embedded: one uvicorn process on {database}, tasks run inside it, no Redis"
+
+    def _seed(self) -> dict[str, str]:
+        from airlock.demo import seed_all
+
+        self.stdout.write("Seeding the demo (tenants, people, agents, skills, a few runs and approvals)...")
+        logging.disable(logging.INFO)  # each seeder's and each eager task's INFO line; warnings still show
+        try:
+            with transaction.atomic():
+                return seed_all().new_keys
+        finally:
+            logging.disable(logging.NOTSET)
+
+    def _background_commands(self, *, quiet: bool) -> list[list[str]]:
+        if settings.REDIS_URL:
+            # Quiet (the demo): no start-up banners, warnings only; LOG_LEVEL=INFO make run shows every task.
+            level = os.environ["LOG_LEVEL"] if quiet else "INFO"
+            celery = [sys.executable, "-m", "celery", "-A", "console", *(["--quiet"] if quiet else [])]
+            schedule = str(settings.VAR_DIR / "celerybeat-schedule")
+            return [
+                [*celery, "worker", "--loglevel", level, "--concurrency", "2"],
+                [*celery, "beat", "--loglevel", level, "--schedule", schedule],
+            ]
+        # No beat without Redis: run the periodic tasks in a small process of our own.
+        return [[sys.executable, str(settings.BASE_DIR / "manage.py"), "run_periodic"]]
+
+    def _wait_until_up(self, urls: list[str], servers: list[subprocess.Popen]) -> None:
+        deadline = time.monotonic() + READY_SECONDS
+        while not all(_answers(url) for url in urls):
+            if any(server.poll() is not None for server in servers):
+                raise CommandError("A server process stopped while starting; its error is above.")
+            if time.monotonic() > deadline:
+                raise CommandError(f"Nothing answered at {', '.join(urls)} within {READY_SECONDS} s.")
+            time.sleep(0.2)
 
     def _simulation_command(self, host: str, port: int) -> list[str] | None:
         from django.core.management import get_commands
@@ -104,19 +181,26 @@ class Command(BaseCommand):
         manage = str(settings.BASE_DIR / "manage.py")
         return [sys.executable, manage, "simulate_agents", "--base-url", f"http://{host}:{port}", "--gentle"]
 
-    def _banner(self, host: str, port: int) -> None:
-        redis_backed = "Redis-backed (WSGI workers, stream process, front door, Celery worker and beat)"
-        mode = redis_backed if settings.REDIS_URL else "embedded"
-        database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-        base = f"http://{host}:{port}"
-        self.stdout.write("")
-        self.stdout.write(self.style.SUCCESS(f"Airlock is starting at {base}/  ({mode}, {database})"))
-        self.stdout.write(f"Log in with any demo user below; the password is {DEMO_PASSWORD!r}:")
-        for username, memberships, teams, superuser in PEOPLE:
-            roles = "; ".join(f"{slug}: {', '.join(roles)}" for slug, roles in memberships.items())
-            extras = [f"owns {', '.join(teams)}" if teams else "", "platform superuser" if superuser else ""]
-            self.stdout.write(f"  {username:<8} {' · '.join(part for part in [roles, *extras] if part)}")
+    def _ready(self, base: str, *, demo: bool, new_keys: dict[str, str]) -> None:
+        """Last, framed: where Airlock is, who can log in, the keys shown this once."""
+        rule = "-" * 78
+        write = self.stdout.write
+        write(rule)
+        write(self.style.SUCCESS(f"Airlock is ready at {base}/   (Ctrl-C stops every process)"))
+        if demo:
+            write(f"Log in as any demo user; the password is {DEMO_PASSWORD!r}:")
+            for username, memberships, teams, superuser in PEOPLE:
+                roles = "; ".join(f"{slug}: {', '.join(roles)}" for slug, roles in memberships.items())
+                extras = [f"owns {', '.join(teams)}" if teams else "", "platform superuser" if superuser else ""]
+                write(f"  {username:<8} {' · '.join(part for part in [roles, *extras] if part)}")
+            if new_keys:
+                write(self.style.WARNING("The demo agents' API keys, shown this once (stored only as hashes):"))
+                for name, key in new_keys.items():
+                    write(f"  {name:<20} {key}")
+            else:
+                write("The demo agents' keys were shown on the first run (make another: manage.py create_agent).")
         signing = settings.AIRLOCK_SIGNING_KEY and "AIRLOCK_SIGNING_KEY" or settings.AIRLOCK_SIGNING_KEY_FILE
-        self.stdout.write(f"Snapshot signing key {key_id()}: {signing}")
-        self.stdout.write(f"API docs: {base}/api/docs/   health: {base}/healthz")
-        self.stdout.write("")
+        write(f"API docs: {base}/api/docs/   health: {base}/healthz   snapshot signing key {key_id()}: {signing}")
+        if settings.EMAIL_BACKEND.endswith("filebased.EmailBackend"):
+            write(f"E-mail (approver notices, invitations) is written to {settings.EMAIL_FILE_PATH}/, a file each.")
+        write(rule)

@@ -6,6 +6,7 @@ apps register with `@app.on_after_finalize.connect`) is run in this process when
 REDIS_URL set, run Celery beat and a worker instead.
 """
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -77,6 +78,10 @@ class Command(BaseCommand):
             self.stdout.write(f"Ran {len(entries)} periodic tasks.")
             return
         self.stdout.write(f"Running {len(entries)} periodic tasks in-process: {', '.join(e.name for e in entries)}")
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C in `make run` reaches every process: no traceback
+            self._loop(entries)
+
+    def _loop(self, entries: list) -> None:
         while True:
             wait = LONGEST_SLEEP
             for entry in entries:
