@@ -59,7 +59,7 @@ def test_checkpoints_sign_each_head_once(acme, globex):
 def test_a_forged_checkpoint_or_a_truncated_chain_is_named(acme):
     _action(acme), _action(acme, "run-2")
     chain.write_checkpoints()
-    AuditCheckpoint.objects.update(sha256="f" * 64)
+    _as_attacker("UPDATE audit_auditcheckpoint SET sha256 = %s", ["f" * 64])
     assert "checkpoint of link #2" in _verify() and "bad signature" in _verify()
 
 
@@ -91,7 +91,7 @@ def test_an_unredacted_detail_changed_through_the_orm_is_named(acme):
 @pytest.mark.django_db
 def test_rows_from_before_the_chain_are_linked_once_on_upgrade(acme):
     row = _action(acme)
-    AuditLink.objects.all().delete()
+    _as_attacker("DELETE FROM audit_auditlink", [])
     assert f"console.OperatorAction row {row.pk} is in no chain" in _verify()
     call_command("verify_audit", "--link-unlinked", stdout=StringIO())
     assert "FAIL" not in _verify()
@@ -101,10 +101,33 @@ def test_rows_from_before_the_chain_are_linked_once_on_upgrade(acme):
 
 
 def _as_attacker(sql: str, params: list) -> None:
+    """Raw SQL past the application; on PostgreSQL with the append-only triggers off, as a superuser can."""
     with connection.cursor() as cursor:
-        cursor.execute("SET session_replication_role = replica")  # what a superuser does to skip triggers
+        if connection.vendor == "postgresql":
+            cursor.execute("SET session_replication_role = replica")
         cursor.execute(sql, params)
-        cursor.execute("SET session_replication_role = DEFAULT")
+        if connection.vendor == "postgresql":
+            cursor.execute("SET session_replication_role = DEFAULT")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_chain_tables_refuse_changes_while_their_triggers_are_on(acme):
+    from django.db import DatabaseError, transaction
+
+    _action(acme)
+    chain.write_checkpoints()
+    for sql in (
+        "UPDATE audit_auditlink SET content_sha256 = 'x'",
+        "DELETE FROM audit_auditlink",
+        "UPDATE audit_auditcheckpoint SET sha256 = 'x'",
+        "DELETE FROM audit_auditcheckpoint",
+    ):
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql)
+    AuditLink.objects.update(removed_at=timezone.now())  # a tombstone, once
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+        AuditLink.objects.update(removed_at=timezone.now())
 
 
 @pytest.mark.postgres
