@@ -63,14 +63,27 @@ def pytest_runtest_setup(item):
         pytest.fail(f"A required service is missing (AIRLOCK_REQUIRE_SERVICES=1): {reason}", pytrace=False)
 
 
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
 def pytest_terminal_summary(terminalreporter):
-    skipped = terminalreporter.stats.get("skipped", [])
-    service_skips = [r for r in skipped if "needs PostgreSQL" in str(r.longrepr) or "needs Redis" in str(r.longrepr)]
-    if service_skips:
+    """Every skip counted by what it needs, above pytest's own summary line: a run without Chromium,
+    PostgreSQL, Redis or nginx says what it left out and how to include it."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = _skip_reason(report)
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if not reasons:
+        return
+    terminalreporter.write_sep("-", "skipped, by what they need", yellow=True)
+    for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{count:>5} {reason}", yellow=True)
+    if any("needs PostgreSQL" in r or "needs Redis" in r for r in reasons):
         terminalreporter.write_line(
-            f"{len(service_skips)} tests skipped for want of PostgreSQL/Redis; "
-            "set DATABASE_URL and REDIS_URL (or run .ci/run) to include them.",
-            yellow=True,
+            "Set DATABASE_URL and REDIS_URL (or run .ci/run) to include the PostgreSQL/Redis tests.", yellow=True
         )
 
 
