@@ -180,3 +180,11 @@ def test_inserts_racing_for_one_tenant_never_fork_its_chain(acme):
     seqs = list(AuditLink.objects.filter(tenant_ref=acme.pk).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, 41))
     assert "FAIL" not in _verify()
+
+
+def test_only_the_audit_logs_lose_fast_deletes():
+    from django.db.models.signals import post_delete
+
+    from runs.models import ToolCall
+
+    assert post_delete.has_listeners(OperatorAction) and not post_delete.has_listeners(ToolCall)
