@@ -10,7 +10,8 @@ signed like a snapshot (RFC 8785, Ed25519, `lib.signing`).
 Validity runs in windows of half the tenant's duration, so that within a window the bundle (and its
 ETag) stays the same and a conditional GET answers 304, while a bundle fetched at any moment still
 holds for at least half the duration. Its number grows by one whenever its content changes
-(`IssuedBundle`, one conditional UPDATE).
+(`IssuedBundle`, one conditional UPDATE), and each number is kept with its window, its opt-in and its
+snapshot (`IssuedBundleNumber`): an upload of the calls decided under it is judged against them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from console.models import Agent, Tenant
 from lib import signing
 from lib.canonical import canonical_json
 from policies.grants import active_grants
-from policies.models import IssuedBundle, LocalDecisionSettings, PolicyVersion, Scope, VersionStatus
+from policies.models import IssuedBundle, IssuedBundleNumber, LocalDecisionSettings, PolicyVersion, Scope, VersionStatus
 from registry.offering import offered_to
 from registry.snapshots import SnapshotIndex, latest_index
 from registry.stages import Audience
@@ -148,11 +149,27 @@ def _number_for(agent: Agent, sha256: str) -> int:
     return IssuedBundle.objects.values_list("number", flat=True).get(pk=issued.pk)
 
 
+def _keep_number(agent: Agent, number: int, content: dict) -> None:
+    """Keep what this number was issued with, once (the first writer's, as for the number itself): its window,
+    its opt-in and its snapshot, which an upload naming it is judged against (runs.local_calls)."""
+    IssuedBundleNumber.objects.get_or_create(
+        agent=agent,
+        number=number,
+        defaults={
+            "issued_at": datetime.fromisoformat(content["issued_at"]),
+            "valid_until": datetime.fromisoformat(content["valid_until"]),
+            "local_decisions": content["local_decisions"],
+            "snapshot_number": content["snapshot"],
+        },
+    )
+
+
 def bundle_for(agent: Agent, *, now: datetime | None = None) -> SignedBundle:
     """The agent's current bundle, signed for the key it presented (`agent.key_in_use`)."""
     content = _content(agent, now or timezone.now())
     sha256 = hashlib.sha256(canonical_json(content)).hexdigest()
     body = {**content, "number": _number_for(agent, sha256)}
+    _keep_number(agent, body["number"], content)
     return SignedBundle(
         body=body,
         signature=signing.sign(canonical_json(body)),

@@ -224,7 +224,7 @@ class LocalDecisionSettings(models.Model):
 
 class IssuedBundle(models.Model):
     """The last decision bundle signed for an agent: its number only grows, by one each time its content
-    changes (a new window of validity counts as a change)."""
+    changes (a new window of validity counts as a change). Every number is kept too: IssuedBundleNumber."""
 
     agent = models.OneToOneField("console.Agent", on_delete=models.CASCADE, related_name="issued_bundle")
     number = models.PositiveBigIntegerField(default=0)
@@ -233,3 +233,24 @@ class IssuedBundle(models.Model):
 
     def __str__(self) -> str:
         return f"bundle {self.number} of agent {self.agent_id}"
+
+
+class IssuedBundleNumber(models.Model):
+    """One decision bundle number as signed for an agent: the window it holds for, whether it let the agent's
+    role decide locally, and the snapshot it was built from. An upload of calls decided locally is judged
+    against the bundle each call names (runs.local_calls): decided past `valid_until`, or under a bundle that
+    did not opt the role in, it is flagged."""
+
+    agent = models.ForeignKey("console.Agent", on_delete=models.CASCADE, related_name="issued_bundle_numbers")
+    number = models.PositiveBigIntegerField()
+    issued_at = models.DateTimeField(help_text="The start of its window of validity.")
+    valid_until = models.DateTimeField()
+    local_decisions = models.BooleanField(help_text="Whether it let the agent's role decide locally.")
+    snapshot_number = models.PositiveBigIntegerField(help_text="The snapshot its skills were read from.")
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "number"], name="unique_issued_bundle_number")]
+
+    def __str__(self) -> str:
+        return f"bundle {self.number} of agent {self.agent_id}, valid until {self.valid_until:%Y-%m-%d %H:%M:%S}"

@@ -6,7 +6,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from policies.bundles import bundle_for
+from policies.bundles import bundle_for, settings_of
+from policies.services import set_local_decisions
 from registry.models import Skill, Snapshot
 from runs import lifecycle
 from runs.local_calls import record_local_calls
@@ -52,6 +53,14 @@ def seed_local_calls(context) -> None:
         taint_source="support.read_inbound_email (c-1) returned untrusted content",
     )
     ensure_trace(run)
+    local = settings_of(agent.tenant)
+    if agent.role not in local.agent_roles:  # the tenant opted its support agents in before the outage
+        set_local_decisions(
+            tenant=agent.tenant,
+            agent_roles=[*local.agent_roles, agent.role],
+            bundle_validity=local.bundle_validity,
+            by_label="demo",
+        )
     bundle = bundle_for(agent).body["number"]  # the bundle the agent's SDK decided under
 
     def spooled(sequence: int, skill: str, arguments: dict, result: dict, ms: int) -> dict:

@@ -6,8 +6,11 @@ given: `recorded` (now, or by an earlier upload of the same content: uploading t
 Each recorded call becomes a ToolCall of the run at its real time (`created_at`/`started_at` = when the
 SDK decided, `finished_at` = when the tool returned), its arguments redacted and its result cleaned and
 shaped exactly as a reported client result is (runs.client_exec.reported_outcome), with a LocalDecision
-beside it and one span on the run's trace, "decided locally under bundle N". Today's policy then judges
-it again (runs.local_review); a call it would not allow is flagged.
+beside it and one span on the run's trace, "decided locally under bundle N". The kernel then judges it
+again (runs.local_review) with the agent's suspension, its tenant's freeze and the named bundle's window
+and opt-in as they stood at `decided_at`, and today's grants and policy; a call it would not allow is
+flagged. The version is resolved as the run resolves it (its stages included); one the run no longer gives
+it is recorded flagged, never dropped: it ran.
 
 Only `client:` skills of the run's pinned snapshot may be uploaded, with the verdict allow: a call of a
 server-side skill never runs outside the gate, so an upload claiming one is refused as forged.
@@ -23,9 +26,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from console.incident_history import IncidentHistory
 from console.models import Agent
 from lib.canonical import sha256_of
-from policies.models import IssuedBundle
+from policies.models import IssuedBundle, IssuedBundleNumber
+from registry.models import Snapshot
 from registry.snapshots import ResolvedSkill, index_for
 from registry.stages import Audience
 from runs import client_exec, lifecycle, local_review, ratelimit
@@ -55,6 +60,7 @@ class LocalCall:
     arguments: dict
     reason: str
     bundle_number: int
+    issued: IssuedBundleNumber | None  # the bundle as it was issued (None: before Airlock kept them)
     decided_at: datetime
     status: str
     result: Any
@@ -64,18 +70,38 @@ class LocalCall:
     content_sha256: str
 
 
+@dataclass(frozen=True)
+class Upload:
+    """What every call of one upload is judged against, read once: the agent's suspensions and its tenant's
+    freezes (console.incident_history), the highest bundle number issued to it, and the bundles the calls name
+    as they were issued."""
+
+    history: IncidentHistory
+    highest_bundle: int
+    bundles: dict[int, IssuedBundleNumber]
+
+    @classmethod
+    def of(cls, agent: Agent, calls: list) -> Upload:
+        named = {raw.get("bundle_number") for raw in calls if isinstance(raw, dict)}
+        numbers = [n for n in named if isinstance(n, int) and not isinstance(n, bool)]
+        return cls(
+            history=IncidentHistory.of(agent),
+            highest_bundle=highest_issued_bundle(agent),
+            bundles={b.number: b for b in IssuedBundleNumber.objects.filter(agent=agent, number__in=numbers)},
+        )
+
+    def check_bundle_number(self, number: int) -> None:
+        """A call decided under a bundle Airlock never issued to this agent is forged."""
+        if number > self.highest_bundle:
+            raise NotPermitted(
+                f"Bundle {number} was never issued to this agent (the highest is {self.highest_bundle}).",
+                code="unknown_bundle",
+            )
+
+
 def highest_issued_bundle(agent: Agent) -> int:
     """The highest decision-bundle number issued to this agent (0 when none was ever issued)."""
     return IssuedBundle.objects.filter(agent=agent).values_list("number", flat=True).first() or 0
-
-
-def check_bundle_number(agent: Agent, number: int) -> None:
-    """A call decided under a bundle Airlock never issued to this agent is forged."""
-    highest = highest_issued_bundle(agent)
-    if number > highest:
-        raise NotPermitted(
-            f"Bundle {number} was never issued to this agent (the highest is {highest}).", code="unknown_bundle"
-        )
 
 
 def _field_error(field: str, message: str, code: str = "malformed_local_call") -> ValidationFailed:
@@ -133,21 +159,25 @@ def _checked_times(raw: dict, run: Run, now: datetime) -> tuple[datetime, dateti
     return decided_at, finished_at
 
 
-def _skill_of_call(run: Run, name: str, version: str) -> tuple[ResolvedSkill, bool]:
+def _skill_of_call(run: Run, name: str, version: str, issued: IssuedBundleNumber | None) -> tuple[ResolvedSkill, bool]:
     """The version the call names as the run resolves it (its stages included: registry.stages), and whether
-    it does; a version the run's snapshot holds but no longer gives this run (a canary of other tenants, a
-    rolled-back or sunset version) is still recorded, flagged: it ran. One the snapshot never held is refused."""
+    it does. A version the run does not give it is still recorded, flagged, when the run's snapshot or the
+    snapshot of the bundle it was decided under holds it (a canary of other tenants, a version rolled back,
+    past its sunset, or published after the run started): it ran. One neither ever held is refused."""
     index = index_for(run.snapshot)
     skill = index.resolve(name, version or None, audience=Audience.of_run(run))
     if skill is not None:
         return skill, True
     entry = index.entry(name, version) if version else None
+    if entry is None and version and issued is not None and issued.snapshot_number != run.snapshot.number:
+        snapshot = Snapshot.objects.filter(number=issued.snapshot_number).first()
+        entry = index_for(snapshot).entry(name, version) if snapshot is not None else None
     if entry is None:
         raise NotFound(f"The run's snapshot has no skill {name} {version}".rstrip() + ".", code="unknown_skill")
     return ResolvedSkill.from_entry(entry), False
 
 
-def parse_local_call(raw: Any, *, run: Run, agent: Agent, now: datetime) -> LocalCall:
+def parse_local_call(raw: Any, *, run: Run, upload: Upload, now: datetime) -> LocalCall:
     """The uploaded call, or the typed reason it is refused."""
     if not isinstance(raw, dict):
         raise ValidationFailed("Each uploaded call must be an object.", code="malformed_local_call")
@@ -173,13 +203,14 @@ def parse_local_call(raw: Any, *, run: Run, agent: Agent, now: datetime) -> Loca
     if not isinstance(sequence, int) or isinstance(sequence, bool) or not 0 <= sequence < 2**31:
         raise _field_error("sequence", "a non-negative integer")
     decided_at, finished_at = _checked_times(raw, run, now)
-    skill, resolves = _skill_of_call(run, name, version)
+    upload.check_bundle_number(bundle)
+    issued = upload.bundles.get(bundle)
+    skill, resolves = _skill_of_call(run, name, version, issued)
     if not client_exec.is_client_skill(skill.manifest):
         raise NotPermitted(
             f"{name} runs on Airlock's side; only skills the agent executes itself are decided locally.",
             code="not_client_executed",
         )
-    check_bundle_number(agent, bundle)
     content = {
         key: raw.get(key) for key in ("skill", "version", "arguments", "verdict", "reason", "status", "result", "error")
     }
@@ -195,6 +226,7 @@ def parse_local_call(raw: Any, *, run: Run, agent: Agent, now: datetime) -> Loca
         arguments=arguments,
         reason=redact_text(str(raw.get("reason") or ""), limit=300),
         bundle_number=bundle,
+        issued=issued,
         decided_at=decided_at,
         status=status,
         result=raw.get("result"),
@@ -236,16 +268,16 @@ def record_local_calls(*, run: Run, agent: Agent, calls: list) -> list[dict]:
     if refused is not None:
         raise refused
     ratelimit.check_agent(agent.pk, calls=len(calls))  # RateLimited: the whole upload waits, nothing recorded
-    now, answers, seen = timezone.now(), [], set()
+    now, answers, seen, upload = timezone.now(), [], set(), Upload.of(agent, calls)
     for raw in calls:
         try:
-            local = parse_local_call(raw, run=run, agent=agent, now=now)
+            local = parse_local_call(raw, run=run, upload=upload, now=now)
             if local.call_id in seen:
                 raise ValidationFailed(
                     f"call_id {local.call_id} appears twice in this upload.", code="duplicate_call_id"
                 )
             seen.add(local.call_id)
-            answers.append(_record(run=run, agent=agent, local=local))
+            answers.append(_record(run=run, upload=upload, local=local))
         except CallError as exc:
             answers.append(_refused(raw, exc))
     return answers
@@ -266,13 +298,13 @@ def _existing(run: Run, local: LocalCall) -> dict | None:
     return answer_of(call)
 
 
-def _record(*, run: Run, agent: Agent, local: LocalCall) -> dict:
+def _record(*, run: Run, upload: Upload, local: LocalCall) -> dict:
     answer = _existing(run, local)
     if answer is not None:
         return answer
     try:
         with transaction.atomic():
-            call = _insert(run=run, agent=agent, local=local)
+            call = _insert(run=run, upload=upload, local=local)
     except IntegrityError:  # a concurrent upload of the same call won
         answer = _existing(run, local)
         if answer is None:
@@ -281,7 +313,7 @@ def _record(*, run: Run, agent: Agent, local: LocalCall) -> dict:
     return answer_of(call)
 
 
-def _insert(*, run: Run, agent: Agent, local: LocalCall) -> ToolCall:
+def _insert(*, run: Run, upload: Upload, local: LocalCall) -> ToolCall:
     skill = local.skill
     call = ToolCall(
         run=run,
@@ -319,9 +351,12 @@ def _insert(*, run: Run, agent: Agent, local: LocalCall) -> ToolCall:
         **recorded,
     }
     call.save(force_insert=True)
+    agent, tenant = local_review.standing_when_decided(upload.history, local.decided_at)
     flag = local_review.reevaluate(
         run=run,
         agent=agent,
+        tenant=tenant,
+        bundle=local_review.bundle_when_decided(local.issued, local.bundle_number, local.decided_at),
         skill=skill,
         resolves=local.resolves,
         arguments=local.arguments,
@@ -380,8 +415,8 @@ def _record_span(*, call: ToolCall, local: LocalCall, flag: local_review.Flag | 
 __all__ = [
     "CLOCK_SKEW",
     "MAX_UPLOAD",
+    "Upload",
     "answer_of",
-    "check_bundle_number",
     "highest_issued_bundle",
     "impossible_time",
     "record_local_calls",

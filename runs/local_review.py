@@ -1,5 +1,7 @@
 """A locally decided call judged again on upload: the decision kernel asked with the facts as they were when
-the SDK decided (the agent's key and standing, the run) and today's grants, skill standing and policy.
+the SDK decided and today's grants, skill standing and policy. As they were: the agent's key, its suspension
+and its tenant's freeze at `decided_at` (console.incident_history, from the incident log), the run, and the
+bundle the call names as it was issued (policies.models.IssuedBundleNumber: its window and its opt-in).
 
 The SDK decided from its bundle while Airlock was unreachable; policies may have changed since. Anything but
 allow flags the call. A flagged call is kept (it ran; the record must say so) and its skill's owning team
@@ -17,7 +19,8 @@ from airlock_sdk.policy import kernel
 from airlock_sdk.policy.kernel import Path
 from django.core.cache import cache
 
-from console.models import Agent
+from console.incident_history import IncidentHistory
+from policies.models import IssuedBundleNumber
 from policies.services import load_active_policies
 from registry.notifications import DEDUPE_S, notify_owners
 from registry.snapshots import ResolvedSkill
@@ -42,23 +45,44 @@ def _run_when_decided(run: Run, decided_at: datetime) -> kernel.RunState:
     return replace(state, open=True, stopped=False)
 
 
+def standing_when_decided(history: IncidentHistory, decided_at: datetime) -> tuple[kernel.Agent, kernel.Tenant]:
+    """The agent (revoked, suspended) and its tenant (frozen) as they stood when the SDK decided."""
+    agent = authorization.agent_facts(history.agent_at(decided_at), at=decided_at)
+    return agent, authorization.tenant_facts(history.tenant_at(decided_at))
+
+
+def bundle_when_decided(issued: IssuedBundleNumber | None, number: int, decided_at: datetime) -> kernel.Bundle:
+    """The bundle the call names, as issued: expired when decided at or past its `valid_until`, and the opt-in it
+    carried. A number issued before Airlock kept them has no record, and holds for nothing."""
+    if issued is None:
+        return kernel.Bundle(number=number, expired=True, valid_until="a time Airlock did not record")
+    return kernel.Bundle(
+        number=number,
+        expired=decided_at >= issued.valid_until,
+        valid_until=issued.valid_until.isoformat(),
+        opted_in=issued.local_decisions,
+    )
+
+
 def reevaluate(
     *,
     run: Run,
-    agent: Agent,
+    agent: kernel.Agent,
+    tenant: kernel.Tenant,
+    bundle: kernel.Bundle | None,
     skill: ResolvedSkill | None,
     resolves: bool = True,
     name: str = "",
     arguments: dict,
     decided_at: datetime,
-    bundle: kernel.Bundle | None = None,
 ) -> Flag | None:
-    """None when the kernel, asked with the facts of the moment the SDK decided, allows the call as the SDK
-    did; else the flag to record. `resolves=False`: the run no longer gives it this version (flagged)."""
+    """None when the kernel, asked with the facts of the moment the SDK decided (`agent`, `tenant` and `bundle`
+    as they stood then: `standing_when_decided`, `bundle_when_decided`), allows the call as the SDK did; else
+    the flag to record. `resolves=False`: the run no longer gives it this version (flagged)."""
     facts = kernel.Facts(
         path=Path.UPLOAD_REVIEW,
-        agent=authorization.agent_facts(agent, at=decided_at),
-        tenant=authorization.tenant_facts(run.tenant),
+        agent=agent,
+        tenant=tenant,
         run=_run_when_decided(run, decided_at),
         name=skill.name if skill else name,
         version=skill.version if skill else None,
@@ -105,4 +129,4 @@ def notify_flagged(*, call_pk: int) -> None:
         tasks.email_admins_flagged_call.delay(call_pk=call.pk, subject=subject, body=body)
 
 
-__all__ = ["Flag", "notify_flagged", "reevaluate"]
+__all__ = ["Flag", "bundle_when_decided", "notify_flagged", "reevaluate", "standing_when_decided"]

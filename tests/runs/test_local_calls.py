@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from console.services import create_agent, revoke_agent
 from policies.bundles import bundle_for
+from policies.services import set_local_decisions
 from runs import local_calls
 from runs.models import LocalDecision, ToolCall
 from tests.runs.conftest import start_run
@@ -57,7 +58,8 @@ def upload(client, run_id: str, calls):
 
 
 @pytest.fixture
-def run_id(skills, agent, agent_client) -> str:
+def run_id(acme, skills, agent, agent_client) -> str:
+    set_local_decisions(tenant=acme, agent_roles=["support"], bundle_validity=timedelta(minutes=10), by_label="a")
     assert bundle_for(agent).body["number"] == 1  # the bundle the spooled calls below were decided under
     return start_run(agent_client)["run_id"]
 

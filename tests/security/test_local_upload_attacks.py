@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -15,10 +15,11 @@ from airlock_sdk.bundles import CachedBundle
 from airlock_sdk.local import LocalDecider
 from django.core import mail
 
+from console.services import freeze_tenant, resume_agent, suspend_agent, unfreeze_tenant
 from policies.bundles import bundle_for
 from policies.services import set_local_decisions
 from registry import rollouts
-from registry.snapshots import latest_index
+from registry.snapshots import latest_index, publish_snapshot
 from registry.stages import Audience
 from runs import ratelimit
 from runs.models import LocalDecision, ToolCall
@@ -221,3 +222,72 @@ def test_the_sdk_never_decides_with_another_tenants_canary_and_what_it_ran_is_re
     report = airlock.flush_spool()
     assert report.recorded == [result.call_id] and report.refused == [] and report.flagged == []
     assert ToolCall.objects.get(run_id=run.run_id).requested_version == "1.0.0"
+
+
+# 4: what held when the call was decided -------------------------------------------------------------
+
+
+def flag_of(agent_client, run_id: str, call: dict) -> LocalDecision:
+    answer = upload(agent_client, run_id, [call]).json()["results"][0]
+    assert answer["status"] == "recorded", answer
+    return LocalDecision.objects.get(call__run_id=run_id, call__call_id=call["call_id"])
+
+
+def test_a_call_decided_while_the_agent_was_suspended_is_flagged_though_it_was_resumed_since(
+    agent, tenant_admin, agent_client, run_id
+):
+    suspend_agent(agent=agent, by=tenant_admin, reason="leaking customer data")
+    during = datetime.now(UTC)
+    resume_agent(agent=agent, by=tenant_admin)
+    local = flag_of(agent_client, run_id, spooled("s-1", at=during))
+    assert local.flagged and "suspended agent support-bot" in local.flag_reason
+    assert "leaking customer data" in local.flag_reason
+
+
+def test_a_call_decided_before_a_suspension_is_not_flagged_by_it(agent, tenant_admin, agent_client, run_id):
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    suspend_agent(agent=agent, by=tenant_admin, reason="incident")
+    assert flag_of(agent_client, run_id, spooled("s-1", at=before)).flagged is False
+
+
+def test_a_write_decided_while_the_tenant_was_frozen_is_flagged_though_it_was_unfrozen_since(
+    acme, tenant_admin, agent_client, run_id
+):
+    freeze_tenant(tenant=acme, by=tenant_admin, reason="breach under investigation")
+    during = datetime.now(UTC)
+    unfreeze_tenant(tenant=acme, by=tenant_admin)
+    write = flag_of(agent_client, run_id, spooled("w-1", "crm.note_local", at=during))
+    assert write.flagged and "froze tenant acme: breach under investigation" in write.flag_reason
+    assert flag_of(agent_client, run_id, spooled("r-1", at=during, sequence=2)).flagged is False  # reads ran
+
+
+def test_a_call_decided_after_its_bundle_expired_is_flagged(acme, agent, agent_client, run_id):
+    set_local_decisions(tenant=acme, agent_roles=["support"], bundle_validity=timedelta(seconds=30), by_label="a")
+    short = bundle_for(agent).body
+    valid_until = datetime.fromisoformat(short["valid_until"])
+    inside = flag_of(
+        agent_client, run_id, spooled("in", bundle_number=short["number"], at=valid_until - timedelta(seconds=1))
+    )
+    assert inside.flagged is False
+    late = flag_of(
+        agent_client, run_id, spooled("late", bundle_number=short["number"], at=valid_until + timedelta(seconds=1))
+    )
+    assert late.flagged and f"decision bundle {short['number']} expired" in late.flag_reason
+
+
+def test_a_call_decided_under_a_bundle_that_did_not_opt_the_role_in_is_flagged(acme, agent, agent_client, run_id):
+    set_local_decisions(tenant=acme, agent_roles=["billing"], bundle_validity=timedelta(minutes=10), by_label="a")
+    refused = bundle_for(agent).body
+    assert refused["local_decisions"] is False
+    local = flag_of(agent_client, run_id, spooled("f-1", bundle_number=refused["number"]))
+    assert local.flagged and "may not decide locally" in local.flag_reason
+
+
+def test_a_version_published_after_the_run_started_is_recorded_flagged_from_the_bundles_snapshot(
+    agent, agent_client, run_id, lookup_v11
+):
+    publish_snapshot(reason="1.1.0 for everyone, after the run started")
+    newer = bundle_for(agent).body
+    assert "1.1.0" in bundle_versions(agent)
+    local = flag_of(agent_client, run_id, spooled("v-1", version="1.1.0", bundle_number=newer["number"]))
+    assert local.flagged and "no longer resolves" in local.flag_reason
