@@ -2,23 +2,31 @@
 runs and agents its revocation would have refused, revokes it with a reason and reads it in the grant's change
 log, as loaded and after a reload; the Runs list pages past 50; and the demo's audit record verifies."""
 
+import importlib.util
 import os
 from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.urls import reverse
 from playwright.sync_api import expect
 
 from audit import chain
 from console.models import Agent, Membership, Role
+from lib import signing
 from policies.models import Grant, GrantEvent
 from runs.grant_revocation import revocation_preview
 from runs.models import Run
 from tests.runs.factories import run_for
 
 pytestmark = pytest.mark.browser
+_spec = importlib.util.spec_from_file_location(
+    "verify_audit_export", django_settings.BASE_DIR / "docs/verify_audit_export.py"
+)
+standalone = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(standalone)
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = (
     ROOT / "docs" / "screenshots" if os.environ.get("AIRLOCK_UPDATE_SCREENSHOTS") == "1" else ROOT / "test-artifacts"
@@ -74,6 +82,16 @@ def test_an_admin_previews_revokes_with_a_reason_and_reads_the_log(demo, asgi_li
         page.reload()
     _shot(page, "grant-change-log.png")
     assert GrantEvent.objects.filter(grant_ref=target.pk, action="revoked").count() == 1
+
+    # The auditor's copy: the decision history's audit export carries the log and checks without Airlock.
+    chain.write_checkpoints()
+    page.goto(asgi_live_server.url + reverse("approvals:decision_history", args=["acme"]))
+    _shot(page, "decision-history-exports.png")
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="Export audit record").click()
+    lines = Path(download_info.value.path()).read_text().splitlines()
+    assert any("The refund bot moves to its own role" in line for line in lines)
+    assert standalone.check(lines, signing.public_key_pem()) == []
 
 
 def test_the_runs_list_pages_past_50(demo, asgi_live_server, login_as):
