@@ -108,7 +108,7 @@ def mcp_server_problems(manifest: dict, team_slug: str | None) -> list[dict]:
     that skills of `team_slug` may not call: unknown, not approved, or another team's and not shared."""
     execution = manifest.get("execution") or {}
     errors = []
-    for key in ("adapter", "reconcile", "job_status"):
+    for key in ("adapter", "reconcile", "job_status", "sandbox"):
         target = str(execution.get(key) or "")
         if not target.startswith("mcp://"):
             continue

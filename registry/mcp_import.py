@@ -17,6 +17,7 @@ from typing import Any
 
 from console.models import Team
 from lib import egress
+from lib.tool_descriptions import definition_of, findings
 from registry.contracts import effect_of_annotations
 from registry.models import Skill, SkillVersion
 from registry.services import ManifestInvalid, create_draft_version
@@ -176,7 +177,14 @@ def import_mcp_server(
         if Skill.objects.filter(name=manifest["name"]).exists():
             result.skipped.append(manifest["name"])
             continue
-        imported_from = {"server": server, "tool": tool["name"], "annotations": tool.get("annotations") or {}}
+        definition = definition_of(tool)
+        imported_from = {
+            "server": server,
+            "tool": tool["name"],
+            "annotations": tool.get("annotations") or {},
+            "definition": definition,  # pinned at review: a server serving another is not called (runs/plane)
+            "findings": findings(definition),  # what its texts say to the model that a reviewer must see
+        }
         try:
             version = create_draft_version(manifest=manifest, author=author, imported_from=imported_from)
         except ManifestInvalid as exc:

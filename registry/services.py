@@ -154,7 +154,14 @@ def review_reasons(version: SkillVersion) -> list[str]:
     previous = latest_published(version.skill)
     if previous is not None:
         return review.reasons(previous.manifest, version.manifest)
-    return review.reasons(None, version.manifest) + [finding.reason for finding in first_version_findings(version)]
+    scanned = [
+        f"the imported MCP tool's definition {found}" for found in (version.imported_from or {}).get("findings", [])
+    ]
+    return (
+        review.reasons(None, version.manifest)
+        + [finding.reason for finding in first_version_findings(version)]
+        + scanned
+    )
 
 
 def first_version_findings(version: SkillVersion) -> list[review.Finding]:

@@ -27,6 +27,7 @@ from runs.plane.models import (  # noqa: F401 - registered under this app label,
     McpServerAction,
     McpServerEvent,
     McpServerStatus,
+    McpToolPin,
     McpTransport,
 )
 

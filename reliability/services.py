@@ -28,6 +28,7 @@ from reliability.models import (
     McpServerAction,
     McpServerEvent,
     McpServerStatus,
+    McpToolPin,
     McpTransport,
     ReconciliationItem,
 )
@@ -37,6 +38,8 @@ __all__ = [
     "AlreadyResolved",
     "McpServerRefused",
     "approve_mcp_server",
+    "approve_tool_change",
+    "can_review_tool_change",
     "bind_credential",
     "decline_mcp_server",
     "import_mcp_tools",
@@ -320,6 +323,28 @@ def import_mcp_tools(*, server: McpServer, by) -> ImportResult:
     return import_mcp_server(
         target=server.url, headers=server.headers(), team=server.team, author=by, server_name=server.name
     )
+
+
+def can_review_tool_change(server: McpServer, user) -> bool:
+    """A member of the server's team (a platform admin for a server of no team) reviews its tools' changes."""
+    if server.team is None:
+        return user.is_superuser
+    return user.is_superuser or server.team.members.filter(pk=user.pk).exists()
+
+
+@transaction.atomic
+def approve_tool_change(*, pin: McpToolPin, by) -> McpToolPin:
+    """Pin what the server now serves for this tool (after reading the diff): calls reach it again."""
+    if not can_review_tool_change(pin.server, by):
+        raise PermissionDenied(f"Only members of {pin.server.owner_label} (or a platform admin) review its tools.")
+    pin = McpToolPin.objects.select_for_update().select_related("server").get(pk=pin.pk)
+    if not pin.pending_sha256:
+        raise McpServerRefused(f"{pin.server.name}/{pin.tool} has no change waiting for review.")
+    pin.definition, pin.sha256 = pin.pending_definition, pin.pending_sha256
+    pin.pinned_by_label, pin.pinned_at = by.username, timezone.now()
+    pin.pending_definition, pin.pending_sha256, pin.pending_since, pin.pending_findings = None, "", None, []
+    pin.save()
+    return pin
 
 
 def resolve_item(*, item: ReconciliationItem, resolution: str, note: str, user) -> ReconciliationItem:

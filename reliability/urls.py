@@ -26,4 +26,9 @@ urlpatterns = [
     path("mcp-servers/<id:server_id>/import/", views.mcp_server_import, name="mcp_server_import"),
     path("mcp-servers/<id:server_id>/share/", views.mcp_server_share, name="mcp_server_share"),
     path("mcp-servers/<id:server_id>/unshare/", views.mcp_server_unshare, name="mcp_server_unshare"),
+    path(
+        "mcp-servers/<id:server_id>/tools/<str:tool>/approve-change/",
+        views.mcp_tool_change_approve,
+        name="mcp_tool_change_approve",
+    ),
 ]

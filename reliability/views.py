@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -29,6 +32,7 @@ from reliability.models import (
     CredentialAudit,
     CredentialBinding,
     McpServer,
+    McpToolPin,
     ReconciliationItem,
     ReconciliationStatus,
 )
@@ -216,6 +220,31 @@ def credential_unbind(request: HttpRequest, tenant_slug: str, binding_id: int) -
     return redirect("reliability:credential_list", tenant_slug=tenant.slug)
 
 
+def _definition_lines(definition: dict | None) -> list[str]:
+    return json.dumps(definition or {}, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+
+
+def _tool_changes(user) -> list[dict]:
+    """Imported tools whose server now serves another definition than the one reviewed, with the diff."""
+    pins = McpToolPin.objects.filter(server__in=McpServer.objects.visible_to(user)).exclude(pending_sha256="")
+    return [
+        {
+            "pin": pin,
+            "diff": list(
+                difflib.unified_diff(
+                    _definition_lines(pin.definition),
+                    _definition_lines(pin.pending_definition),
+                    "reviewed",
+                    "served now",
+                    lineterm="",
+                )
+            )[2:],
+            "can_review": services.can_review_tool_change(pin.server, user),
+        }
+        for pin in pins.select_related("server__team")
+    ]
+
+
 def _mcp_servers_page(request: HttpRequest, *, form=None, proposal=None, result=None, status: int = 200):
     teams = teams_for(request.user)
     if not (is_platform_admin(request.user) or teams.exists()):
@@ -238,6 +267,7 @@ def _mcp_servers_page(request: HttpRequest, *, form=None, proposal=None, result=
     ]
     context = {
         "rows": rows,
+        "tool_changes": _tool_changes(request.user),
         "team_slugs": Team.objects.values_list("slug", flat=True) if any(r["can_share"] for r in rows) else [],
         "form": form if form is not None else McpServerForm(),
         "proposal": proposal if proposal is not None else McpServerProposalForm(teams=teams),
@@ -349,3 +379,17 @@ def mcp_server_unshare(request: HttpRequest, server_id: int) -> HttpResponse:
     return _share_change(
         request, server_id, services.unshare_mcp_server, "Skills of {team} may no longer call {server}."
     )
+
+
+@login_required
+@require_POST
+def mcp_tool_change_approve(request: HttpRequest, server_id: int, tool: str) -> HttpResponse:
+    server = _get_mcp_server_for_user_or_404(request.user, server_id)
+    pin = get_object_or_404(McpToolPin, server=server, tool=tool)
+    try:
+        services.approve_tool_change(pin=pin, by=request.user)
+    except services.McpServerRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Pinned the new definition of {server.name}/{tool}; calls reach it again.")
+    return redirect("reliability:mcp_server_list")

@@ -20,12 +20,14 @@ class McpAdapter:
         prepared = trail.mcp if trail is not None else None
         connection = prepared or connection_for(uri, team=owning_team(manifest))
         headers = {"X-Airlock-Run": context.run_id, "X-Airlock-Call": context.call_id, **attached_headers()}
+        tool = parse(uri)[1]
         content = call_tool(
             connection,
-            parse(uri)[1],
+            tool,
             arguments,
             headers=headers,
             timeout_s=context.timeout_s,
             idempotency_key=context.idempotency_key,
+            on_served=(lambda served: trail.keep_served(connection["server"], tool, served)) if trail else None,
         )
         return AdapterResult(content=content, metadata={"mcp_server": connection["name"]})

@@ -26,7 +26,7 @@ from django.utils import timezone
 from lib import clock
 from runs import hooks
 from runs.errors import GENERIC_INTERNAL, CallError, Internal, TimeoutUnknown, internal_from
-from runs.plane import aftermath, breakers, contracts, credentials, downstream_errors
+from runs.plane import aftermath, breakers, contracts, credentials, downstream_errors, tool_pins
 from runs.plane.mcp_servers import connection_for, owning_team
 
 if TYPE_CHECKING:
@@ -80,6 +80,7 @@ class Trail:
     untrusted: bool = False
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     mcp: dict | None = field(default=None, repr=False)
+    mcp_served: tuple | None = field(default=None, repr=False)  # (server, tool, definition) the server listed
     error: CallError | None = None
     attempts: list[AttemptRecord] = field(default_factory=list)
     transitions: list[breakers.Transition] = field(default_factory=list)
@@ -110,6 +111,9 @@ class Trail:
         if self.undeclared_error_code:
             attributes["airlock.error.undeclared_code"] = self.undeclared_error_code
         return attributes
+
+    def keep_served(self, server, tool: str, definition: dict | None) -> None:
+        self.mcp_served = (server, tool, definition)
 
 
 def current_trail() -> Trail | None:
@@ -274,6 +278,8 @@ def finish(outcome: Outcome, *, manifest: dict, effect: str) -> Outcome:
     if trail is None or trail.finished:
         return outcome
     trail.finished = True
+    if trail.mcp_served is not None:  # kept here, in the caller's thread: the pin or a change for review
+        tool_pins.record(*trail.mcp_served)
     if outcome.error is None and trail.job is None:
         _check_result(outcome, trail, manifest)
     elif outcome.error is not None:

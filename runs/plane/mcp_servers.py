@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from lib import egress
+from lib.tool_descriptions import definition_of
 from runs.errors import CallError, NotPermitted, RateLimited, Transient, Unavailable, egress_refused
+from runs.plane import tool_pins
 from runs.plane.downstream_errors import tool_refusal
 from runs.plane.models import McpServer, McpServerStatus, McpTransport
 
@@ -56,9 +59,11 @@ def access_refusal(*, server: str, team_slug: str) -> tuple[str, str] | None:
 
 def connection_for(uri: str, *, team: str) -> dict:
     """The server's connection settings (headers unsealed) for a skill owned by `team`, or a typed refusal."""
-    name, _ = parse(uri)
+    name, tool = parse(uri)
     server = server_for(name, team=team)
     return {
+        "server": server,
+        "pinned": tool_pins.expected(server, tool),  # the reviewed definition's hash (runs/plane/tool_pins.py)
         "name": server.name,
         "transport": server.transport,
         "url": server.url,
@@ -67,7 +72,9 @@ def connection_for(uri: str, *, team: str) -> dict:
     }
 
 
-async def _call(connection: dict, tool: str, arguments: dict, headers: dict, meta: dict) -> Any:
+async def _call(
+    connection: dict, tool: str, arguments: dict, headers: dict, meta: dict, pinned: str | None
+) -> tuple[Any, dict | None]:
     # The mcp SDK takes about a second to import: loaded on first use, not by every process.
     import mcp
     from mcp.client.streamable_http import streamable_http_client
@@ -75,12 +82,23 @@ async def _call(connection: dict, tool: str, arguments: dict, headers: dict, met
     if connection["transport"] == McpTransport.STDIO:
         parts = shlex.split(connection["command"])
         async with mcp.Client(mcp.StdioServerParameters(command=parts[0], args=parts[1:])) as client:
-            return await client.call_tool(tool, arguments, meta=meta or None)
+            return await _checked_call(client, tool, arguments, meta, pinned)
     async with (
         egress.async_client(headers=headers) as http,
         mcp.Client(streamable_http_client(connection["url"], http_client=http)) as client,
     ):
-        return await client.call_tool(tool, arguments, meta=meta or None)
+        return await _checked_call(client, tool, arguments, meta, pinned)
+
+
+async def _checked_call(client: Any, tool: str, arguments: dict, meta: dict, pinned: str | None):
+    """The tool's definition as served now, on the same connection, and the call only if it is the pinned one
+    (None: not called). Without a pin yet the call goes on and the served definition becomes the pin."""
+    listed = await client.list_tools()
+    found = next((t for t in listed.tools if t.name == tool), None)
+    definition = definition_of(found.model_dump(by_alias=True, exclude_none=True)) if found is not None else None
+    if pinned is not None and definition is not None and tool_pins.hash_of(definition) != pinned:
+        return None, definition
+    return await client.call_tool(tool, arguments, meta=meta or None), definition
 
 
 def content_of(result: Any) -> Any:
@@ -103,16 +121,27 @@ def call_tool(
     headers: dict | None = None,
     timeout_s: float,
     idempotency_key: str = "",
+    on_served: Callable[[dict | None], None] | None = None,
 ) -> Any:
-    """Call one tool and return its content; a tool error or a transport failure becomes a typed CallError."""
+    """Call one tool and return its content; a tool error or a transport failure becomes a typed CallError.
+    The tool is called only while the server serves its pinned definition; what it served goes to `on_served`
+    (the execution plane keeps it after the call, in the caller's thread), else is recorded here."""
     meta = {IDEMPOTENCY_META: idempotency_key} if idempotency_key else {}
     all_headers = {**connection.get("headers", {}), **(headers or {})}
+    pinned = connection.get("pinned")
+    calling = _call(connection, tool, arguments, all_headers, meta, pinned)
     try:
-        result = asyncio.run(asyncio.wait_for(_call(connection, tool, arguments, all_headers, meta), timeout_s))
+        result, definition = asyncio.run(asyncio.wait_for(calling, timeout_s))
     except TimeoutError as exc:
         raise Transient("The MCP server did not answer in time.", code="downstream_timeout") from exc
     except Exception as exc:  # the SDK wraps transport errors in exception groups
         raise error_for(exc, tool=tool) from exc
+    if on_served is not None:
+        on_served(definition)
+    elif connection.get("server") is not None:
+        tool_pins.record(connection["server"], tool, definition)
+    if result is None:
+        raise tool_pins.changed(connection["name"], tool)
     if result.is_error:
         said = " ".join(block.text for block in result.content if getattr(block, "type", "") == "text")
         raise tool_refusal(tool, said)  # classed by what it says: validation, not_found, conflict...

@@ -134,6 +134,31 @@ class McpServerEvent(AppendOnlyModel):
         return f"{self.actor_label} {self.action} {self.server_name} with {self.team_label}"
 
 
+class McpToolPin(models.Model):
+    """One MCP tool's definition (name, description, schemas, annotations) as its team reviewed it, pinned by
+    hash (runs/plane/tool_pins.py). A server that later serves another definition for it is not called for it
+    until a member of the server's team reviews the change, kept here as pending."""
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tool_pins")
+    tool = models.CharField(max_length=200)
+    definition = models.JSONField(help_text="The reviewed definition.")
+    sha256 = models.CharField(max_length=64)
+    pinned_by_label = models.CharField(max_length=150, blank=True, help_text="Who reviewed it, kept as text.")
+    pinned_at = models.DateTimeField(default=timezone.now)
+    pending_definition = models.JSONField(null=True, blank=True, help_text="What the server serves instead.")
+    pending_sha256 = models.CharField(max_length=64, blank=True)
+    pending_since = models.DateTimeField(null=True, blank=True)
+    pending_findings = models.JSONField(default=list, blank=True, help_text="What the scan found in it.")
+
+    class Meta:
+        app_label = "reliability"
+        ordering = ["server__name", "tool"]
+        constraints = [models.UniqueConstraint(fields=["server", "tool"], name="unique_tool_pin")]
+
+    def __str__(self) -> str:
+        return f"{self.server.name}/{self.tool} pinned at {self.sha256[:12]}"
+
+
 class CredentialQuerySet(TenantScopedQuerySet):
     pass
 
