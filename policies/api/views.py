@@ -65,13 +65,20 @@ def tenant_grants(request: Request, tenant_slug: str) -> Response:
     return Response(GrantSerializer(grant).data, status=201)
 
 
-@extend_schema(request=None, responses=GrantSerializer, tags=["grants"])
+class GrantRevokeSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
+
+
+@extend_schema(request=GrantRevokeSerializer, responses=GrantSerializer, tags=["grants"])
 @api_view(["POST"])
 @permission_classes([IsHuman])
 def grant_revoke(request: Request, grant_id: int) -> Response:
+    """Revoke a grant; `reason` is kept in the grant's change log (the console asks for it)."""
     grant = get_object_or_404(Grant.objects.filter(tenant__in=tenants_for(request.user)), pk=grant_id)
     tenant_for_user_or_404(request.user, grant.tenant.slug, Role.ADMIN)
-    grant = services.revoke_grant(grant=grant, revoked_by=request.user)
+    body = GrantRevokeSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    grant = services.revoke_grant(grant=grant, revoked_by=request.user, reason=body.validated_data["reason"])
     return Response(GrantSerializer(grant).data)
 
 

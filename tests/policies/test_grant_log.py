@@ -93,3 +93,15 @@ def test_another_tenants_admin_gets_404_and_a_viewer_403(client, acme, globex, o
     assert client.get(page).status_code == 403
     assert client.post(revoke, {"reason": "why not"}).status_code == 403
     assert Grant.objects.get().revoked_at is None and GrantEvent.objects.count() == 1
+
+
+def test_the_api_revocation_keeps_its_reason(acme, tenant_admin):
+    from rest_framework.test import APIClient
+
+    made = services.create_grant(tenant=acme, skill_pattern="docs.*", agent_role="support", granted_by=tenant_admin)
+    api = APIClient()
+    api.force_authenticate(tenant_admin)
+    url = reverse("policies_api:grant_revoke", args=[made.pk])
+    assert api.post(url, {"reason": "x" * 501}, format="json").status_code == 400
+    assert api.post(url, {"reason": "rotated to a narrower grant"}, format="json").status_code == 200
+    assert GrantEvent.objects.get(action="revoked").reason == "rotated to a narrower grant"
