@@ -47,7 +47,11 @@ def await_from_sync(make: Callable[[], Awaitable[T]], *, timeout_s: float) -> T:
     """`make()`'s result, awaited on the request's loop if there is one, else on the process's own;
     TimeoutError after `timeout_s` on the latter (the coroutine is cancelled)."""
     if _request_loop_above():
-        return async_to_sync(make)()
+
+        async def awaited() -> T:  # async_to_sync warns on every call when given a plain callable
+            return await make()
+
+        return async_to_sync(awaited)()
     future = asyncio.run_coroutine_threadsafe(make(), _process_loop())
     try:
         return future.result(timeout_s)

@@ -57,6 +57,22 @@ def _answers(url: str) -> bool:
         return False
 
 
+def _start(command: list[str]) -> subprocess.Popen:
+    """A child in a session of its own: Ctrl-C reaches only this command, which stops the children in order."""
+    return subprocess.Popen(command, start_new_session=True)
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
 class Command(BaseCommand):
     help = (
         "Start Airlock: embedded without REDIS_URL; with it, WSGI workers, the stream process, the nginx front "
@@ -99,33 +115,27 @@ class Command(BaseCommand):
         children: list[subprocess.Popen] = []
         background: list[subprocess.Popen] = []
         try:
-            background = [subprocess.Popen(command) for command in self._background_commands(quiet=demo)]
+            background = [_start(command) for command in self._background_commands(quiet=demo)]
             quiet = ["--log-level", "warning"] if demo else []  # uvicorn's start-up lines say what the frame says
             if production:
-                servers += [subprocess.Popen(web_command("127.0.0.1", web))]
-                servers += [subprocess.Popen([*stream_command("127.0.0.1", stream), *quiet])]
+                servers += [_start(web_command("127.0.0.1", web))]
+                servers += [_start([*stream_command("127.0.0.1", stream), *quiet])]
                 self._wait_until_up([f"http://127.0.0.1:{web}{probe}", f"http://127.0.0.1:{stream}{probe}"], servers)
-                servers.append(subprocess.Popen(door))
+                servers.append(_start(door))
             else:
-                servers.append(subprocess.Popen([*stream_command(host, port), "--no-access-log", *quiet]))
+                servers.append(_start([*stream_command(host, port), "--no-access-log", *quiet]))
             self._wait_until_up([f"{base}{probe}"], servers)
             simulate = self._simulation_command(host, port)
             if simulate and not no_simulate:
-                children.append(subprocess.Popen(simulate))
+                children.append(_start(simulate))
             self._ready(base, demo=demo, new_keys=new_keys)
             while all(server.poll() is None for server in servers):  # one server gone: stop them all
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
         finally:  # the simulated agents first (they would retry against stopped servers), the workers last
-            for process in [*children, *servers, *background]:
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-            for process in [*children, *servers, *background]:
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+            for group in (children, servers, background):
+                _stop(group)
 
     def _model(self, production: bool) -> str:
         database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
