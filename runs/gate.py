@@ -234,11 +234,19 @@ def _resolve(plan: Planned, state: BatchState) -> None:
 
 
 def _ruling(plan: Planned, state: BatchState) -> kernel.Ruling:
-    """The kernel's ruling on the call, with the facts this batch loaded (runs/authorization.py)."""
-    run, skill = state.run, plan.skill
-    standing = kernel.CALLABLE
-    if skill is not None:
-        standing = authorization.standing_of(skill, status=state.live_status.get(skill.skill_version_id))
+    """The kernel's ruling on the call, with the facts this batch loaded (runs/authorization.py). A call that
+    gives back an earlier result (a page, describe_result) is judged as a call of the skill that produced it."""
+    run = state.run
+    judged = _judged_as(plan, state)
+    if judged is None:
+        skill, arguments, covered = plan.skill, plan.arguments, _coverage(plan, state)
+        standing = kernel.CALLABLE
+        if skill is not None:
+            standing = authorization.standing_of(skill, status=state.live_status.get(skill.skill_version_id))
+        errors = authorization.errors_in(skill, arguments) if skill is not None else None
+    else:
+        (skill, arguments, covered), errors = judged, []
+        standing = authorization.standing_of(skill, generation=state.generation)
     facts = kernel.Facts(
         path=state.path,
         agent=authorization.agent_facts(run.agent),
@@ -247,24 +255,36 @@ def _ruling(plan: Planned, state: BatchState) -> kernel.Ruling:
         name=plan.raw["name"],
         version=plan.raw.get("version") or None,
         skill=authorization.skill_facts(skill, standing=standing),
-        arguments=plan.arguments,
-        argument_errors=authorization.errors_in(skill, plan.arguments) if skill is not None else None,
+        arguments=arguments,
+        argument_errors=errors,
         grants=state.grants,
         policies=authorization.evaluator(state.policies, tenant_id=run.tenant_id),
         rate_meter=lambda passed: _rate_refusal(plan, state, passed),
-        covered_by=_coverage(plan, state),
-        reads_result_of=_described_skill(plan, state),
+        covered_by=covered,
     )
     return kernel.decide(facts)
 
 
-def _described_skill(plan: Planned, state: BatchState) -> kernel.Skill | None:
-    """describe_result gives back a result in full: the skill that produced it, as it stands now."""
+def _judged_as(plan: Planned, state: BatchState) -> tuple[ResolvedSkill, dict, kernel.CoveredBy] | None:
+    """describe_result with valid arguments gives back a result of this run in full: it is judged as the call
+    that produced it (that skill, its recorded arguments, covered by its approval if a person gave one)."""
     if plan.skill is None or plan.skill.name != meta_tools.DESCRIBE_RESULT:
         return None
+    if authorization.errors_in(plan.skill, plan.arguments):
+        return None  # the kernel refuses its own arguments first
     call = context_budget.described_call(plan.arguments.get("ref"), run=state.run)
     producer = authorization.recorded_skill(call) if call is not None else None
-    return authorization.skill_facts(producer) if producer is not None else None
+    if producer is None:
+        return None  # an unknown ref: describe_result itself answers that there is no such result
+    return producer, call.arguments or {}, _covered_by(call)
+
+
+def _covered_by(producer: ToolCall | None) -> kernel.CoveredBy:
+    """What an earlier call's approval covers: the rule a person approved it under (a confirm verdict that
+    produced a result was approved), nothing when it was simply allowed."""
+    if producer is None or producer.verdict != "confirm":
+        return kernel.CoveredBy()
+    return kernel.CoveredBy(approved_rule=kernel.approved_rule(producer.decision or {}))
 
 
 def _rate_refusal(plan: Planned, state: BatchState, passed: bool) -> kernel.Refusal | None:
@@ -283,14 +303,10 @@ def _rate_refusal(plan: Planned, state: BatchState, passed: bool) -> kernel.Refu
 
 
 def _coverage(plan: Planned, state: BatchState) -> kernel.CoveredBy | None:
-    """A page of a kept result reads what its producing call returned: covered by that call's approval, if
-    a person gave one (a call that was simply allowed covers no confirm rule published since)."""
+    """A page of a kept result reads what its producing call returned: covered by that call's approval."""
     if plan.presentation is None or not plan.presentation.from_store:
         return None
-    producer = pagination.producing_call(plan.presentation.page, run_id=str(state.run.pk))
-    if producer is None or producer.verdict != "confirm":  # a kept result of a confirm call was approved
-        return kernel.CoveredBy()
-    return kernel.CoveredBy(approved_rule=kernel.approved_rule(producer.decision or {}))
+    return _covered_by(pagination.producing_call(plan.presentation.page, run_id=str(state.run.pk)))
 
 
 def _refused(state: BatchState, refusal: kernel.Refusal) -> CallError:
@@ -433,6 +449,16 @@ def _decide(plan: Planned, state: BatchState) -> None:
 
 def _untrusted_output(skill: ResolvedSkill) -> bool:
     return bool((skill.manifest.get("risk") or {}).get("untrusted_output"))
+
+
+def _needs_the_skill_itself(plan: Planned) -> NotPermitted:
+    """A built-in tool is answered inline and never waits for a person: when a rule asks for one (on the skill
+    whose result describe_result gives back), the agent calls that skill again, which asks."""
+    return NotPermitted(
+        f"A person must confirm this now ({plan.decision.reason}); call the skill that produced it again to ask.",
+        code="confirm_the_skill_itself",
+        rule_id=plan.decision.rule_id,
+    )
 
 
 def _deny(plan: Planned) -> None:
@@ -688,6 +714,8 @@ def process_batch(
                 continue
             if plan.decision.verdict == "deny":
                 _deny(plan)
+            elif plan.decision.verdict == "confirm" and plan.skill.builtin:
+                raise _needs_the_skill_itself(plan)
             elif plan.decision.verdict == "confirm":
                 _confirm(plan, state)
             else:

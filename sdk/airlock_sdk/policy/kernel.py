@@ -7,8 +7,7 @@ A path gathers the facts it holds about one call (`Facts`) and the kernel answer
 3. the skill: unknown to this audience (a version staged for another tenant is unknown too), retired;
 4. the arguments against the input schema;
 5. the tenant's freeze (only reads run in a frozen tenant);
-6. the offer and the grants (`permission.refusal`), for a result given back in full those of the skill that
-   produced it;
+6. the offer and the grants (`permission.refusal`);
 7. the agent's rate limit (a refused call still counts: over the limit, that is the answer);
 8. the policies, with the floors (`engine.evaluate`, through the path's evaluator);
 9. what a person already decided: a call approved earlier may act only if the verdict on its final
@@ -152,7 +151,6 @@ class Facts:
     bundle: Bundle | None = None
     approved: Approved | None = None
     covered_by: CoveredBy | None = None
-    reads_result_of: Skill | None = None  # describe_result: the skill whose earlier result it gives back
 
 
 @dataclass(frozen=True)
@@ -263,9 +261,7 @@ def _argument_refusal(facts: Facts) -> Ruling | None:
 
 def _permission_refusal(facts: Facts) -> Ruling | None:
     skill = facts.skill
-    if skill.builtin and facts.reads_result_of is not None:  # a result in full: only while its skill is callable
-        skill = facts.reads_result_of
-    elif skill.builtin:
+    if skill.builtin:
         return None  # find_tools and describe_tool answer only within what the run may call already
     refused = permission.refusal(
         name=skill.name,
