@@ -11,7 +11,8 @@ approval, no approval pending, approved or executing, no open reconciliation ite
 job, no unfinished pipeline. Rows go in small separate deletes of AIRLOCK_RETENTION_BATCH_SIZE,
 children first, so no statement holds locks for long; an interrupted purge leaves rows the next
 one finishes. Audit rows outlive the run, redacted, for AIRLOCK_AUDIT_RETENTION_DAYS counted from
-that moment (`approvals.retention`). The dry run counts from the same selections the purge deletes.
+that moment: approvals' (`approvals.retention`) and those of flagged local calls (`runs.local_audit`).
+The dry run counts from the same selections the purge deletes.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from reliability.models import (
     ReconciliationItem,
     ReconciliationStatus,
 )
+from runs import local_audit
 from runs.models import CallStatus, IdempotencyRecord, Run, RunEvent, RunStatus, StoredResult, ToolCall
 
 CLOSED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.STOPPED)
@@ -121,10 +123,14 @@ def count_expired(*, now: datetime | None = None) -> RetentionReport:
     for field, rows in _owned_rows(run_ids):
         if field:
             setattr(report, field, rows.count())
+    calls = ToolCall.objects.filter(run_id__in=run_ids).values("pk")
     report.audit_redacted = (
-        audit.unredacted_rows_of(_requests_of(run_ids).values("pk")).count() + audit.detached_unredacted().count()
+        audit.unredacted_rows_of(_requests_of(run_ids).values("pk")).count()
+        + audit.detached_unredacted().count()
+        + local_audit.unredacted_rows_of(calls).count()
+        + local_audit.detached_unredacted().count()
     )
-    report.audit_deleted = audit.expired_audit(now=now).count()
+    report.audit_deleted = audit.expired_audit(now=now).count() + local_audit.expired_audit(now=now).count()
     return report
 
 
@@ -155,11 +161,26 @@ def _delete_approvals(
     return False
 
 
+def _delete_calls(calls: QuerySet, *, now: datetime, batch_size: int, budget: _Budget, report: RetentionReport) -> bool:
+    """Delete calls a batch at a time, each batch's flagged local calls kept as redacted audit rows first."""
+    while budget.left > 0:
+        ids = list(calls.order_by("pk").values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return True
+        redacted, deleted = local_audit.redact_and_delete_calls(call_ids=ids, now=now)
+        report.audit_redacted += redacted
+        report.calls += deleted
+        budget.spend()
+    return False
+
+
 def _purge_group(run_ids: list, *, now: datetime, batch_size: int, budget: _Budget, report: RetentionReport) -> bool:
     """Delete one group of expired runs, children first; False when the budget ran out midway."""
     for field, rows in _owned_rows(run_ids):
         if field == "approvals":
             done = _delete_approvals(rows, now=now, batch_size=batch_size, budget=budget, report=report)
+        elif field == "calls":
+            done = _delete_calls(rows, now=now, batch_size=batch_size, budget=budget, report=report)
         else:
             deleted, done = _delete_in_batches(rows, batch_size=batch_size, budget=budget)
             if field:
@@ -192,10 +213,11 @@ def purge_expired_records(
             break
         if not _purge_group(run_ids, now=now, batch_size=batch_size, budget=budget, report=report):
             break
-    redacted, deleted, batches = audit.purge_expired_audit(now=now, batch_size=batch_size, max_batches=budget.left)
-    budget.left -= batches
-    report.audit_redacted += redacted
-    report.audit_deleted += deleted
+    for log in (audit, local_audit):  # approvals' audit rows, then flagged local calls'
+        redacted, deleted, batches = log.purge_expired_audit(now=now, batch_size=batch_size, max_batches=budget.left)
+        budget.left -= batches
+        report.audit_redacted += redacted
+        report.audit_deleted += deleted
     report.batches = max_batches - budget.left
     report.finished = budget.left > 0
     return report

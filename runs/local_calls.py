@@ -33,7 +33,7 @@ from policies.models import IssuedBundle, IssuedBundleNumber
 from registry.models import Snapshot
 from registry.snapshots import ResolvedSkill, index_for
 from registry.stages import Audience
-from runs import client_exec, lifecycle, local_review, ratelimit
+from runs import client_exec, lifecycle, local_audit, local_review, ratelimit
 from runs.errors import CallError, Conflict, NotFound, NotPermitted, ValidationFailed
 from runs.models import CallStatus, LocalDecision, Run, ToolCall, Verdict
 from traces.recording import record_span_safely
@@ -372,6 +372,16 @@ def _insert(*, run: Run, upload: Upload, local: LocalCall) -> ToolCall:
         flag_verdict=flag.verdict if flag else "",
         flag_reason=flag.reason[:500] if flag else "",
     )
+    if flag is not None:  # its audit row, which outlives the run under retention
+        local_audit.record_flag(
+            call=call,
+            agent_id=run.agent_id,
+            agent_name=run.agent.name,
+            verdict=flag.verdict,
+            reason=flag.reason,
+            code=flag.code,
+            rule_id=flag.rule_id,
+        )
     if status == CallStatus.SUCCEEDED and client_exec.returns_untrusted(call):
         client_exec.taint_run(run, f"{call.name} ({call.call_id}) returned untrusted content")
     _record_span(call=call, local=local, flag=flag)

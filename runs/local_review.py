@@ -30,12 +30,19 @@ from runs.models import Run, ToolCall
 NO_LONGER = "it is staged for other tenants or another share of runs, rolled back, or past its sunset."
 
 
+POLICY_CODES = {"deny": "denied_by_policy", "confirm": "approval_required"}
+
+
 @dataclass(frozen=True)
 class Flag:
-    """Why a locally decided call would not be allowed today: the verdict (deny or confirm) and the reason."""
+    """Why a locally decided call would not be allowed today: the verdict (deny or confirm), the reason, and
+    the refusal's code (`agent_suspended`, `bundle_expired`, `denied_by_policy`...) and rule, which its audit
+    row keeps once retention redacts the reason (runs.local_audit)."""
 
     verdict: str
     reason: str
+    code: str = ""
+    rule_id: str = ""
 
 
 def _run_when_decided(run: Run, decided_at: datetime) -> kernel.RunState:
@@ -100,14 +107,16 @@ def reevaluate(
     ruling = kernel.decide(facts)
     when = f"Decided at {decided_at:%Y-%m-%d %H:%M:%S} UTC"
     if ruling.refused and ruling.refusal.code == "unknown_skill" and skill is not None:
-        return Flag("deny", f"{when}: {skill.name} {skill.version} no longer resolves for this run: {NO_LONGER}")
+        reason = f"{when}: {skill.name} {skill.version} no longer resolves for this run: {NO_LONGER}"
+        return Flag("deny", reason, code="version_no_longer_resolves")
     if ruling.refused:
-        return Flag("deny", f"{when}: {ruling.refusal.message}")
+        return Flag("deny", f"{when}: {ruling.refusal.message}", code=ruling.refusal.code)
     if ruling.verdict == "allow":
         return None
     decision = ruling.decision
     rule = f" (rule {decision.rule_id})" if decision.rule_id else ""
-    return Flag(decision.verdict, f"The policy now answers {decision.verdict}{rule}: {decision.reason}")
+    reason = f"The policy now answers {decision.verdict}{rule}: {decision.reason}"
+    return Flag(decision.verdict, reason, code=POLICY_CODES[decision.verdict], rule_id=decision.rule_id)
 
 
 def notify_flagged(*, call_pk: int) -> None:

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from console.models import Agent, Tenant
 from console.tenancy import TenantScopedQuerySet
+from lib.append_only import AppendOnlyError, AppendOnlyModel
 
 
 class RunStatus(models.TextChoices):
@@ -246,3 +247,67 @@ class LocalDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.call} decided locally under bundle {self.bundle_number}"
+
+
+LOCAL_FLAG_APPEND_ONLY = "The audit log of flagged local calls is append-only."
+
+
+class LocalFlagEventQuerySet(TenantScopedQuerySet):
+    """Reads of the audit log of flagged local calls. Bulk updates and deletes are refused; the one deliberate
+    exception is `runs.local_audit` (redact when the run is deleted, delete after the audit period), through
+    `retention_queryset()`. Cascades never reach it: its foreign keys are SET_NULL."""
+
+    tenant_field = "tenant"
+
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnlyError(LOCAL_FLAG_APPEND_ONLY)
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError(LOCAL_FLAG_APPEND_ONLY)
+
+    def bulk_update(self, *args: Any, **kwargs: Any) -> int:
+        raise AppendOnlyError(LOCAL_FLAG_APPEND_ONLY)
+
+
+class LocalFlagEvent(AppendOnlyModel):
+    """The audit row of a call the SDK decided locally that the upload flagged (runs.local_review): written with
+    the flag, chained like every audit log, and kept when retention deletes its run, as an approval's audit rows
+    are. The row names its tenant, run, call, agent, skill, bundle and moment itself (kept fields); deleting the
+    call sets `call` to NULL, `redacted_at` records when `runs.local_audit` reduced `detail` to identifiers,
+    codes and hashes (the reasons are free text: hash markers), and `detached_at` when the row outlived its
+    call, the start of its audit period (AIRLOCK_AUDIT_RETENTION_DAYS)."""
+
+    call = models.ForeignKey(ToolCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    run_ref = models.UUIDField(help_text="The run's id, kept after it is deleted.")
+    call_ref = models.CharField(max_length=200, help_text="The agent's call id in the run.")
+    agent_ref = models.PositiveBigIntegerField(help_text="The agent's id, kept after it is deleted.")
+    agent_label = models.CharField(max_length=100, help_text="The agent's name, kept after it is deleted.")
+    skill_name = models.CharField(max_length=200)
+    skill_version = models.CharField(max_length=64)
+    bundle_number = models.PositiveBigIntegerField(help_text="The decision bundle the SDK decided under.")
+    decided_at = models.DateTimeField(help_text="When the SDK decided, by the agent's clock.")
+    flag_verdict = models.CharField(max_length=10, help_text="What the call was judged on upload: deny or confirm.")
+    detail = models.JSONField(default=dict, blank=True)
+    redacted_at = models.DateTimeField(null=True, blank=True, help_text="When retention redacted the detail.")
+    detached_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the row outlived its call; its audit period counts from here."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = LocalFlagEventQuerySet.as_manager()
+    append_only_message = LOCAL_FLAG_APPEND_ONLY
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["detached_at"], name="local_flag_detached_idx", condition=models.Q(call__isnull=True))
+        ]
+
+    @classmethod
+    def retention_queryset(cls) -> models.QuerySet:
+        """A plain queryset that can update and delete: for `runs.local_audit` alone."""
+        return models.QuerySet(model=cls)
+
+    def __str__(self) -> str:
+        return f"{self.skill_name} ({self.call_ref}) decided locally, flagged {self.flag_verdict}"

@@ -14,16 +14,20 @@ from airlock_sdk import Airlock, ClientSkillRegistry, Ok
 from airlock_sdk.bundles import CachedBundle
 from airlock_sdk.local import LocalDecider
 from django.core import mail
+from django.utils import timezone
 
+from audit.chain import verify_chains
 from console.services import freeze_tenant, resume_agent, suspend_agent, unfreeze_tenant
 from policies.bundles import bundle_for
 from policies.services import set_local_decisions
 from registry import rollouts
 from registry.snapshots import latest_index, publish_snapshot
 from registry.stages import Audience
+from retention.services import purge_expired_records
 from runs import ratelimit
-from runs.models import LocalDecision, ToolCall
+from runs.models import LocalDecision, Run, ToolCall
 from tests.browser.conftest import asgi_live_server  # noqa: F401 - reused fixture
+from tests.retention.factories import close, retention_periods
 from tests.runs.conftest import call, post_calls, start_run
 from tests.runs.factories import make_skill, published_policy, rule
 from tests.runs.test_local_calls import run_id, skills, spooled, upload  # noqa: F401 - reused fixtures
@@ -291,3 +295,48 @@ def test_a_version_published_after_the_run_started_is_recorded_flagged_from_the_
     assert "1.1.0" in bundle_versions(agent)
     local = flag_of(agent_client, run_id, spooled("v-1", version="1.1.0", bundle_number=newer["number"]))
     assert local.flagged and "no longer resolves" in local.flag_reason
+
+
+# 10: retention keeps what was flagged --------------------------------------------------------------
+
+DISPUTE = "customer c-secret-77 disputes the refund"
+
+
+def test_retention_keeps_a_flagged_local_call_as_a_detached_redacted_audit_row_for_the_audit_period(
+    settings, agent_client, run_id
+):
+    from runs.models import LocalFlagEvent  # the audit row of a flagged local call (issue 43)
+
+    retention_periods(settings)
+    published_policy([rule("no-notes", "deny", 'skill.name == "crm.note_local"', f"notes are frozen: {DISPUTE}")])
+    secret = {"customer": "c-secret-77", "note": "refund promised"}
+    upload(agent_client, run_id, [spooled("n-1", "crm.note_local", arguments=secret), spooled("r-1", sequence=2)])
+    call = ToolCall.objects.get(run_id=run_id, call_id="n-1")
+    close(Run.objects.get(pk=run_id), days_ago=200)
+
+    report = purge_expired_records()
+
+    assert report.runs == 1 and not Run.objects.filter(pk=run_id).exists()
+    assert not LocalDecision.objects.exists()  # the record of the run went with it
+    (row,) = LocalFlagEvent.objects.all()  # only the flagged call is kept, as its audit row
+    assert (str(row.run_ref), row.call_ref, row.skill_name, row.skill_version) == (
+        run_id,
+        "n-1",
+        "crm.note_local",
+        "1.0.0",
+    )
+    assert row.call_id is None and row.tenant.slug == "acme" and row.agent_label == "support-bot"
+    assert (row.flag_verdict, row.bundle_number, row.decided_at) == ("deny", 1, call.created_at)
+    assert row.redacted_at is not None and row.detached_at is not None
+    assert row.detail["code"] == "denied_by_policy" and row.detail["rule_id"].endswith("no-notes")
+    assert row.detail["arguments_sha256"] == call.arguments_sha256
+    assert row.detail["flag_reason"]["redacted"] is True
+    kept = str([getattr(row, f.attname) for f in row._meta.concrete_fields])
+    assert "c-secret-77" not in kept and "refund promised" not in kept and "disputes" not in kept
+    reports, unlinked = verify_chains()  # written into the tenant's audit chain, which still checks
+    assert unlinked == [] and [r.problems for r in reports] == [[] for _ in reports]
+    assert sum(r.redacted for r in reports) >= 1
+
+    assert purge_expired_records(now=timezone.now() + timedelta(days=364)).audit_deleted == 0
+    assert purge_expired_records(now=timezone.now() + timedelta(days=366)).audit_deleted >= 1
+    assert not LocalFlagEvent.objects.exists()
