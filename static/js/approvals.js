@@ -51,7 +51,18 @@
 
     function refreshList() {
       if (!list || !window.htmx) return;
-      htmx.ajax("GET", list.dataset.listUrl, { target: "#pending-list", swap: "innerHTML" }).then(syncEmpty);
+      // The re-read list keeps the approver's place: the selected card, the ticked ones and the open groups.
+      const selected = list.querySelector(".approval-card.selected");
+      const ticked = Array.from(list.querySelectorAll("input.select-card:checked")).map((box) => box.value);
+      const open = Array.from(list.querySelectorAll(".approval-group details[open]")).map((d) => d.closest(".approval-group").id);
+      htmx.ajax("GET", list.dataset.listUrl, { target: "#pending-list", swap: "innerHTML" }).then(() => {
+        const again = selected && document.getElementById(selected.id);
+        if (again) again.classList.add("selected");
+        ticked.forEach((pk) => { const box = list.querySelector(`input.select-card[value="${pk}"]`); if (box) box.checked = true; });
+        open.forEach((id) => { const group = document.getElementById(id); if (group) group.querySelector("details").open = true; });
+        syncSelection();
+        syncEmpty();
+      });
     }
 
     function cardUrl(id) {
@@ -97,7 +108,10 @@
       }
       card.classList.toggle("claimed", Boolean(by) && by !== me);
       const button = box.querySelector("[data-claim-button]");
-      if (button) button.textContent = by === me ? "Release" : "I'm on it";
+      if (button) {
+        button.textContent = by === me ? "Release" : "I'm on it";
+        button.hidden = Boolean(by) && by !== me;  // someone else holds it: nothing to claim until they let go
+      }
     }
     function myClaims() {
       return cards().filter((c) => { const box = c.querySelector("[data-claim]"); return box && box.dataset.claimedBy === me; });
@@ -112,6 +126,8 @@
       });
       setInterval(() => myClaims().forEach((c) => send({ type: "claim", approval_id: Number(c.dataset.approvalId) })),
         Math.max(5, claimSeconds / 3) * 1000);
+      // Leaving the page lets go at once; the server also releases them when the socket closes.
+      window.addEventListener("pagehide", () => myClaims().forEach((c) => send({ type: "release", approval_id: Number(c.dataset.approvalId) })));
     }
 
     // Selection: tick cards (or press x) and decide them together with one reason.
@@ -165,6 +181,13 @@
     // card or note to show; htmx does not swap error responses unless told to.
     document.body.addEventListener("htmx:beforeSwap", (event) => {
       const target = event.detail.target;
+      // A re-read list must not replace a card whose decision is in flight: the decision's answer would
+      // land in a card no longer on the page. Read the list again once that answer is in.
+      if (target && target.id === "pending-list" && target.querySelector(".htmx-request")) {
+        event.detail.shouldSwap = false;
+        setTimeout(refreshList, 300);
+        return;
+      }
       if ([400, 403, 409].includes(event.detail.xhr.status) && target && target.id && target.id.startsWith("approval-")) {
         event.detail.shouldSwap = true;
         event.detail.isError = false;

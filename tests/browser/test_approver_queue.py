@@ -1,0 +1,144 @@
+"""The approvers' queue in headless Chromium, on the demo's own data (`seed_demo`) and two more of its refunds
+for Ada, asked through the demo's own gate path, so that acme's billing approver (alice) has like requests:
+
+- alice finds the three refunds grouped, as loaded and after a reload, opens the group, reads a card's context
+  ("3rd refund for cus_ada100 this week") and approves all three at once; each is decided and audited alone;
+- alice switches to the compact list and finds it again after a reload, then goes back to full cards;
+- alice claims the e-mail card; bob (who approves e-mails too) sees "alice is looking at this" live and after
+  a reload, and sees it go when alice leaves.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+from playwright.sync_api import expect
+
+from approvals.demo import CALLS
+from approvals.models import ApprovalEvent, ApprovalRequest, ApprovalStatus
+from console.models import Agent
+from runs import demo_tools
+from runs.gate import process_batch
+from runs.services import start_run
+from tests.browser.conftest import *  # noqa: F403 - asgi_live_server, browser, page, login_as
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = (
+    ROOT / "docs" / "screenshots" if os.environ.get("AIRLOCK_UPDATE_SCREENSHOTS") == "1" else ROOT / "test-artifacts"
+)
+REFUND = "billing.create_refund_request"
+
+
+@pytest.fixture
+def demo(asgi_live_server, settings):
+    settings.AIRLOCK_VAR_DIR = settings.VAR_DIR
+    call_command("seed_demo", verbosity=0)
+    demo_tools.reset()
+    agent = Agent.objects.get(tenant__slug="acme", name="support-bot")
+    for n in (2, 3):  # Ada asks again, twice: the same agent, skill and rule
+        run = start_run(agent=agent, end_user="cus_ada100", end_user_roles=["customer"], task="Refund Ada again")
+        call = {**CALLS[0], "call_id": f"refund-again-{n}"}
+        assert process_batch(run=run, calls=[call])[0]["status"] == "approval_required"
+    return {u.username: u for u in get_user_model().objects.all()}
+
+
+def _shot(target, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    target.screenshot(path=str(SCREENSHOTS / name))
+
+
+def _refunds() -> list[ApprovalRequest]:
+    return list(ApprovalRequest.objects.filter(skill_name=REFUND, status=ApprovalStatus.PENDING).order_by("-id"))
+
+
+def _open_as(browser, server, user):
+    """A second person's browser: its own context and session."""
+    client = Client()
+    client.force_login(user)
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME]
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.add_cookies([{"name": cookie.key, "value": cookie.value, "url": server.url}])
+    other = context.new_page()
+    other.goto(f"{server.url}/approvals/")
+    return other
+
+
+def test_alice_opens_the_group_of_refunds_and_approves_it_at_once(asgi_live_server, demo, login_as):
+    refunds = _refunds()
+    assert len(refunds) == 3
+    page = login_as(demo["alice"])
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{asgi_live_server.url}/approvals/")
+    group = page.locator(f"#group-{refunds[0].pk}")
+    expect(group).to_have_attribute("data-group-size", "3")
+    page.reload()
+    expect(page.locator("#live-status")).to_have_text("live")
+    expect(group).to_have_attribute("data-group-size", "3")
+    expect(page).to_have_title("(4) Approvals · Airlock")
+    _shot(page, "approver-queue-grouped.png")
+
+    group.locator("details.group-members > summary").click()
+    card = page.locator(f"#approval-{refunds[0].pk}")
+    expect(card).to_be_visible()
+    expect(card.locator("[data-history]")).to_contain_text(f"3rd {REFUND} for cus_ada100 this week")
+    expect(card.locator("[data-history]")).to_contain_text("support-bot, last 30 days: 1 decided, 100% declined")
+    _shot(card, "approver-queue-card-context.png")
+
+    group.locator(".group-decide input[name=reason]").fill("Ada's three requests are one damaged order; refund each.")
+    group.locator("[data-action=approve-group]").click()
+    result = page.locator("[data-bulk-result]")
+    expect(result.locator("li.done")).to_have_count(3)
+    expect(page.locator(f"#group-{refunds[0].pk}")).to_have_count(0)
+    for refund in refunds:
+        refund.refresh_from_db()
+        assert refund.status != ApprovalStatus.PENDING and refund.decided_by == demo["alice"]
+        assert ApprovalEvent.objects.filter(request=refund, action="approved", actor=demo["alice"]).count() == 1
+
+
+def test_alice_switches_to_the_compact_list_and_finds_it_after_a_reload(asgi_live_server, demo, login_as):
+    page = login_as(demo["alice"])
+    page.set_viewport_size({"width": 1280, "height": 700})
+    page.goto(f"{asgi_live_server.url}/approvals/")
+    expect(page.locator("#pending-list")).not_to_have_class("compact")
+    page.locator("#layout-toggle").click()
+    expect(page.locator("#pending-list")).to_have_class("compact")
+    expect(page.locator("#layout-toggle")).to_have_text("Full cards")
+    page.reload()
+    expect(page.locator("#pending-list")).to_have_class("compact")
+    page.locator(f"#group-{_refunds()[0].pk} details.group-members > summary").click()
+    expect(page.locator("#live-status")).to_have_text("live")
+    _shot(page, "approver-queue-compact.png")
+    page.locator("#layout-toggle").click()
+    expect(page.locator("#pending-list")).not_to_have_class("compact")
+
+
+def test_bob_sees_alices_claim_live_and_after_a_reload_until_she_leaves(asgi_live_server, demo, login_as, browser):
+    mail = ApprovalRequest.objects.get(skill_name="support.send_email", status=ApprovalStatus.PENDING)
+    alice = login_as(demo["alice"])
+    alice.goto(f"{asgi_live_server.url}/approvals/")
+    bob = _open_as(browser, asgi_live_server, demo["bob"])
+    for page in (alice, bob):
+        expect(page.locator("#live-status")).to_have_text("live")
+
+    alice.locator(f"#approval-{mail.pk} [data-claim-button]").click()
+    expect(alice.locator(f"#approval-{mail.pk} .claim-note")).to_have_text("You are looking at this")
+    bobs_card = bob.locator(f"#approval-{mail.pk}")
+    expect(bobs_card.locator(".claim-note")).to_have_text("alice is looking at this")
+    expect(bobs_card).to_have_class("approval-card claimed")
+    _shot(bobs_card, "approver-queue-claimed.png")
+
+    bob.reload()
+    expect(bob.locator("#live-status")).to_have_text("live")
+    expect(bob.locator(f"#approval-{mail.pk} .claim-note")).to_have_text("alice is looking at this")
+
+    alice.close()  # she leaves: her socket closes and the claim ends
+    expect(bob.locator(f"#approval-{mail.pk} .claim-note")).to_have_text("")
+    expect(bob.locator(f"#approval-{mail.pk}")).not_to_have_class("claimed")
+    bob.context.close()
