@@ -11,6 +11,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 RUN useradd --create-home --uid 10001 airlock
+# bubblewrap confines confined: tools (runs/plane/confinement.py); the container runtime must allow user
+# namespaces for it, or those tools refuse to run (sandbox_unavailable) rather than run unconfined.
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap && rm -rf /var/lib/apt/lists/*
 
 # Dependencies first, so code changes do not reinstall them.
 COPY pyproject.toml README.md ./

@@ -342,6 +342,10 @@ AIRLOCK_DEMO = env_bool("AIRLOCK_DEMO", not env_str("DATABASE_URL"))
 # extra directories of the deployment's tool code the sandboxed process may import from (read-only).
 AIRLOCK_BWRAP = env_str("AIRLOCK_BWRAP", "bwrap")
 AIRLOCK_CONFINED_CODE_PATHS = env_list("AIRLOCK_CONFINED_CODE_PATHS", [])
+# The sandbox executor (runs/plane/confinement.py): the bubblewrap binary that confines `confined:` tools, and
+# extra directories of the deployment's tool code the sandboxed process may import from (read-only).
+AIRLOCK_BWRAP = env_str("AIRLOCK_BWRAP", "bwrap")
+AIRLOCK_CONFINED_CODE_PATHS = env_list("AIRLOCK_CONFINED_CODE_PATHS", [])
 AIRLOCK_GATE_WORKERS = env_int("AIRLOCK_GATE_WORKERS", 16, minimum=1)
 # The gate's hot statements are prepared on PostgreSQL (lib/sql_rows.hot_cursor); off behind a
 # transaction-mode pooler that cannot keep prepared statements (PgBouncer before 1.21).

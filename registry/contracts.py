@@ -35,6 +35,7 @@ class FunctionContract:
     approval: str = "not_required"
     teams: tuple[str, ...] = (ANY_TEAM,)
     sandbox_for: str = ""  # a sandbox: the function it stands in for when owners try a skill; never production
+    confined: bool = False  # runs in the sandbox executor (`confined:<name>`), not in Airlock's process
 
     def __post_init__(self) -> None:
         if self.effect not in EFFECT_RANK or self.approval not in APPROVAL_RANK or not self.teams:
@@ -65,8 +66,10 @@ def declared_functions() -> list[FunctionContract]:
 
 def contract_for(adapter: str) -> FunctionContract | None:
     """The declaration the adapter's code makes: a registered function's, or an imported MCP tool's annotations."""
-    if adapter.startswith("python:"):
-        return _FUNCTIONS.get(adapter.removeprefix("python:"))
+    if adapter.startswith(("python:", "confined:")):
+        scheme, _, name = adapter.partition(":")
+        contract = _FUNCTIONS.get(name)
+        return contract if contract is not None and contract.confined == (scheme == "confined") else None
     if adapter.startswith("mcp://"):
         return _mcp_tool_contract(adapter)
     return None
@@ -136,6 +139,15 @@ def contract_problems(manifest: dict, team_slug: str | None, *, imported_from: d
     else:
         contract = contract_for(adapter)
     if contract is None:
+        if adapter.startswith("confined:"):
+            return [
+                problem(
+                    "$.execution.adapter",
+                    "unknown_function",
+                    f"No confined tool {adapter.removeprefix('confined:')} is registered in this deployment; a "
+                    "confined: adapter names a tool registered with runs.adapters.confined.register_confined.",
+                )
+            ]
         if adapter.startswith("python:"):
             return [
                 problem(
@@ -158,7 +170,7 @@ def contract_problems(manifest: dict, team_slug: str | None, *, imported_from: d
             ]
         return []
     errors = []
-    if team_slug and adapter.startswith("python:") and not contract.allows_team(team_slug):
+    if team_slug and adapter.startswith(("python:", "confined:")) and not contract.allows_team(team_slug):
         errors.append(
             problem(
                 "$.execution.adapter",

@@ -21,6 +21,10 @@ from runs.adapters.mcp import McpAdapter  # noqa: E402 - the execution plane's s
 
 register_scheme("mcp://", McpAdapter())
 
+from runs.adapters.confined import ConfinedAdapter  # noqa: E402 - code run in the sandbox executor (runs/plane/)
+
+register_scheme("confined:", ConfinedAdapter())
+
 
 def get_adapter(uri: str) -> Adapter:
     for prefix, adapter in _SCHEMES.items():
