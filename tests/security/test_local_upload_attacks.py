@@ -25,7 +25,7 @@ from registry.snapshots import latest_index, publish_snapshot
 from registry.stages import Audience
 from retention.services import purge_expired_records
 from runs import ratelimit
-from runs.models import LocalDecision, Run, ToolCall
+from runs.models import LocalDecision, LocalFlagEvent, Run, ToolCall
 from tests.browser.conftest import asgi_live_server  # noqa: F401 - reused fixture
 from tests.retention.factories import close, retention_periods
 from tests.runs.conftest import call, post_calls, start_run
@@ -305,8 +305,6 @@ DISPUTE = "customer c-secret-77 disputes the refund"
 def test_retention_keeps_a_flagged_local_call_as_a_detached_redacted_audit_row_for_the_audit_period(
     settings, agent_client, run_id
 ):
-    from runs.models import LocalFlagEvent  # the audit row of a flagged local call (issue 43)
-
     retention_periods(settings)
     published_policy([rule("no-notes", "deny", 'skill.name == "crm.note_local"', f"notes are frozen: {DISPUTE}")])
     secret = {"customer": "c-secret-77", "note": "refund promised"}
