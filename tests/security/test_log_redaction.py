@@ -92,6 +92,7 @@ def test_the_real_uvicorn_access_log_masks_query_strings(tmp_path):
         "REDIS_URL": "",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "AIRLOCK_SIGNING_KEY": str(settings.AIRLOCK_SIGNING_KEY_FILE),
+        "AIRLOCK_ACCESS_LOG": "1",  # off by default (make run's console); on, every line is masked
     }
     port = free_port()
     log_path = tmp_path / "uvicorn.log"
