@@ -49,20 +49,30 @@
     function cards() { return list ? Array.from(list.querySelectorAll(".approval-card")) : []; }
     function syncEmpty() { if (empty) empty.hidden = cards().length > 0; }
 
+    // A re-read list keeps the approver's place: the selected card, the ticked ones and the open groups,
+    // as they are the moment the new list replaces the old one.
+    let kept = null;
+    function keepPlace() {
+      const selected = list.querySelector(".approval-card.selected");
+      kept = {
+        selected: selected ? selected.id : "",
+        ticked: Array.from(list.querySelectorAll("input.select-card:checked")).map((box) => box.value),
+        open: Array.from(list.querySelectorAll(".approval-group details[open]")).map((d) => d.closest(".approval-group").id),
+      };
+    }
+    function restorePlace() {
+      if (!kept) return;
+      const again = kept.selected && document.getElementById(kept.selected);
+      if (again) again.classList.add("selected");
+      kept.ticked.forEach((pk) => { const box = list.querySelector(`input.select-card[value="${pk}"]`); if (box) box.checked = true; });
+      kept.open.forEach((id) => { const group = document.getElementById(id); if (group) group.querySelector("details").open = true; });
+      kept = null;
+      syncSelection();
+    }
+
     function refreshList() {
       if (!list || !window.htmx) return;
-      // The re-read list keeps the approver's place: the selected card, the ticked ones and the open groups.
-      const selected = list.querySelector(".approval-card.selected");
-      const ticked = Array.from(list.querySelectorAll("input.select-card:checked")).map((box) => box.value);
-      const open = Array.from(list.querySelectorAll(".approval-group details[open]")).map((d) => d.closest(".approval-group").id);
-      htmx.ajax("GET", list.dataset.listUrl, { target: "#pending-list", swap: "innerHTML" }).then(() => {
-        const again = selected && document.getElementById(selected.id);
-        if (again) again.classList.add("selected");
-        ticked.forEach((pk) => { const box = list.querySelector(`input.select-card[value="${pk}"]`); if (box) box.checked = true; });
-        open.forEach((id) => { const group = document.getElementById(id); if (group) group.querySelector("details").open = true; });
-        syncSelection();
-        syncEmpty();
-      });
+      htmx.ajax("GET", list.dataset.listUrl, { target: "#pending-list", swap: "innerHTML" }).then(syncEmpty);
     }
 
     function cardUrl(id) {
@@ -188,6 +198,7 @@
         setTimeout(refreshList, 300);
         return;
       }
+      if (target && target.id === "pending-list") keepPlace();
       if ([400, 403, 409].includes(event.detail.xhr.status) && target && target.id && target.id.startsWith("approval-")) {
         event.detail.shouldSwap = true;
         event.detail.isError = false;
@@ -195,6 +206,7 @@
     });
 
     document.body.addEventListener("htmx:afterSwap", (event) => {
+      if (event.detail.target && event.detail.target.id === "pending-list") restorePlace();
       if (event.detail.target && event.detail.target.id === "bulk-result") {
         refreshList();  // the decided cards leave, the refused ones stay, with what became of each above
         if (bulkForm) bulkForm.reset();

@@ -142,3 +142,57 @@ def test_bob_sees_alices_claim_live_and_after_a_reload_until_she_leaves(asgi_liv
     expect(bob.locator(f"#approval-{mail.pk} .claim-note")).to_have_text("")
     expect(bob.locator(f"#approval-{mail.pk}")).not_to_have_class("claimed")
     bob.context.close()
+
+
+FAKE_NOTIFICATIONS = """(() => {
+  window.__asked = 0; window.__shown = [];
+  class FakeNotification {
+    constructor(title, options) { window.__shown.push({title, body: options && options.body}); }
+    static requestPermission() {
+      window.__asked += 1;
+      FakeNotification.permission = "granted";
+      return Promise.resolve("granted");
+    }
+  }
+  FakeNotification.permission = "default";
+  window.Notification = FakeNotification;
+})()"""
+
+
+def test_alice_turns_on_desktop_notifications_and_a_new_refund_announces_itself(asgi_live_server, demo, login_as):
+    page = login_as(demo["alice"])
+    page.add_init_script(FAKE_NOTIFICATIONS)  # the browser's own prompt cannot be clicked headless
+    page.goto(f"{asgi_live_server.url}/approvals/")
+    expect(page.locator("#live-status")).to_have_text("live")
+    assert page.evaluate("window.__asked") == 0  # never asked on load
+    page.locator("#enable-notifications").click()
+    expect(page.locator("#enable-notifications")).to_be_hidden()
+    assert page.evaluate("window.__asked") == 1
+
+    agent = Agent.objects.get(tenant__slug="acme", name="support-bot")
+    run = start_run(agent=agent, end_user="cus_bo200", end_user_roles=["customer"], task="Refund Bo")
+    approval_id = process_batch(run=run, calls=[{**CALLS[0], "call_id": "refund-bo"}])[0]["approval_id"]
+    expect(page.locator(f"#approval-{approval_id}")).to_be_visible()
+    page.wait_for_function("window.__shown.length > 0", timeout=30_000)
+    assert page.evaluate("window.__shown") == [{"title": "A request waits for you", "body": REFUND}]
+    expect(page).to_have_title("(5) Approvals · Airlock")
+
+
+def test_bob_selects_the_email_by_keyboard_and_declines_the_selection(asgi_live_server, demo, login_as):
+    mail = ApprovalRequest.objects.get(skill_name="support.send_email", status=ApprovalStatus.PENDING)
+    page = login_as(demo["bob"])
+    page.goto(f"{asgi_live_server.url}/approvals/")
+    expect(page.locator("#live-status")).to_have_text("live")
+    page.reload()
+    expect(page.locator("#live-status")).to_have_text("live")
+    expect(page.locator("[data-action=decline-selected]")).to_be_disabled()
+    page.keyboard.press("j")
+    page.keyboard.press("x")
+    expect(page.locator(f"#approval-{mail.pk} input.select-card")).to_be_checked()
+    expect(page.locator("#selected-count")).to_have_text("1 selected")
+    page.locator("#bulk-form input[name=reason]").fill("Ada asked us to write by post.")
+    page.locator("[data-action=decline-selected]").click()
+    expect(page.locator(f"[data-bulk-result] li.done[data-outcome='{mail.pk}']")).to_contain_text("declined")
+    expect(page.locator(f"#approval-{mail.pk}")).to_have_count(0)
+    mail.refresh_from_db()
+    assert mail.status == ApprovalStatus.DECLINED and mail.decline_reason == "Ada asked us to write by post."
