@@ -17,8 +17,10 @@ def settings_env_names() -> set[str]:
 
 
 def clean_environ(base: dict[str, str], **overrides: str) -> dict[str, str]:
-    """`base` without any variable the settings read, plus `overrides`."""
+    """`base` without any variable the settings read, plus `overrides`. The suite asks for the demo's tools
+    (tests/conftest.py), so the processes it starts do too unless `overrides` say otherwise."""
     names = settings_env_names()
     env = {key: value for key, value in base.items() if key not in names}
+    env["AIRLOCK_DEMO"] = "1"
     env.update(overrides)
     return env
