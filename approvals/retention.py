@@ -28,6 +28,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from approvals.models import ApprovalEvent, ApprovalRequest
+from lib.append_only import redact_and_detach
 from traces.redaction import mask_secrets, redact, redacted_marker
 
 # Identifiers, counts, flags and hashes: what an auditor needs to tell decisions apart, nothing reusable.
@@ -68,14 +69,9 @@ def redacted_detail(detail: dict[str, Any]) -> dict[str, Any]:
 
 def _redact_detached_rows(rows: Iterable[ApprovalEvent], now: datetime) -> int:
     """Redact rows that outlive (or have outlived) their request, and start their audit period now."""
-    changed = []
-    for row in rows:
-        row.detail = redacted_detail(row.detail)
-        row.redacted_at = row.detached_at = now
-        changed.append(row)
-    if changed:
-        ApprovalEvent.retention_queryset().bulk_update(changed, ["detail", "redacted_at", "detached_at"])
-    return len(changed)
+    return redact_and_detach(
+        rows, queryset=ApprovalEvent.retention_queryset(), redacted_detail=redacted_detail, now=now
+    )
 
 
 def unredacted_rows_of(requests: list[int] | QuerySet) -> QuerySet[ApprovalEvent]:

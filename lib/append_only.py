@@ -5,7 +5,8 @@ Every insert is also a link in its tenant's hash chain: `save` calls `chain_row`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any, ClassVar
 
 from django.db import models, transaction
@@ -38,3 +39,19 @@ class AppendOnlyModel(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise AppendOnlyError(self.append_only_message)
+
+
+def redact_and_detach(
+    rows: Iterable[models.Model], *, queryset: models.QuerySet, redacted_detail: Callable[[dict], dict], now: datetime
+) -> int:
+    """Retention's one write to an audit log: rows that outlive what they record keep a redacted `detail` and
+    start their own audit period now (`redacted_at`, `detached_at`). `queryset` is the log's retention queryset,
+    the only one allowed to update it."""
+    changed = []
+    for row in rows:
+        row.detail = redacted_detail(row.detail)
+        row.redacted_at = row.detached_at = now
+        changed.append(row)
+    if changed:
+        queryset.bulk_update(changed, ["detail", "redacted_at", "detached_at"])
+    return len(changed)

@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from lib.append_only import redact_and_detach
 from runs.models import LocalFlagEvent, ToolCall
 from traces.redaction import redact, redacted_marker
 
@@ -66,14 +67,9 @@ def redacted_detail(detail: dict[str, Any]) -> dict[str, Any]:
 
 
 def _redact_detached_rows(rows: Iterable[LocalFlagEvent], now: datetime) -> int:
-    changed = []
-    for row in rows:
-        row.detail = redacted_detail(row.detail)
-        row.redacted_at = row.detached_at = now
-        changed.append(row)
-    if changed:
-        LocalFlagEvent.retention_queryset().bulk_update(changed, ["detail", "redacted_at", "detached_at"])
-    return len(changed)
+    return redact_and_detach(
+        rows, queryset=LocalFlagEvent.retention_queryset(), redacted_detail=redacted_detail, now=now
+    )
 
 
 def unredacted_rows_of(calls: list[int] | QuerySet) -> QuerySet[LocalFlagEvent]:
