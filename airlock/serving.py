@@ -88,12 +88,18 @@ def _worker_user_and_temp(workdir: Path) -> tuple[str, Path]:
     Not root: nginx stays this user, and the temp files go under workdir. Root: the master stays root and its
     worker drops to `nobody`, which can neither write nor even reach a private (0700) workdir, so that every
     request body over 8 KB was a 500 (`client_body/... failed (13: Permission denied)`). The worker is then
-    named explicitly and gets a temp directory of its own under the system's temp directory, which it owns.
+    named explicitly and gets a temp directory it owns: under workdir, made passable (0711, no listing), when
+    every folder above it is passable (`manage.py serve`'s, under /tmp); else under the system's temp folder.
     """
     if os.geteuid() != 0:
         return "", workdir
     nobody = pwd.getpwnam("nobody")
-    temp = Path(tempfile.mkdtemp(prefix="airlock-front-door-temp-"))
+    if all(parent.stat().st_mode & 0o001 for parent in workdir.resolve().parents):
+        workdir.chmod(0o711)
+        temp = workdir / "temp"
+        temp.mkdir(exist_ok=True)
+    else:
+        temp = Path(tempfile.mkdtemp(prefix="airlock-front-door-temp-"))
     os.chown(temp, nobody.pw_uid, nobody.pw_gid)
     return f"user {nobody.pw_name} {grp.getgrgid(nobody.pw_gid).gr_name};\n", temp
 

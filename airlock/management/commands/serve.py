@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -94,13 +95,15 @@ class Command(BaseCommand):
         production = bool(settings.REDIS_URL) and not dev
         base = f"http://{host}:{port}"
         web, stream = free_port(), free_port()
-        door = production and front_door_command(
-            Path(tempfile.mkdtemp(prefix="airlock-front-door-")),
+        door_workdir = Path(tempfile.mkdtemp(prefix="airlock-front-door-")) if production else None
+        door = door_workdir and front_door_command(
+            door_workdir,
             listen=f"{host}:{port}",
             web=f"127.0.0.1:{web}",
             stream=f"127.0.0.1:{stream}",
         )
-        if production and not door:
+        if door_workdir and not door:
+            shutil.rmtree(door_workdir, ignore_errors=True)
             raise CommandError(NO_FRONT_DOOR)
         self.stdout.write(self.style.SUCCESS(f"Airlock at {base}/: {self._model(production)}"))
         new_keys = self._seed() if demo else {}
@@ -136,6 +139,8 @@ class Command(BaseCommand):
         finally:  # the simulated agents first (they would retry against stopped servers), the workers last
             for group in (children, servers, background):
                 _stop(group)
+            if door_workdir:
+                shutil.rmtree(door_workdir, ignore_errors=True)  # its configuration and temp files
 
     def _model(self, production: bool) -> str:
         database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
