@@ -57,6 +57,7 @@ REFUSED_WITH_404 = {
     "reliability:mcp_server_import": "MCP servers of teams one is not in are not shown at all",
     "reliability:mcp_server_share": "MCP servers of teams one is not in are not shown at all",
     "reliability:mcp_server_unshare": "MCP servers of teams one is not in are not shown at all",
+    "reliability:mcp_tool_change_approve": "MCP servers of teams one is not in are not shown at all",
     "registry:evaluation_run": "evaluation sets of teams one is not in are not shown at all",
     "registry:evaluation_add_search": "evaluation sets of teams one is not in are not shown at all",
     "registry_api:evaluation-run": "evaluation sets of teams one is not in are not shown at all",
