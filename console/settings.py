@@ -342,10 +342,6 @@ AIRLOCK_DEMO = env_bool("AIRLOCK_DEMO", not env_str("DATABASE_URL"))
 # extra directories of the deployment's tool code the sandboxed process may import from (read-only).
 AIRLOCK_BWRAP = env_str("AIRLOCK_BWRAP", "bwrap")
 AIRLOCK_CONFINED_CODE_PATHS = env_list("AIRLOCK_CONFINED_CODE_PATHS", [])
-# The sandbox executor (runs/plane/confinement.py): the bubblewrap binary that confines `confined:` tools, and
-# extra directories of the deployment's tool code the sandboxed process may import from (read-only).
-AIRLOCK_BWRAP = env_str("AIRLOCK_BWRAP", "bwrap")
-AIRLOCK_CONFINED_CODE_PATHS = env_list("AIRLOCK_CONFINED_CODE_PATHS", [])
 AIRLOCK_GATE_WORKERS = env_int("AIRLOCK_GATE_WORKERS", 16, minimum=1)
 # The gate's hot statements are prepared on PostgreSQL (lib/sql_rows.hot_cursor); off behind a
 # transaction-mode pooler that cannot keep prepared statements (PgBouncer before 1.21).
@@ -373,13 +369,13 @@ AIRLOCK_RECONCILE_FIRST_CHECK_SECONDS = env_float("AIRLOCK_RECONCILE_FIRST_CHECK
 # Approvals (approvals/services.py): a request pending this long (or half its TTL, if sooner) is mailed
 # to the tenant's admins.
 AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES = env_int("AIRLOCK_APPROVAL_ESCALATE_AFTER_MINUTES", 15, minimum=1)
+# The inbox's claims (approvals/claims.py): "alice is looking at this" lapses this long after her browser last
+# renewed it (it renews a third of the way through while the page stays open).
+AIRLOCK_APPROVAL_CLAIM_SECONDS = env_int("AIRLOCK_APPROVAL_CLAIM_SECONDS", 90, minimum=10)
 # How often the resume of an approved call held by its agent's open-ended suspension looks again (a timed
 # suspension is looked at again when it ends, or after this, whichever is sooner).
 AIRLOCK_SUSPENDED_RECHECK_SECONDS = env_int("AIRLOCK_SUSPENDED_RECHECK_SECONDS", 30, minimum=1)
 # Webhooks to a run's callback URL (approvals/delivery.py): per-request timeout, backoff and attempts.
-# The inbox's claims (approvals/claims.py): "alice is looking at this" lapses this long after her browser last
-# renewed it (it renews a third of the way through while the page stays open).
-AIRLOCK_APPROVAL_CLAIM_SECONDS = env_int("AIRLOCK_APPROVAL_CLAIM_SECONDS", 90, minimum=10)
 AIRLOCK_WEBHOOK_TIMEOUT_SECONDS = env_float("AIRLOCK_WEBHOOK_TIMEOUT_SECONDS", 5.0, minimum=0.1)
 AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_BASE_SECONDS", 2.0)
 AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS = env_float("AIRLOCK_WEBHOOK_RETRY_CAP_SECONDS", 600.0)
