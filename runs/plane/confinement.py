@@ -30,6 +30,7 @@ from django.conf import settings
 from runs.errors import CallError, Internal, NotPermitted, Unavailable
 
 CHILD = Path(__file__).with_name("confined_child.py")
+SCRATCH = "/tmp"
 NOBODY = 65534
 MAX_OUTPUT = 4 * 1024 * 1024
 DEFAULTS = {"cpu_seconds": 2, "memory_mb": 512, "processes": 16, "file_mb": 16}
@@ -94,8 +95,16 @@ DROP_TO_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-
                   "--bounding-set=-all"]  # fmt: skip
 
 
+def _under_scratch(paths: list[str]) -> list[str]:
+    """The code and interpreter paths that live under /tmp (a checkout there), bound back read-only over the
+    scratch directory that hides them."""
+    inside = [str(Path(p).resolve()) for p in paths if Path(p).resolve().is_relative_to(SCRATCH)]
+    return [argument for path in dict.fromkeys(inside) for argument in ("--ro-bind", path, path)]
+
+
 def command(code_paths: list[str]) -> list[str]:
     root = os.getuid() == 0
+    needed = [sys.base_prefix, sys.prefix, *code_paths]
     return [
         bubblewrap() or settings.AIRLOCK_BWRAP,
         *(AS_ROOT if root else AS_USER),  # nothing of the server's processes, network or IPC is reachable
@@ -103,12 +112,13 @@ def command(code_paths: list[str]) -> list[str]:
         "--new-session",
         "--clearenv",
         "--ro-bind", "/", "/",
-        *_reachable([sys.base_prefix, sys.prefix, *code_paths]),
+        *_reachable(needed),
         "--proc", "/proc",
         "--dev", "/dev",
-        "--perms", "01777", "--tmpfs", "/tmp",  # its scratch directory, the only place it may write
-        "--chdir", "/tmp",
-        "--setenv", "HOME", "/tmp",
+        "--perms", "01777", "--tmpfs", SCRATCH,  # its scratch directory, the only place it may write
+        *_under_scratch(needed),
+        "--chdir", SCRATCH,
+        "--setenv", "HOME", SCRATCH,
         "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
         *(DROP_TO_NOBODY if root else []),
         sys.executable, "-I", str(CHILD), *code_paths,
