@@ -82,8 +82,8 @@ class Upload:
 
     @classmethod
     def of(cls, agent: Agent, calls: list) -> Upload:
-        named = {raw.get("bundle_number") for raw in calls if isinstance(raw, dict)}
-        numbers = [n for n in named if isinstance(n, int) and not isinstance(n, bool)]
+        named = [raw.get("bundle_number") for raw in calls if isinstance(raw, dict)]  # any JSON: checked per call
+        numbers = {n for n in named if isinstance(n, int) and not isinstance(n, bool)}
         return cls(
             history=IncidentHistory.of(agent),
             highest_bundle=highest_issued_bundle(agent),

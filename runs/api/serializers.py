@@ -538,9 +538,12 @@ class SkillTrySerializer(serializers.Serializer):
     agent_role = serializers.CharField()
     via = serializers.ChoiceField(choices=["console", "api"])
     target = serializers.CharField(help_text="The adapter called: the sandbox, or a read's own target.")
-    outcome = serializers.ChoiceField(choices=["ok", "invalid", "error"])
+    outcome = serializers.ChoiceField(
+        choices=["ok", "invalid", "error", "not_run"],
+        help_text="not_run: the ruling did not let it run (a deny or refusal, a confirm without a sandbox, no role).",
+    )
     verdict = serializers.CharField(help_text="allow, confirm or deny as the gate would decide; empty: no role.")
     result = serializers.JSONField(help_text="The shaped result, or {error} when the call failed.")
     why = TryWhySerializer()
-    span = TrySpanSerializer(required=False, help_text="Empty when nothing was called (invalid arguments).")
+    span = TrySpanSerializer(required=False, help_text="Empty when nothing was called (invalid arguments, not run).")
     created_at = serializers.DateTimeField()
