@@ -159,16 +159,17 @@ def test_confirm_dialogs_still_guard_destructive_forms(
     console_world,  # noqa: F811
     acme,
 ):
-    """The revoke buttons used onsubmit="return confirm(...)"; now static/js/console.js asks."""
-    from policies.models import Grant
+    """Destructive buttons used onsubmit="return confirm(...)"; now static/js/console.js asks (stopping a run
+    here: a grant's revocation moved to its own page, where the preview and the reason guard it)."""
+    from runs.models import Run, RunStatus
 
-    grant = Grant.objects.get(tenant=acme, skill_pattern="csp.*")
     login_as(console_world["user"])
-    page.goto(asgi_live_server.url + reverse("policies:grant_list", kwargs={"tenant_slug": acme.slug}))
+    page.goto(asgi_live_server.url + reverse("runs:run_detail", kwargs={"run_id": console_world["run_id"]}))
     asked: list[str] = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
-    page.locator("form[data-confirm] button").first.click()
-    page.wait_for_timeout(300)
-    assert asked and "csp.*" in asked[0]
-    grant.refresh_from_db()
-    assert grant.is_active, "dismissing the dialog must not submit the form"
+    page.locator("#stop-run textarea, #stop-run input[name=reason]").first.fill("looping on refunds")
+    page.locator("#stop-run button").click()
+    assert asked and "Stop this run?" in asked[0]
+    assert Run.objects.get(pk=console_world["run_id"]).status != RunStatus.STOPPED, (
+        "dismissing the dialog must not submit the form"
+    )
