@@ -23,6 +23,7 @@ OPEN_TO_MEMBERS = {
     "console:login": "the login form",
     "console:logout": "one's own session",
     "console:switch_tenant": "which of one's own tenants the console shows",
+    "approvals:inbox_layout": "one's own inbox layout (cards or compact list); decides nothing",
     "console:token_list": "creates a personal access token for oneself",
     "console:token_revoke": "one's own tokens only (another's is 404)",
     "console:invitation_accept": "answers an invitation addressed to oneself (anyone else's is 404)",

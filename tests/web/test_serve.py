@@ -30,7 +30,7 @@ def _wait_for(path, text: str, process: subprocess.Popen) -> str:
     deadline = time.monotonic() + 240
     while text not in (output := path.read_text()):
         assert process.poll() is None and time.monotonic() < deadline, output[-3000:]
-        time.sleep(0.5)
+        time.sleep(0.2)
     return output
 
 

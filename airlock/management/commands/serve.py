@@ -31,6 +31,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.urls import reverse
 
+from airlock.demo import seed_all
 from airlock.serving import WEB_THREADS, WEB_WORKERS, free_port, front_door_command, stream_command, web_command
 from console.demo import DEMO_PASSWORD, PEOPLE
 from lib.signing import key_id
@@ -156,8 +157,6 @@ class Command(BaseCommand):
         return f"embedded: one uvicorn process on {database}, tasks run inside it, no Redis"
 
     def _seed(self) -> dict[str, str]:
-        from airlock.demo import seed_all
-
         self.stdout.write("Seeding the demo (tenants, people, agents, skills, a few runs and approvals)...")
         logging.disable(logging.INFO)  # each seeder's and each eager task's INFO line; warnings still show
         try:
