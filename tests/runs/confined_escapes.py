@@ -2,6 +2,7 @@
 they import nothing of Airlock or Django."""
 
 import os
+import signal
 import socket
 import time
 
@@ -28,7 +29,7 @@ def read_server_environment(*, arguments, context):
         if pid.isdigit():
             try:
                 with open(f"/proc/{pid}/environ", "rb") as environ:
-                    seen[pid] = environ.read().decode(errors="replace")
+                    seen[pid] = environ.read().decode(errors="replace").replace("\x00", " ")
             except OSError:
                 seen[pid] = "unreadable"
     return seen
@@ -43,7 +44,7 @@ def write_outside(*, arguments, context):
 def fork_without_limit(*, arguments, context):
     while True:
         if os.fork() == 0:
-            os.pause()  # each child waits until the sandbox's end kills it
+            signal.pause()  # each child waits until the sandbox's end kills it
             os._exit(0)
 
 
