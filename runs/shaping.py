@@ -53,11 +53,27 @@ def _fit_list(items: list, budget: int) -> list:
     return kept
 
 
+def _without_nul(value: Any) -> Any:
+    """NUL replaced in every string (keys included): PostgreSQL cannot store it in JSON, so a tool that answers
+    with one would fail its call instead of giving its result."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_without_nul(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
+    return value
+
+
 def shape(content: Any, limit: int | None, *, output_schema: dict | None = None) -> Shaped:
     """Redacted first, in one pass, so that a cut never leaves half a secret unrecognised."""
-    raw_size = _size(content)
+    dumped = json.dumps(content, separators=(",", ":"), ensure_ascii=False, default=str)
+    raw_size = len(dumped.encode())
+    nul = "\\u0000" in dumped  # how json.dumps writes a NUL (a literal backslash-u0000 only costs the walk)
+    if nul:
+        content = _without_nul(content)
     redacted = redact(content, schema=output_schema if isinstance(output_schema, dict) else None)
-    changed = redacted != content
+    changed = redacted != content or nul
     content = redacted
     limit = limit or DEFAULT_LIMIT
     size = _size(content) if changed else raw_size
