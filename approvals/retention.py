@@ -28,7 +28,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from approvals.models import ApprovalEvent, ApprovalRequest
-from lib.append_only import redact_and_detach
+from lib.append_only import purge_detached, redact_and_detach
 from traces.redaction import mask_secrets, redact, redacted_marker
 
 # Identifiers, counts, flags and hashes: what an auditor needs to tell decisions apart, nothing reusable.
@@ -109,17 +109,12 @@ def purge_expired_audit(*, now: datetime | None = None, batch_size: int, max_bat
     """Redact stray detached rows, then delete detached rows past the audit period, `batch_size` rows
     per statement and at most `max_batches` statements. Returns (redacted, deleted, statements)."""
     now = now or timezone.now()
-    redacted = deleted = batches = 0
-    while batches < max_batches:
-        rows = list(detached_unredacted().order_by("pk").only("pk", "detail")[:batch_size])
-        if not rows:
-            break
-        redacted += _redact_detached_rows(rows, now)
-        batches += 1
-    while batches < max_batches:
-        ids = list(expired_audit(now=now).order_by("pk").values_list("pk", flat=True)[:batch_size])
-        if not ids:
-            break
-        deleted += ApprovalEvent.retention_queryset().filter(pk__in=ids).delete()[0]
-        batches += 1
-    return redacted, deleted, batches
+    return purge_detached(
+        stray=detached_unredacted,
+        expired=lambda: expired_audit(now=now),
+        queryset=ApprovalEvent.retention_queryset(),
+        redacted_detail=redacted_detail,
+        now=now,
+        batch_size=batch_size,
+        max_batches=max_batches,
+    )

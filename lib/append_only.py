@@ -55,3 +55,31 @@ def redact_and_detach(
     if changed:
         queryset.bulk_update(changed, ["detail", "redacted_at", "detached_at"])
     return len(changed)
+
+
+def purge_detached(
+    *,
+    stray: Callable[[], models.QuerySet],
+    expired: Callable[[], models.QuerySet],
+    queryset: models.QuerySet,
+    redacted_detail: Callable[[dict], dict],
+    now: datetime,
+    batch_size: int,
+    max_batches: int,
+) -> tuple[int, int, int]:
+    """Retention's pass over one audit log: redact stray detached rows, then delete detached rows past the audit
+    period, `batch_size` rows per statement and at most `max_batches` statements. (redacted, deleted, statements)."""
+    redacted = deleted = batches = 0
+    while batches < max_batches:
+        rows = list(stray().order_by("pk").only("pk", "detail")[:batch_size])
+        if not rows:
+            break
+        redacted += redact_and_detach(rows, queryset=queryset, redacted_detail=redacted_detail, now=now)
+        batches += 1
+    while batches < max_batches:
+        ids = list(expired().order_by("pk").values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            break
+        deleted += queryset.filter(pk__in=ids).delete()[0]
+        batches += 1
+    return redacted, deleted, batches
