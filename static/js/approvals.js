@@ -49,30 +49,61 @@
     function cards() { return list ? Array.from(list.querySelectorAll(".approval-card")) : []; }
     function syncEmpty() { if (empty) empty.hidden = cards().length > 0; }
 
-    // A re-read list keeps the approver's place: the selected card, the ticked ones and the open groups,
-    // as they are the moment the new list replaces the old one.
-    let kept = null;
+    // A re-read list keeps the approver's place: the selected card, the ticked ones, the open groups,
+    // what they have typed into a card and where the cursor is, as they are the moment the new list
+    // replaces the old one. It is put back at once, in the same task as the swap (a key pressed between
+    // the two would land on the page, not in the field), and the selection once more after htmx has settled:
+    // settling gives each card that kept its id the attributes the server sent, which drops the "selected"
+    // class. Each re-read carries its own copy on its request, as two re-reads can overlap.
+    function fieldKey(field) {  // "#approval-7 .decline-form [name=reason]": the same field in the re-read list
+      const holder = field.closest("[id]");
+      const form = field.closest("form");
+      if (!holder || holder === list || !field.name) return "";
+      return `#${holder.id} ${form && form.classList.length ? `.${form.classList[0]} ` : ""}[name="${field.name}"]`;
+    }
     function keepPlace() {
       const selected = list.querySelector(".approval-card.selected");
-      kept = {
+      const focused = list.contains(document.activeElement) ? fieldKey(document.activeElement) : "";
+      return {
         selected: selected ? selected.id : "",
         ticked: Array.from(list.querySelectorAll("input.select-card:checked")).map((box) => box.value),
         open: Array.from(list.querySelectorAll(".approval-group details[open]")).map((d) => d.closest(".approval-group").id),
+        typed: Array.from(list.querySelectorAll("input[type=text], input:not([type]), textarea"))
+          .filter((field) => field.value !== field.defaultValue && fieldKey(field))
+          .map((field) => [fieldKey(field), field.value]),
+        focused,
+        caret: focused && "selectionStart" in document.activeElement ? document.activeElement.selectionStart : null,
+        // A decision's note stays for its few seconds although the decided card is no longer in the list.
+        decided: Array.from(list.querySelectorAll("[data-decided]")).map((note) => (
+          { note, after: note.previousElementSibling ? note.previousElementSibling.id : "" })),
       };
     }
-    function restorePlace() {
+    function restorePlace(kept) {
       if (!kept) return;
       const again = kept.selected && document.getElementById(kept.selected);
       if (again) again.classList.add("selected");
       kept.ticked.forEach((pk) => { const box = list.querySelector(`input.select-card[value="${pk}"]`); if (box) box.checked = true; });
       kept.open.forEach((id) => { const group = document.getElementById(id); if (group) group.querySelector("details").open = true; });
-      kept = null;
+      kept.decided.forEach(({ note, after }) => {
+        if (!note.dataset.gone && !note.isConnected && !document.getElementById(note.id)) {
+          const before = after && document.getElementById(after);
+          if (before && list.contains(before)) before.after(note); else list.prepend(note);
+        }
+      });
+      kept.typed.forEach(([key, value]) => { const field = list.querySelector(key); if (field) field.value = value; });
+      const focus = kept.focused && list.querySelector(kept.focused);
+      if (focus) {
+        focus.focus();
+        if (kept.caret !== null && "setSelectionRange" in focus) focus.setSelectionRange(kept.caret, kept.caret);
+      }
       syncSelection();
     }
 
+    // The list is morphed (idiomorph), not replaced: a card that stays keeps its elements, so a click or a
+    // key on it is not lost to a re-read; what the server cannot know (selection, ticks, typing) is put back.
     function refreshList() {
       if (!list || !window.htmx) return;
-      htmx.ajax("GET", list.dataset.listUrl, { target: "#pending-list", swap: "innerHTML" }).then(syncEmpty);
+      htmx.ajax("GET", list.dataset.listUrl, { source: list, target: list, swap: "morph:innerHTML" }).then(syncEmpty);
     }
 
     function cardUrl(id) {
@@ -198,15 +229,21 @@
         setTimeout(refreshList, 300);
         return;
       }
-      if (target && target.id === "pending-list") keepPlace();
+      if (target && target.id === "pending-list") event.detail.xhr.airlockPlace = keepPlace();
       if ([400, 403, 409].includes(event.detail.xhr.status) && target && target.id && target.id.startsWith("approval-")) {
         event.detail.shouldSwap = true;
         event.detail.isError = false;
       }
     });
 
+    document.body.addEventListener("htmx:afterSettle", (event) => {
+      const kept = event.detail.target && event.detail.target.id === "pending-list" && event.detail.xhr.airlockPlace;
+      const again = kept && kept.selected && document.getElementById(kept.selected);
+      if (again) again.classList.add("selected");
+    });
+
     document.body.addEventListener("htmx:afterSwap", (event) => {
-      if (event.detail.target && event.detail.target.id === "pending-list") restorePlace();
+      if (event.detail.target && event.detail.target.id === "pending-list") restorePlace(event.detail.xhr.airlockPlace);
       if (event.detail.target && event.detail.target.id === "bulk-result") {
         refreshList();  // the decided cards leave, the refused ones stay, with what became of each above
         if (bulkForm) bulkForm.reset();
@@ -217,7 +254,7 @@
       document.querySelectorAll("[data-decided]").forEach((note) => {
         if (!note.dataset.fading) {
           note.dataset.fading = "1";
-          setTimeout(() => { note.remove(); syncEmpty(); }, 4000);
+          setTimeout(() => { note.dataset.gone = "1"; note.remove(); syncEmpty(); }, 4000);
         }
       });
       refreshCount();

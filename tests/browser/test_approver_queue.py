@@ -11,6 +11,7 @@ for Ada, asked through the demo's own gate path, so that acme's billing approver
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,69 @@ def test_bob_selects_the_email_by_keyboard_and_declines_the_selection(asgi_live_
     expect(page.locator(f"#approval-{mail.pk}")).to_have_count(0)
     mail.refresh_from_db()
     assert mail.status == ApprovalStatus.DECLINED and mail.decline_reason == "Ada asked us to write by post."
+
+
+
+class _DroppableInboxSocket:
+    """The inbox's websocket, passed through to the real server, that the test can drop as a network would:
+    the page then reconnects and, as on every (re)connect, reads its whole list again."""
+
+    def __init__(self, page):
+        self.routes = []
+        page.route_web_socket(re.compile(r"/ws/approvals/$"), self._connect)
+
+    def _connect(self, route):
+        route.connect_to_server()
+        self.routes.append(route)
+
+    def drop_and_wait_for_the_list(self, page) -> None:
+        with page.expect_response(lambda r: "partial=list" in r.url and r.ok):
+            self.routes[-1].close(code=4000, reason="network gone")
+        page.wait_for_function("() => !document.querySelector('#pending-list .htmx-request')")
+
+
+def test_bob_keeps_his_place_and_half_typed_reason_when_the_socket_reconnects(asgi_live_server, demo, login_as):
+    """Every (re)connect reads the list again, which can be while a person is typing: the card must stay the
+    same element, selected, with the reason field focused, holding what was typed, the cursor where it was."""
+    mail = ApprovalRequest.objects.get(skill_name="support.send_email", status=ApprovalStatus.PENDING)
+    page = login_as(demo["bob"])
+    socket = _DroppableInboxSocket(page)
+    page.goto(f"{asgi_live_server.url}/approvals/")
+    expect(page.locator("#live-status")).to_have_text("live")
+    page.keyboard.press("j")
+    page.keyboard.press("d")
+    reason = page.locator(f"#approval-{mail.pk} .decline-form input[name=reason]")
+    expect(reason).to_be_focused()
+    page.keyboard.type("Ada asked us ")
+    card = page.evaluate_handle(f"document.getElementById('approval-{mail.pk}')")
+
+    socket.drop_and_wait_for_the_list(page)
+
+    expect(page.locator("#live-status")).to_have_text("live")
+    assert page.evaluate(f"(card) => card === document.getElementById('approval-{mail.pk}')", card), "morphed"
+    expect(page.locator(f"#approval-{mail.pk}")).to_have_class(re.compile(r"\bselected\b"))
+    expect(reason).to_be_focused()
+    expect(reason).to_have_value("Ada asked us ")
+    page.keyboard.type("to write by post.")
+    page.keyboard.press("Enter")
+    expect(page.locator(f"#approval-{mail.pk}")).to_contain_text("declined")
+    mail.refresh_from_db()
+    assert mail.status == ApprovalStatus.DECLINED and mail.decline_reason == "Ada asked us to write by post."
+
+
+def test_alices_decision_note_stays_when_the_socket_reconnects(asgi_live_server, demo, login_as):
+    """A decided card becomes a note for a few seconds; the list read again on a reconnect no longer holds the
+    request, and must not take the note away before its time."""
+    mail = ApprovalRequest.objects.get(skill_name="support.send_email", status=ApprovalStatus.PENDING)
+    page = login_as(demo["alice"])
+    socket = _DroppableInboxSocket(page)
+    page.goto(f"{asgi_live_server.url}/approvals/")
+    expect(page.locator("#live-status")).to_have_text("live")
+    page.locator(f"#approval-{mail.pk} [data-action=approve]").click()
+    expect(page.locator(f"#approval-{mail.pk}[data-decided]")).to_contain_text("approved by alice")
+    note = page.evaluate_handle(f"document.getElementById('approval-{mail.pk}')")
+
+    socket.drop_and_wait_for_the_list(page)
+
+    # Still on the page, or taken away by its own timer (a slow machine), never by the re-read.
+    assert page.evaluate("(note) => note.isConnected || note.dataset.gone === '1'", note)
