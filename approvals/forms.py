@@ -9,8 +9,9 @@ from registry.models import Effect
 
 
 class DecisionForm(forms.Form):
-    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("decline", "Decline")])
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("decline", "Decline"), ("answer", "Answer")])
     reason = forms.CharField(required=False, max_length=2000)
+    answer = forms.CharField(required=False, max_length=2000, strip=False)
     arguments = forms.CharField(
         required=False,
         widget=forms.Textarea,
@@ -35,8 +36,9 @@ class IdListField(forms.Field):
 
 
 class BulkDecisionForm(forms.Form):
-    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("decline", "Decline")])
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("decline", "Decline"), ("answer", "Answer")])
     reason = forms.CharField(required=False, max_length=2000)
+    answer = forms.CharField(required=False, max_length=2000, strip=False)
     ids = IdListField()
 
 

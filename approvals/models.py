@@ -141,6 +141,7 @@ class ApprovalRequest(models.Model):
     delay_seconds = models.PositiveIntegerField(
         default=0, help_text="The skill's undo window (risk.delay_seconds) when the request opened: 0 runs at once."
     )
+    answer = models.TextField(blank=True, help_text="A person's answer to an agent's human.ask: the call's result.")
     edited_arguments = models.JSONField(null=True, blank=True, help_text="The edited arguments, masked for display.")
     sealed_edited_arguments = models.TextField(blank=True, help_text="The edited raw arguments (lib.sealing).")
     edited_arguments_sha256 = models.CharField(max_length=64, blank=True)
@@ -250,12 +251,13 @@ class ApprovalRequest(models.Model):
     def decision_word(self) -> str:
         """What the person decided, even after the request moved on to executing or executed."""
         if self.status in (
+            ApprovalStatus.APPROVED,
             ApprovalStatus.SCHEDULED,
             ApprovalStatus.EXECUTING,
             ApprovalStatus.EXECUTED,
             ApprovalStatus.FAILED,
         ) or (self.status == ApprovalStatus.CANCELLED and self.cancelled_by_label):
-            return ApprovalStatus.APPROVED
+            return "answered" if self.answer else ApprovalStatus.APPROVED  # a question (human.ask) is answered
         return self.status
 
 

@@ -18,7 +18,7 @@ from django.db.models import Count, Q
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
-from approvals import services
+from approvals import questions, services
 from approvals.models import ApprovalRequest, ApprovalStatus
 from console.models import UserPreference
 
@@ -28,6 +28,9 @@ BULK_LIMIT = 200  # the most one bulk decision takes: the inbox shows at most 20
 
 
 def group_key(approval: ApprovalRequest) -> tuple:
+    """Like requests share it; an agent's questions never do (each is answered on its own)."""
+    if questions.is_question(approval):
+        return ("question", approval.pk)
     return (approval.tenant_id, approval.skill_name, approval.agent_id, approval.reason)
 
 

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from approvals import broadcast, lifecycle, notifications, routing_rules, tasks
+from approvals import broadcast, lifecycle, notifications, questions, routing_rules, tasks
 from approvals.call_arguments import raw_arguments
 from approvals.masking import diff, mask, unmask
 from approvals.models import (
@@ -361,25 +361,95 @@ def _label(user) -> str:
 
 
 def decide_approval(
-    *, approval: ApprovalRequest, user, decision: str, reason: str = "", arguments: Any = None, via: str = "console"
+    *,
+    approval: ApprovalRequest,
+    user,
+    decision: str,
+    reason: str = "",
+    arguments: Any = None,
+    answer: str = "",
+    via: str = "console",
 ) -> ApprovalRequest:
-    """Approve or decline a pending request; the first decision wins, later ones get AlreadyDecided."""
+    """Approve, answer (an agent's human.ask) or decline a pending request; the first decision wins, later ones
+    get AlreadyDecided."""
     require_decider(user, approval)
     reason = redact_text((reason or "").strip())  # shown to the agent and kept: a pasted secret is masked
     if decision == "decline":
         if not reason:
             raise InvalidDecision("Say why you decline: the reason is shown to the agent and kept in the audit log.")
         return _finish_decision(approval, user=user, to_status=ApprovalStatus.DECLINED, reason=reason, via=via)
-    if decision != "approve":
-        raise InvalidDecision("The decision must be 'approve' or 'decline'.")
+    if decision not in ("approve", "answer"):
+        raise InvalidDecision("The decision must be 'approve', 'answer' or 'decline'.")
+    if (decision == "answer") != questions.is_question(approval):
+        raise InvalidDecision(
+            "This is an agent's question: answer it, or decline to."
+            if decision == "approve"
+            else "Only an agent's question (human.ask) is answered; approve or decline this request."
+        )
     if approval.acts_for(user):
         raise DecisionRefused("You cannot approve a run that acts on your own behalf; another approver must.")
+    if decision == "answer":
+        try:
+            answer = questions.checked_answer(approval, answer)
+        except questions.InvalidAnswer as exc:
+            raise InvalidDecision(str(exc)) from None
+        return _finish_decision(
+            approval, user=user, to_status=ApprovalStatus.APPROVED, reason=reason, via=via, answer=answer
+        )
     edit = _validated_edit(approval, arguments) if arguments not in (None, "") else None
     if approval.required_approvals > 1:
         if edit is not None:
             raise InvalidDecision("Two-person requests are approved as proposed; decline if the arguments are wrong.")
         return _vote(approval, user=user, reason=reason, via=via)
     return _finish_decision(approval, user=user, to_status=ApprovalStatus.APPROVED, reason=reason, via=via, edit=edit)
+
+
+def ask_the_agent(*, approval: ApprovalRequest, user, question: str, via: str = "console") -> ApprovalEvent:
+    """An approver's question back to the agent about a pending request, before deciding it: on the run's
+    event feed (the agent's long poll and webhook, `approval.question`), its trace and the audit log. The
+    request stays pending; the agent answers by what it does next (it may cancel, or call again)."""
+    require_decider(user, approval)
+    text = redact_text((question or "").strip())
+    if not text:
+        raise InvalidDecision("Write the question you want the agent to answer.")
+    if len(text) > 2000:
+        raise InvalidDecision("A question to the agent holds at most 2000 characters.")
+    now = timezone.now()
+    with transaction.atomic():
+        locked = ApprovalRequest.objects.select_for_update().get(pk=approval.pk)
+        if locked.status != ApprovalStatus.PENDING:
+            raise AlreadyDecided(locked)
+        event = _record(
+            approval,
+            actor=Actor.of(user),
+            action="asked_agent",
+            from_status=ApprovalStatus.PENDING,
+            to_status=ApprovalStatus.PENDING,
+            detail={"question": text, "via": via},
+        )
+        append_event(
+            run=approval.call.run,
+            kind="approval.question",
+            payload={
+                "approval_id": approval.pk,
+                "call_id": approval.call.call_id,
+                "question": text,
+                "asked_by": _label(user),
+            },
+        )
+        broadcast.approval_changed(approval)
+    _record_span(
+        run=approval.call.run,
+        kind="approval",
+        name="approval.question",
+        started_at=now,
+        ended_at=now,
+        call=approval.call,
+        skill_name=approval.skill_name,
+        skill_version=approval.skill_version,
+        attributes={"approval_id": approval.pk, "asked_by": _label(user), "question": text},
+    )
+    return event
 
 
 def _refuse_if_not_pending(approval: ApprovalRequest) -> None:
@@ -399,6 +469,7 @@ def _finish_decision(
     via: str,
     edit: _Edit | None = None,
     extra: dict | None = None,
+    answer: str = "",
 ) -> ApprovalRequest:
     now = timezone.now()
     updates: dict[str, Any] = {
@@ -407,6 +478,9 @@ def _finish_decision(
         "decided_by_label": _label(user),
         "decided_via": via,
     }
+    if answer:
+        updates["answer"] = answer
+        extra = {**(extra or {}), "answer": answer}
     if to_status == ApprovalStatus.DECLINED:
         updates["decline_reason"] = reason
     if edit is not None:
@@ -820,7 +894,7 @@ def _arguments_for_execution(approval: ApprovalRequest) -> Any:
         expected = approval.arguments_sha256
     if sha256_of(arguments) != expected:
         raise RuntimeError(f"The arguments of approval {approval.pk} no longer match the approved hash.")
-    return arguments
+    return questions.with_answer(approval, arguments)
 
 
 def _complete(approval: ApprovalRequest, *, from_status: str, to_status: str, result: dict) -> bool:

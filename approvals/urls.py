@@ -14,6 +14,7 @@ urlpatterns = [
     path("<id:approval_id>/card/", views.card, name="card"),
     path("<id:approval_id>/decide/", views.decide, name="decide"),
     path("<id:approval_id>/cancel/", views.cancel, name="cancel"),
+    path("<id:approval_id>/ask-agent/", views.ask_agent, name="ask_agent"),
     path("<id:approval_id>/preview-edit/", views.preview_edit, name="preview_edit"),
     path("notifications/", notification_views.notification_preferences, name="notification_preferences"),
     path("notifications/<slug:tenant_slug>/mine/", notification_views.save_preference, name="save_preference"),

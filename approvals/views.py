@@ -10,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals import claims, presentation, queries, queue, services
+from approvals import claims, presentation, queries, questions, queue, services
 from approvals.forms import BulkDecisionForm, CancelForm, DecisionForm, InboxFilterForm
 from approvals.models import ApprovalEvent, ApprovalRequest
 from approvals.services import escalation_threshold
@@ -44,6 +44,7 @@ def _card_context(
         "approval": approval,
         "routed_to_me": approval.routed_to_user(user) if routed_ids is None else approval.pk in routed_ids,
         "action": action,
+        "question": questions.question_in(action.arguments) if questions.is_question(approval) else None,
         "arguments_json": action.arguments_json,
         "overdue": approval.is_pending
         and (
@@ -208,6 +209,7 @@ def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
             decision=data["decision"],
             reason=data["reason"],
             arguments=data["arguments"] or None,
+            answer=data["answer"],
         )
     except services.AlreadyDecided as exc:
         return _decision_reply(request, exc.request, error=f"This request was {exc}.", status=409)
@@ -217,6 +219,23 @@ def decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     except PermissionDenied as exc:
         return _decision_reply(request, approval, error=str(exc), status=403)
     return _decision_reply(request, approval, error="", status=200)
+
+
+@login_required
+@require_POST
+def ask_agent(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """An approver's question back to the agent's run, before deciding (services.ask_the_agent)."""
+    approval = _get_approval_for_user(request.user, approval_id)
+    services.require_decider(request.user, approval)  # the role before the form: viewers get 403
+    try:
+        services.ask_the_agent(approval=approval, user=request.user, question=request.POST.get("question", ""))
+    except services.AlreadyDecided as exc:
+        context = _detail_context(exc.request, request.user, f"This request was {exc}.")
+        return render(request, "approvals/detail.html", context, status=409)
+    except services.InvalidDecision as exc:
+        return render(request, "approvals/detail.html", _detail_context(approval, request.user, str(exc)), status=400)
+    messages.success(request, f"Request {approval.pk}: your question is on the agent's run; it stays pending.")
+    return redirect("approvals:detail", approval.pk)
 
 
 @login_required

@@ -10,7 +10,7 @@ import mcp_types as types
 
 from console.models import Agent
 from registry.definitions import mcp_definition
-from runs import client_exec, meta_tools, tool_list
+from runs import builtin_tools, client_exec, tool_list
 from runs.models import Run
 
 CHECK_APPROVAL = "check_approval"  # skill names always have a namespace ("billing.refund"), so never this
@@ -59,7 +59,7 @@ def mcp_entries(agent: Agent, run_id: UUID | None) -> list[dict]:
         run = Run.objects.of_agent(agent).filter(pk=run_id).select_related("snapshot", "agent__tenant")
         found = run.first()
         skills = tool_list.callable_entries(found) if found is not None else []
-    return [*meta_tools.ENTRIES, *(entry for entry in skills if not client_exec.is_client_skill(entry["manifest"]))]
+    return [*builtin_tools.ENTRIES, *(entry for entry in skills if not client_exec.is_client_skill(entry["manifest"]))]
 
 
 def tools_for(agent: Agent, run_id: UUID | None) -> list[types.Tool]:

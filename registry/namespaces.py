@@ -20,6 +20,12 @@ from registry.models import NAMESPACE_PATTERN, ClaimStatus, NamespaceClaim, Skil
 from registry.validation import problem
 
 VALID_NAMESPACE = re.compile(NAMESPACE_PATTERN)
+# Airlock's own built-in tools live here (`human.ask`): no team may claim it or create skills in it.
+RESERVED_NAMESPACES = ("human",)
+
+
+def reserved(namespace: str) -> str | None:
+    return next((name for name in RESERVED_NAMESPACES if covers(name, namespace)), None)
 
 
 class ClaimRefused(Exception):
@@ -53,7 +59,15 @@ def owning_claim(namespace: str) -> NamespaceClaim | None:
 
 
 def namespace_problems(skill_name: str, team_slug: str) -> list[dict]:
-    """Why `team_slug` may not create `skill_name`: its namespace belongs to another team."""
+    """Why `team_slug` may not create `skill_name`: its namespace belongs to another team, or to Airlock."""
+    if (name := reserved(namespace_of(skill_name))) is not None:
+        return [
+            problem(
+                "$.name",
+                "namespace_reserved",
+                f"The namespace {name} is reserved for Airlock's built-in tools; choose your team's own namespace.",
+            )
+        ]
     claim = owning_claim(namespace_of(skill_name))
     if claim is None or claim.team.slug == team_slug:
         return []
@@ -89,6 +103,8 @@ def _check_namespace(namespace: str) -> str:
             f"{namespace!r} is not a namespace: lowercase snake-case words separated by dots, such as billing "
             "or support.email."
         )
+    if (name := reserved(namespace)) is not None:
+        raise ClaimRefused(f"The namespace {name} is reserved for Airlock's built-in tools.")
     return namespace
 
 

@@ -28,8 +28,7 @@ from policies.engine import Decision
 from policies.services import ActivePolicies, evaluate_with_shadow, load_active_policies
 from registry.models import SkillVersion, VersionStatus
 from registry.snapshots import ResolvedSkill, index_for
-from registry.stages import Audience
-from runs import gate_cache, lifecycle
+from runs import builtin_tools, gate_cache, lifecycle
 from runs.errors import CallError, Declined, NotFound, NotPermitted, RateLimited, Unavailable, ValidationFailed
 from runs.models import Run, RunStatus
 from runs.validation import argument_errors
@@ -175,7 +174,7 @@ def frozen_refusal(tenant: Tenant, effect: str) -> CallError | None:
 def recorded_skill(call) -> ResolvedSkill | None:
     """The skill version a recorded call was decided for, as its run's snapshot resolves it (None: gone)."""
     run = call.run
-    skill = index_for(run.snapshot).resolve(call.name, call.requested_version or None, audience=Audience.of_run(run))
+    skill = builtin_tools.resolve(call.name, call.requested_version or None, run=run, index=index_for(run.snapshot))
     return skill if skill is not None and skill.skill_version_id == call.skill_version_id else None
 
 

@@ -13,7 +13,7 @@ from runs import hooks
 from runs.models import Run, RunEvent
 from traces.redaction import redact
 
-EVENT_KINDS = {"approval.requested", "approval.decided", "call.completed", "run.status"}
+EVENT_KINDS = {"approval.requested", "approval.question", "approval.decided", "call.completed", "run.status"}
 
 
 def append_event(*, run: Run, kind: str, payload: dict[str, Any]) -> RunEvent:

@@ -28,6 +28,7 @@ from registry.stages import Audience
 from runs import (
     authorization,
     batch_input,
+    builtin_tools,
     client_exec,
     context_budget,
     execution,
@@ -224,9 +225,7 @@ def _available(state: BatchState) -> list[str]:
 
 def _resolve(plan: Planned, state: BatchState) -> None:
     name, version = plan.raw["name"], plan.raw.get("version") or None
-    plan.skill = meta_tools.resolved(name, version) or state.index.resolve(
-        name, version, audience=Audience.of_run(state.run)
-    )
+    plan.skill = builtin_tools.resolve(name, version, run=state.run, index=state.index)
     live = state.live_status.get(plan.skill.skill_version_id) if plan.skill else None
     if plan.skill is not None and (plan.skill.deprecated or live == VersionStatus.DEPRECATED):
         replacement = f"; use {plan.skill.replacement_name} instead" if plan.skill.replacement_name else ""
@@ -268,7 +267,7 @@ def _ruling(plan: Planned, state: BatchState) -> kernel.Ruling:
 def _judged_as(plan: Planned, state: BatchState) -> tuple[ResolvedSkill, dict, kernel.CoveredBy] | None:
     """describe_result with valid arguments gives back a result of this run in full: it is judged as the call
     that produced it (that skill, its recorded arguments, covered by its approval if a person gave one)."""
-    if plan.skill is None or plan.skill.name != meta_tools.DESCRIBE_RESULT:
+    if plan.skill is None or plan.skill.name != builtin_tools.DESCRIBE_RESULT:
         return None
     if authorization.errors_in(plan.skill, plan.arguments):
         return None  # the kernel refuses its own arguments first
@@ -563,7 +562,7 @@ def _execute_allowed(allowed: list[Planned], state: BatchState) -> None:
     for plan in [p for p in allowed if client_exec.is_client_skill(p.skill.manifest)]:
         allowed.remove(plan)  # the agent's SDK runs it and posts the result (runs/client_exec.py)
         _guarded(plan, state, lambda p=plan: _issue_client_token(p))
-    for plan in [p for p in allowed if meta_tools.is_meta(p.skill.name)]:
+    for plan in [p for p in allowed if builtin_tools.answered_inline(p.skill.name)]:
         allowed.remove(plan)  # answered here, from what this batch already loaded
         outcome = meta_tools.execute_inline(
             plan.skill.name,
@@ -714,7 +713,11 @@ def process_batch(
                 continue
             if plan.decision.verdict == "deny":
                 _deny(plan)
-            elif plan.decision.verdict == "confirm" and plan.skill.builtin:
+            elif (
+                plan.decision.verdict == "confirm"
+                and plan.skill.builtin
+                and not builtin_tools.asks_a_person(plan.skill.name)
+            ):
                 raise _needs_the_skill_itself(plan)
             elif plan.decision.verdict == "confirm":
                 _confirm(plan, state)

@@ -51,7 +51,17 @@ def approval_to_dict(approval: ApprovalRequest, user, routed_ids: set[int] | Non
 
 
 class ApprovalDecisionSerializer(serializers.Serializer):
-    decision = serializers.ChoiceField(choices=["approve", "decline"])
+    decision = serializers.ChoiceField(
+        choices=["approve", "decline", "answer"],
+        help_text="`answer` (with `answer`) for an agent's human.ask question; `approve` or `decline` otherwise.",
+    )
+    answer = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=2000,
+        trim_whitespace=False,
+        help_text="The answer to a human.ask question: one of its choices when it gives some.",
+    )
     reason = serializers.CharField(
         required=False,
         allow_blank=True,

@@ -22,7 +22,7 @@ from registry.api.serializers import ToolDefinitionsSerializer
 from registry.definitions import FORMATS, definitions_for
 from registry.discovery import discoverable_entries
 from registry.snapshots import index_for, latest_index
-from runs import meta_tools, tool_list
+from runs import builtin_tools, tool_list
 from runs.models import Run
 
 DISCLOSURES = ("full", "progressive", "both")
@@ -94,7 +94,7 @@ class ToolDefinitions(APIView):
             entries = tool_list.callable_entries(run, index=index) if disclosure != "progressive" else []
             body["run_id"] = str(run.pk)
         if disclosure != "full":
-            entries = [*meta_tools.ENTRIES, *entries]
+            entries = [*builtin_tools.ENTRIES, *entries]
         return Response({**body, "snapshot": index.number, "tools": definitions_for(entries, fmt)})
 
 
