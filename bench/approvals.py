@@ -2,7 +2,9 @@
 
 1. Fan-out: from the agent's API call that creates an approval request (POST /runs/{id}/calls with
    a confirm verdict) to the `approval.changed` notification arriving on 1, 10 and 100 connected
-   approver websockets (ms, p50/p95/max over every socket of every sample).
+   approver websockets (ms, p50/p95/max over every socket of every sample). Then, side by side, the
+   fan-out alone: from the hint being sent (`approvals.broadcast`'s message, sent by this process to the
+   tenant's group in Redis, as the web worker sends it after its commit) to its arrival on every socket.
 2. Decision to agent: from an approver's API decision (POST /approvals/{id}/decision) to the agent
    receiving the executed result (`call.completed`) by long poll, and by signed webhook (ms, p50/p95).
 
@@ -111,7 +113,13 @@ def seed() -> dict:
         users.append(user)
     _, pat = create_personal_token(user=users[0], name="bench")
     _, key = create_agent(tenant=tenant, name="bench-bot", role="support")
-    return {"key": key, "pat": pat, "cookies": cookies, "cookie_name": settings.SESSION_COOKIE_NAME}
+    return {
+        "key": key,
+        "pat": pat,
+        "cookies": cookies,
+        "cookie_name": settings.SESSION_COOKIE_NAME,
+        "tenant_id": tenant.pk,
+    }
 
 
 class _Receiver:
@@ -140,15 +148,45 @@ class _Receiver:
 
 
 async def _listen(ws, arrivals: dict) -> None:
+    """Records when each `pending` hint about a request arrives: the first from its creation, the second the
+    one the bench sends itself (`_hint`)."""
     from websockets.exceptions import ConnectionClosed
 
     try:
         async for message in ws:
             data = json.loads(message)
             if data.get("status") == "pending":
-                arrivals.setdefault(data["approval_id"], time.perf_counter())
+                arrivals.setdefault(data["approval_id"], []).append(time.perf_counter())
     except ConnectionClosed:
         return
+
+
+def _channel_layer():
+    """The server's channel layer, as console.settings configures it (channels_redis, the same prefix)."""
+    from channels_redis.core import RedisChannelLayer
+
+    return RedisChannelLayer(hosts=[{"address": _redis_url()}], prefix=os.environ["AIRLOCK_CHANNEL_PREFIX"])
+
+
+async def _hint(layer, tenant_id: int, approval_id: int) -> float:
+    """Send the request's `approval.changed` hint again, exactly as approvals.broadcast.send_now does."""
+    from dataclasses import asdict
+
+    from approvals.broadcast import ApprovalChanged, tenant_group
+
+    message = asdict(ApprovalChanged(approval_id=approval_id, tenant="bench", status="pending"))
+    started = time.perf_counter()
+    await layer.group_send(tenant_group(tenant_id), message)
+    return started
+
+
+async def _arrived(arrivals: list[dict], approval_id: int, count: int, times: int) -> None:
+    deadline = time.perf_counter() + 10
+    while any(len(seen.get(approval_id, ())) < times for seen in arrivals) and time.perf_counter() < deadline:
+        await asyncio.sleep(0.002)
+    missing = sum(len(seen.get(approval_id, ())) < times for seen in arrivals)
+    if missing:
+        raise RuntimeError(f"{missing} of {count} sockets never got hint {times} about request {approval_id}")
 
 
 async def _propose(http, key: str, callback_url: str = "") -> tuple[str, int, float]:
@@ -177,7 +215,8 @@ async def _propose(http, key: str, callback_url: str = "") -> tuple[str, int, fl
     return run["run_id"], result["approval_id"], started
 
 
-async def _fanout(base: str, seeded: dict, count: int) -> list[float]:
+async def _fanout(base: str, seeded: dict, count: int) -> tuple[list[float], list[float]]:
+    """(creation → socket, hint sent → socket) latencies in ms, over every socket of every sample."""
     import httpx
     from websockets.asyncio.client import connect
 
@@ -189,21 +228,23 @@ async def _fanout(base: str, seeded: dict, count: int) -> list[float]:
         arrivals.append({})
         listeners.append(asyncio.create_task(_listen(ws, arrivals[-1])))
     latencies: list[float] = []
+    hinted: list[float] = []
+    layer = _channel_layer()
     async with httpx.AsyncClient(base_url=base, timeout=30) as http:
         for _ in range(FANOUT_SAMPLES):
             _, approval_id, started = await _propose(http, seeded["key"])
-            deadline = time.perf_counter() + 10
-            while any(approval_id not in seen for seen in arrivals) and time.perf_counter() < deadline:
-                await asyncio.sleep(0.002)
-            missing = sum(approval_id not in seen for seen in arrivals)
-            if missing:
-                raise RuntimeError(f"{missing} of {count} sockets never got request {approval_id}")
-            latencies.extend((seen[approval_id] - started) * 1000 for seen in arrivals)
+            await _arrived(arrivals, approval_id, count, 1)
+            latencies.extend((seen[approval_id][0] - started) * 1000 for seen in arrivals)
+            await asyncio.sleep(0.05)  # the creation's own work (its Celery tasks) out of the way
+            sent = await _hint(layer, seeded["tenant_id"], approval_id)
+            await _arrived(arrivals, approval_id, count, 2)
+            hinted.extend((seen[approval_id][1] - sent) * 1000 for seen in arrivals)
+    await layer.close_pools()
     for task in listeners:
         task.cancel()
     for ws in sockets:
         await ws.close()
-    return latencies
+    return latencies, hinted
 
 
 async def _long_poll(http, key: str, run_id: str, after: int) -> float:
@@ -318,11 +359,15 @@ def run() -> list[Figure]:
         with production_model(env, workdir, workers=1) as served:  # Granian, uvicorn stream, the front door
             base = served.base
             _wait_ready(lambda: "ready" in worker_log.read_text(), worker, "the Celery worker")
+            os.environ["AIRLOCK_CHANNEL_PREFIX"] = env["AIRLOCK_CHANNEL_PREFIX"]
             for count in SOCKET_COUNTS:
-                samples = asyncio.run(_fanout(base, seeded, count))
-                for label, pct in (("p50", 50), ("p95", 95)):
-                    figures.append(Figure(f"fan-out create→{count} websockets {label}", percentile(samples, pct), "ms"))
-                figures.append(Figure(f"fan-out create→{count} websockets max", max(samples), "ms"))
+                created, hinted = asyncio.run(_fanout(base, seeded, count))
+                for what, samples in (("create", created), ("hint sent", hinted)):
+                    for label, pct in (("p50", 50), ("p95", 95)):
+                        figures.append(
+                            Figure(f"fan-out {what}→{count} websockets {label}", percentile(samples, pct), "ms")
+                        )
+                    figures.append(Figure(f"fan-out {what}→{count} websockets max", max(samples), "ms"))
             figures.append(
                 Figure("creating API call's own response p50 (context)", percentile(_API_RESPONSE_MS, 50), "ms")
             )
