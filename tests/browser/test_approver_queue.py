@@ -199,7 +199,6 @@ def test_bob_selects_the_email_by_keyboard_and_declines_the_selection(asgi_live_
     assert mail.status == ApprovalStatus.DECLINED and mail.decline_reason == "Ada asked us to write by post."
 
 
-
 class _DroppableInboxSocket:
     """The inbox's websocket, passed through to the real server, that the test can drop as a network would:
     the page then reconnects and, as on every (re)connect, reads its whole list again."""
