@@ -154,6 +154,15 @@
         button.hidden = Boolean(by) && by !== me;  // someone else holds it: nothing to claim until they let go
       }
     }
+    // A list or card read over HTTP shows claims as they were when the server rendered it; a claim event that
+    // came over the socket after the read was sent is newer, and is shown again over what the read brought.
+    const liveClaims = new Map();
+    document.body.addEventListener("htmx:beforeRequest", (event) => { event.detail.xhr.airlockSentAt = Date.now(); });
+    function reapplyNewerClaims(sentAt) {
+      liveClaims.forEach((claim, id) => {
+        if (claim.at >= sentAt) showClaim(document.getElementById(`approval-${id}`), claim.by, claim.expiresAt);
+      });
+    }
     function myClaims() {
       return cards().filter((c) => { const box = c.querySelector("[data-claim]"); return box && box.dataset.claimedBy === me; });
     }
@@ -197,6 +206,7 @@
       socket.onmessage = (message) => {
         const data = JSON.parse(message.data);
         if (data.type === "approval.claimed") {
+          liveClaims.set(data.approval_id, { by: data.by, expiresAt: data.expires_at, at: Date.now() });
           showClaim(document.getElementById(`approval-${data.approval_id}`), data.by, data.expires_at);
           return;
         }
@@ -244,6 +254,7 @@
 
     document.body.addEventListener("htmx:afterSwap", (event) => {
       if (event.detail.target && event.detail.target.id === "pending-list") restorePlace(event.detail.xhr.airlockPlace);
+      if (event.detail.xhr && event.detail.xhr.airlockSentAt) reapplyNewerClaims(event.detail.xhr.airlockSentAt);
       if (event.detail.target && event.detail.target.id === "bulk-result") {
         refreshList();  // the decided cards leave, the refused ones stay, with what became of each above
         if (bulkForm) bulkForm.reset();

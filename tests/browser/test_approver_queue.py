@@ -262,3 +262,35 @@ def test_alices_decision_note_stays_when_the_socket_reconnects(asgi_live_server,
 
     # Still on the page, or taken away by its own timer (a slow machine), never by the re-read.
     assert page.evaluate("(note) => note.isConnected || note.dataset.gone === '1'", note)
+
+
+def test_a_list_read_before_alice_left_does_not_bring_her_claim_back(asgi_live_server, demo, login_as, browser):
+    """Bob's list is read again on a reconnect; the answer was rendered while alice still held the card, and
+    arrives after the socket said she let go. Her claim must stay gone: the newer live event wins."""
+    mail = ApprovalRequest.objects.get(skill_name="support.send_email", status=ApprovalStatus.PENDING)
+    bob = login_as(demo["bob"])
+    socket = _DroppableInboxSocket(bob)
+    bob.goto(f"{asgi_live_server.url}/approvals/")
+    alice = _open_as(browser, asgi_live_server, demo["alice"])
+    for page in (alice, bob):
+        expect(page.locator("#live-status")).to_have_text("live")
+    alice.locator(f"#approval-{mail.pk} [data-claim-button]").click()
+    note = bob.locator(f"#approval-{mail.pk} .claim-note")
+    expect(note).to_have_text("alice is looking at this")
+
+    held = []  # the re-read's answer, rendered now (alice's claim in it), handed to the page later
+    bob.route(re.compile(r"partial=list"), lambda route: held.append((route, route.fetch())))
+    socket.routes[-1].close(code=4000, reason="network gone")
+    for _ in range(600):  # a condition with a generous ceiling: the page reconnects and asks for its list
+        if held:
+            break
+        bob.wait_for_timeout(50)
+    route, stale = held[0]
+    assert "is looking at this" in stale.text()
+
+    alice.context.close()  # she leaves: her socket closes, the claim ends, bob's socket says so
+    expect(note).to_have_text("")
+    route.fulfill(response=stale)
+    bob.wait_for_function("() => !document.querySelector('#pending-list.htmx-request')")
+    expect(note).to_have_text("")
+    expect(bob.locator(f"#approval-{mail.pk}")).not_to_have_class(re.compile(r"\bclaimed\b"))

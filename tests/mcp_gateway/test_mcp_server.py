@@ -24,7 +24,7 @@ GRANTED = {
     "iam.revoke_access",
 }
 REFUND = {"customer_id": "c-42", "amount_cents": 1250}
-DISCOVERY_TOOLS = {"find_tools", "describe_tool", "describe_result"}
+DISCOVERY_TOOLS = {"find_tools", "describe_tool", "describe_result", "human.ask"}
 
 
 def _approve(base_url: str, token: str, approval_id: int) -> httpx.Response:

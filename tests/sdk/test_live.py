@@ -278,6 +278,7 @@ def test_a_run_discovers_through_the_gate_and_its_tool_list_is_pinned(airlock, a
         "find_tools",
         "describe_tool",
         "describe_result",
+        "human__ask",
     ]
     before = run.tools(format="mcp")
     found = run.find_tools("refund request", effect="write", limit=3)
