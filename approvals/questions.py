@@ -15,6 +15,8 @@ from approvals.models import ApprovalRequest
 from runs import builtin_tools
 from traces.redaction import redact_text
 
+MAX_TEXT_CHARS = builtin_tools.MAX_QUESTION_CHARS  # a question either way, and an answer
+
 
 class InvalidAnswer(ValueError):
     """What is wrong with an answer, in words for the person who gave it."""
@@ -40,8 +42,8 @@ def checked_answer(approval: ApprovalRequest, answer: str) -> str:
     text = (answer or "").strip()
     if not text:
         raise InvalidAnswer("Write an answer (or pick one): it is what the agent gets back.")
-    if len(text) > builtin_tools.MAX_QUESTION_CHARS:
-        raise InvalidAnswer(f"An answer holds at most {builtin_tools.MAX_QUESTION_CHARS} characters.")
+    if len(text) > MAX_TEXT_CHARS:
+        raise InvalidAnswer(f"An answer holds at most {MAX_TEXT_CHARS} characters.")
     choices = question_of(approval)["choices"]
     if choices and text not in choices:
         raise InvalidAnswer("The agent asked you to pick one of its choices: " + "; ".join(choices) + ".")

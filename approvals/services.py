@@ -412,8 +412,8 @@ def ask_the_agent(*, approval: ApprovalRequest, user, question: str, via: str = 
     text = redact_text((question or "").strip())
     if not text:
         raise InvalidDecision("Write the question you want the agent to answer.")
-    if len(text) > 2000:
-        raise InvalidDecision("A question to the agent holds at most 2000 characters.")
+    if len(text) > questions.MAX_TEXT_CHARS:
+        raise InvalidDecision(f"A question to the agent holds at most {questions.MAX_TEXT_CHARS} characters.")
     now = timezone.now()
     with transaction.atomic():
         locked = ApprovalRequest.objects.select_for_update().get(pk=approval.pk)
